@@ -1,0 +1,11 @@
+//! The Aegis: one node's whole fault-tolerance policy, and its parts.
+
+mod backoff;
+mod policy;
+mod validate;
+
+pub use backoff::jittered;
+pub use policy::{
+    Aegis, CacheKeySpec, CachePolicy, ErrorHandlerSpec, RetryPolicy, RetryPredicate, TimeoutPolicy,
+};
+pub(crate) use validate::{retry_problems, timeout_problems};

@@ -1,0 +1,164 @@
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+use crate::error::Transience;
+use crate::graph::NodeId;
+use crate::state::{FieldName, StateDelta};
+
+/// The whole fault-tolerance policy for one node.
+///
+/// Every field is independently optional; `Aegis::default()` is no policy at
+/// all: one attempt, no bound, no handler, no cache. An Aegis attaches beside
+/// a node with `WarGraph::set_aegis`, or graph-wide with
+/// `WarGraph::with_default_aegis`; a node's own entry wins wholesale.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Aegis {
+    /// Retry failed attempts inside the superstep.
+    pub retry: Option<RetryPolicy>,
+    /// Bound each attempt by a wall clock and/or an idle window.
+    pub timeout: Option<TimeoutPolicy>,
+    /// What to do on the node's final failure.
+    pub on_error: Option<ErrorHandlerSpec>,
+    /// Serve the node's result from the engine's cache.
+    pub cache: Option<CachePolicy>,
+}
+
+impl Aegis {
+    /// Whether this Aegis sets nothing.
+    pub fn is_empty(&self) -> bool {
+        self.retry.is_none()
+            && self.timeout.is_none()
+            && self.on_error.is_none()
+            && self.cache.is_none()
+    }
+}
+
+/// Which failures a [`RetryPolicy`] retries, by their [`Transience`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum RetryPredicate {
+    /// Retry `Transient` failures only; `Permanent` and `Unknown` get one
+    /// attempt. The default: an unclassified error is not assumed safe to
+    /// repeat.
+    #[default]
+    TransientOnly,
+    /// Retry `Transient` and `Unknown` failures; only `Permanent` ones stop.
+    /// For nodes whose errors are mostly untyped but idempotent.
+    TransientOrUnknown,
+    /// Retry every failure, `Permanent` included (still bounded by
+    /// `max_attempts`; a run-budget timeout is never retried).
+    Always,
+    /// Never retry: the policy only documents `max_attempts`, which stays 1
+    /// in effect. Useful to switch retries off without removing a policy.
+    Never,
+    /// Ask the `RetryPredicateEvaluator` registered on the engine under this
+    /// name (`WarEngine::with_retry_predicate`); unregistered names fail
+    /// `start`/`resume` with `UnregisteredRetryPredicate`.
+    Custom(String),
+}
+
+impl RetryPredicate {
+    /// The built-in decision for a transience; `None` for `Custom`, which
+    /// only the engine's registry can answer.
+    pub fn allows_builtin(&self, transience: Transience) -> Option<bool> {
+        Some(match self {
+            RetryPredicate::TransientOnly => transience == Transience::Transient,
+            RetryPredicate::TransientOrUnknown => transience != Transience::Permanent,
+            RetryPredicate::Always => true,
+            RetryPredicate::Never => false,
+            RetryPredicate::Custom(_) => return None,
+        })
+    }
+}
+
+/// Retry a failed attempt inside the same superstep.
+///
+/// The wait before attempt `n` (n ≥ 2) is
+/// `min(initial_interval × backoff_factor^(n−2), max_interval)`, plus, with
+/// `jitter`, a uniform draw from `[0, that delay)`.
+///
+/// Validation (`RetryPolicyInvalid`) rejects `max_attempts: 0` (never
+/// "unlimited"), a `backoff_factor` that is NaN, infinite or below 1.0, and an
+/// `initial_interval` above `max_interval`. A zero `initial_interval` is valid
+/// and means immediate retries.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RetryPolicy {
+    /// Attempts, including the first: 3 means the node runs at most 3 times.
+    pub max_attempts: u32,
+    /// The wait before attempt 2.
+    pub initial_interval: Duration,
+    /// Each further wait is this many times the previous one.
+    pub backoff_factor: f64,
+    /// Every computed wait is capped here (before jitter).
+    pub max_interval: Duration,
+    /// Add a uniform random `[0, delay)` to each wait.
+    pub jitter: bool,
+    /// Which failures are retried.
+    pub retry_on: RetryPredicate,
+}
+
+impl Default for RetryPolicy {
+    /// 3 attempts; 500 ms, 1 s, 2 s, ... capped at 60 s; jitter on;
+    /// transient failures only.
+    fn default() -> Self {
+        RetryPolicy {
+            max_attempts: 3,
+            initial_interval: Duration::from_millis(500),
+            backoff_factor: 2.0,
+            max_interval: Duration::from_secs(60),
+            jitter: true,
+            retry_on: RetryPredicate::TransientOnly,
+        }
+    }
+}
+
+/// Bounds on each attempt. Both limits are independent; a zero duration is
+/// rejected by validation (`TimeoutPolicyInvalid`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TimeoutPolicy {
+    /// No single attempt may run longer than this, progress or not.
+    pub run_timeout: Option<Duration>,
+    /// An attempt that reports no progress (heartbeat) for this long is cut.
+    pub idle_timeout: Option<Duration>,
+}
+
+/// What happens on a node's final failure.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum ErrorHandlerSpec {
+    /// Write the structured `NodeError` into `error_field` and run `to` next,
+    /// instead of the failed node's static successors.
+    Route {
+        /// The compensating node.
+        to: NodeId,
+        /// Where the error goes (declared, any dispatch but `Sum`).
+        error_field: FieldName,
+    },
+    /// Merge this delta instead and carry on down the static edges.
+    Absorb {
+        /// The delta merged in place of the node's.
+        fallback_delta: StateDelta,
+    },
+    /// Hand the error to the `ErrorHandler` registered under this name.
+    Custom(String),
+}
+
+/// Serve a node's result from the engine's node cache.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CachePolicy {
+    /// A hard expiry: an entry read at exactly its expiry instant is a miss.
+    pub ttl: Duration,
+    /// What the key is made of.
+    pub key: CacheKeySpec,
+}
+
+/// The input part of a node cache key.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CacheKeySpec {
+    /// The graph fingerprint, the node id, the node's input (a Paladin node's
+    /// rendered input; a Function node's whole snapshot) and the Paladin's
+    /// configuration.
+    #[default]
+    Default,
+    /// As `Default`, plus (for a Paladin node) or instead of the snapshot (for
+    /// a Function node) the named fields' values.
+    Fields(Vec<FieldName>),
+}

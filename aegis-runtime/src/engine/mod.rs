@@ -1,0 +1,299 @@
+//! The `WarEngine`: the superstep loop and the Aegis attempt loop.
+
+mod attempt;
+mod config;
+mod context;
+mod hooks;
+mod index;
+mod outcome;
+mod record;
+mod run;
+
+pub use config::{ConfigError, EngineConfig, EngineLimits};
+pub use context::{HeartbeatHandle, NodeContext, ParleyResponse};
+pub use hooks::{
+    EdgeConditionEvaluator, InterceptorDecision, NodeInterceptor, RetryPredicateError,
+    RetryPredicateEvaluator,
+};
+pub use outcome::RunOutcome;
+pub use record::{AttemptRecord, NodeExecutionRecord, NodeStatus};
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use crate::aegis::{Aegis, RetryPredicate};
+use crate::error::{EngineError, PolicyOffender};
+use crate::graph::{NodeId, WarGraph};
+use crate::paladin::PaladinPort;
+use crate::state::initial_state;
+use crate::trace::{TraceEvent, TraceSink, log_event};
+use crate::waypoint::{Chronicle, InMemoryWaypointStore, WaypointStatus, WaypointStore};
+use attempt::Budget;
+use index::GraphIndex;
+use run::Cursor;
+
+/// Runs [`WarGraph`]s, writing a waypoint per superstep to its store.
+///
+/// Extension points (retry predicates, edge evaluators, interceptors, trace
+/// sinks) are registered with builder methods; graphs name them by string and
+/// `start`/`resume` check every name before a node runs.
+pub struct WarEngine<S = InMemoryWaypointStore> {
+    pub(crate) paladin_port: Arc<dyn PaladinPort>,
+    pub(crate) store: Arc<S>,
+    pub(crate) retry_predicates: HashMap<String, Arc<dyn RetryPredicateEvaluator>>,
+    pub(crate) edge_evaluators: HashMap<String, Arc<dyn EdgeConditionEvaluator>>,
+    pub(crate) trace_sinks: Vec<Arc<dyn TraceSink>>,
+    pub(crate) interceptors: Vec<Arc<dyn NodeInterceptor>>,
+    pub(crate) cancellation: CancellationToken,
+}
+
+impl<S> fmt::Debug for WarEngine<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut predicates: Vec<_> = self.retry_predicates.keys().collect();
+        predicates.sort();
+        let mut evaluators: Vec<_> = self.edge_evaluators.keys().collect();
+        evaluators.sort();
+        f.debug_struct("WarEngine")
+            .field("retry_predicates", &predicates)
+            .field("edge_evaluators", &evaluators)
+            .field("trace_sinks", &self.trace_sinks.len())
+            .field("interceptors", &self.interceptors.len())
+            .field("cancelled", &self.cancellation.is_cancelled())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S: WaypointStore> WarEngine<S> {
+    /// An engine running Paladin nodes through `paladin_port` and writing
+    /// waypoints to `store`.
+    pub fn new(paladin_port: Arc<dyn PaladinPort>, store: Arc<S>) -> Self {
+        WarEngine {
+            paladin_port,
+            store,
+            retry_predicates: HashMap::new(),
+            edge_evaluators: HashMap::new(),
+            trace_sinks: Vec::new(),
+            interceptors: Vec::new(),
+            cancellation: CancellationToken::new(),
+        }
+    }
+
+    /// Registers a retry predicate for `RetryPredicate::Custom(name)`.
+    pub fn with_retry_predicate(
+        mut self,
+        name: impl Into<String>,
+        predicate: Arc<dyn RetryPredicateEvaluator>,
+    ) -> Self {
+        self.retry_predicates.insert(name.into(), predicate);
+        self
+    }
+
+    /// Registers an evaluator for conditional edges naming `name`.
+    pub fn with_edge_evaluator(
+        mut self,
+        name: impl Into<String>,
+        evaluator: Arc<dyn EdgeConditionEvaluator>,
+    ) -> Self {
+        self.edge_evaluators.insert(name.into(), evaluator);
+        self
+    }
+
+    /// Adds a trace sink.
+    pub fn with_trace_sink(mut self, sink: Arc<dyn TraceSink>) -> Self {
+        self.trace_sinks.push(sink);
+        self
+    }
+
+    /// Adds an interceptor; interceptors run in the order added.
+    pub fn with_interceptor(mut self, interceptor: Arc<dyn NodeInterceptor>) -> Self {
+        self.interceptors.push(interceptor);
+        self
+    }
+
+    /// Uses `token` for shutdown. Once it is cancelled, running attempts get
+    /// `EngineLimits::shutdown_grace`, backoff waits end at once, and the run
+    /// halts; resume it with an engine holding an uncancelled token.
+    pub fn with_cancellation(mut self, token: CancellationToken) -> Self {
+        self.cancellation = token;
+        self
+    }
+
+    /// The engine's cancellation token.
+    pub fn cancellation(&self) -> &CancellationToken {
+        &self.cancellation
+    }
+
+    /// The waypoint store.
+    pub fn store(&self) -> &Arc<S> {
+        &self.store
+    }
+
+    /// A Chronicle over this engine's store.
+    pub fn chronicle(&self) -> Chronicle<S> {
+        Chronicle::new(self.store.clone())
+    }
+
+    pub(crate) fn emit(&self, event: TraceEvent) {
+        log_event(&event);
+        if let Some((last, rest)) = self.trace_sinks.split_last() {
+            for sink in rest {
+                sink.emit(event.clone());
+            }
+            last.emit(event);
+        }
+    }
+
+    /// Validates `graph` against this engine: the graph's own checks plus
+    /// every registered name it uses.
+    pub fn validate(&self, graph: &WarGraph) -> Result<(), EngineError> {
+        let mut problems = graph.problems();
+
+        let entries: Vec<(Option<&NodeId>, &Aegis)> = graph
+            .default_aegis
+            .iter()
+            .map(|a| (None, a))
+            .chain(graph.aegis.iter().map(|(n, a)| (Some(n), a)))
+            .collect();
+        let unregistered: Vec<PolicyOffender> = entries
+            .iter()
+            .filter_map(
+                |(node, aegis)| match aegis.retry.as_ref().map(|r| &r.retry_on) {
+                    Some(RetryPredicate::Custom(name))
+                        if !self.retry_predicates.contains_key(name) =>
+                    {
+                        Some(PolicyOffender::new(
+                            *node,
+                            format!("retry predicate `{name}` is not registered"),
+                        ))
+                    }
+                    _ => None,
+                },
+            )
+            .collect();
+        if !unregistered.is_empty() {
+            problems.push(EngineError::UnregisteredRetryPredicate {
+                offenders: unregistered,
+            });
+        }
+
+        let mut evaluators: Vec<String> = graph
+            .conditional
+            .iter()
+            .filter(|c| !self.edge_evaluators.contains_key(&c.evaluator))
+            .map(|c| c.evaluator.clone())
+            .collect();
+        evaluators.sort();
+        evaluators.dedup();
+        if !evaluators.is_empty() {
+            problems.push(EngineError::UnregisteredEdgeEvaluator { names: evaluators });
+        }
+        EngineError::from_problems(problems)
+    }
+
+    /// Starts a new thread with `input` (a JSON object of field values).
+    ///
+    /// `Err` only when the run cannot start (validation, bad input, an
+    /// existing thread, the store); a run that executed returns
+    /// `Ok(RunOutcome)`, failed or not.
+    pub async fn start(
+        &self,
+        graph: &WarGraph,
+        thread_id: &str,
+        input: serde_json::Value,
+    ) -> Result<RunOutcome, EngineError> {
+        self.validate(graph)?;
+        if self.store.latest(thread_id).await?.is_some() {
+            return Err(EngineError::ThreadAlreadyExists {
+                thread_id: thread_id.to_string(),
+            });
+        }
+        let state = initial_state(&graph.schema, &input).map_err(EngineError::InvalidInput)?;
+        let index = GraphIndex::new(graph);
+        let vanguard = index.entry_activations();
+        let budget = Budget::new(graph.limits.run_timeout);
+        let cursor = Cursor {
+            thread_id: Arc::from(thread_id),
+            fingerprint: graph.fingerprint(),
+            seq: 0,
+            superstep: 0,
+            state,
+            vanguard,
+            interrupted: false,
+            completed: Vec::new(),
+            visits: Default::default(),
+        };
+        let status = if cursor.vanguard.is_empty() {
+            WaypointStatus::Completed
+        } else {
+            WaypointStatus::Running
+        };
+        self.store
+            .put(cursor.waypoint(0, status, Vec::new()))
+            .await?;
+        self.run(&index, cursor, budget, false).await
+    }
+
+    /// Continues a thread from its latest waypoint: a halted run re-runs the
+    /// activations it did not finish (from attempt 1), a failed run re-runs
+    /// the failed ones, a completed run returns at once.
+    ///
+    /// Fails with `GraphMismatch` if `graph` is not the graph the thread ran
+    /// (retry and timeout changes do not count), and with
+    /// `UnexpectedParleyResponse` if a response is given to a thread that is
+    /// not awaiting one.
+    pub async fn resume(
+        &self,
+        graph: &WarGraph,
+        thread_id: &str,
+        response: Option<ParleyResponse>,
+    ) -> Result<RunOutcome, EngineError> {
+        self.validate(graph)?;
+        let Some(latest) = self.store.latest(thread_id).await? else {
+            return Err(EngineError::ThreadNotFound {
+                thread_id: thread_id.to_string(),
+            });
+        };
+        let found = graph.fingerprint();
+        if latest.fingerprint != found {
+            return Err(EngineError::GraphMismatch {
+                expected: latest.fingerprint,
+                found,
+            });
+        }
+        if response.is_some() {
+            return Err(EngineError::UnexpectedParleyResponse {
+                thread_id: thread_id.to_string(),
+            });
+        }
+        let index = GraphIndex::new(graph);
+        let budget = Budget::new(graph.limits.run_timeout);
+        self.run(&index, Cursor::from_waypoint(latest), budget, true)
+            .await
+    }
+
+    async fn run(
+        &self,
+        index: &GraphIndex<'_>,
+        cursor: Cursor,
+        budget: Budget,
+        resumed: bool,
+    ) -> Result<RunOutcome, EngineError> {
+        let thread_id = cursor.thread_id.to_string();
+        let span = tracing::info_span!("aegis.run", thread_id = %thread_id, resumed);
+        self.emit(TraceEvent::RunStarted {
+            thread_id: thread_id.clone(),
+            resumed,
+        });
+        let outcome = self.drive(index, cursor, budget).instrument(span).await;
+        if let Ok(o) = &outcome {
+            self.emit(TraceEvent::RunFinished {
+                thread_id,
+                outcome: o.name(),
+            });
+        }
+        outcome
+    }
+}

@@ -1,0 +1,98 @@
+//! What `start` and `resume` return for a run that executed.
+
+use crate::error::{EngineError, NodeError};
+use crate::graph::NodeId;
+use crate::state::Battlefield;
+
+/// How a `start` or `resume` call ended.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum RunOutcome {
+    /// The vanguard emptied: the run is done.
+    Completed {
+        /// The thread.
+        thread_id: String,
+        /// The final state.
+        state: Battlefield,
+    },
+    /// The run failed; its last waypoint is `Failed`.
+    Failed {
+        /// The thread.
+        thread_id: String,
+        /// The state the failed superstep started from.
+        state: Battlefield,
+        /// Why.
+        error: EngineError,
+    },
+    /// The run was cancelled; `resume` continues it.
+    Halted {
+        /// The thread.
+        thread_id: String,
+        /// The last merged state.
+        state: Battlefield,
+        /// The activations `resume` will run.
+        vanguard: Vec<NodeId>,
+    },
+}
+
+impl RunOutcome {
+    /// The state the run ended with.
+    pub fn state(&self) -> &Battlefield {
+        match self {
+            RunOutcome::Completed { state, .. }
+            | RunOutcome::Failed { state, .. }
+            | RunOutcome::Halted { state, .. } => state,
+        }
+    }
+
+    /// The thread.
+    pub fn thread_id(&self) -> &str {
+        match self {
+            RunOutcome::Completed { thread_id, .. }
+            | RunOutcome::Failed { thread_id, .. }
+            | RunOutcome::Halted { thread_id, .. } => thread_id,
+        }
+    }
+
+    /// The structured node error, when a node's failure ended the run.
+    pub fn node_error(&self) -> Option<&NodeError> {
+        match self {
+            RunOutcome::Failed {
+                error: EngineError::NodeFailed(e),
+                ..
+            } => Some(e),
+            _ => None,
+        }
+    }
+
+    /// The outcome's name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            RunOutcome::Completed { .. } => "Completed",
+            RunOutcome::Failed { .. } => "Failed",
+            RunOutcome::Halted { .. } => "Halted",
+        }
+    }
+
+    /// Whether the run completed.
+    pub fn is_completed(&self) -> bool {
+        matches!(self, RunOutcome::Completed { .. })
+    }
+
+    /// The final state of a completed run, the error of a failed one; a
+    /// halted run is `Err(EngineError::Halted)`.
+    pub fn into_result(self) -> Result<Battlefield, EngineError> {
+        match self {
+            RunOutcome::Completed { state, .. } => Ok(state),
+            RunOutcome::Failed { error, .. } => Err(error),
+            RunOutcome::Halted {
+                thread_id,
+                vanguard,
+                ..
+            } => Err(EngineError::Halted {
+                thread_id,
+                vanguard,
+            }),
+        }
+    }
+}

@@ -1,0 +1,372 @@
+//! Everything that stops a graph from validating, starting or finishing.
+
+use std::fmt;
+use std::time::Duration;
+
+use super::NodeError;
+use crate::graph::NodeId;
+use crate::state::{DispatchRule, FieldName, MergeError, Writer};
+use crate::waypoint::StoreError;
+
+/// One policy problem: which Aegis, and what is wrong with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolicyOffender {
+    /// The node whose own Aegis is at fault; `None` for the graph default.
+    pub node: Option<NodeId>,
+    /// What is wrong, for humans.
+    pub reason: String,
+}
+
+impl PolicyOffender {
+    pub(crate) fn new(node: Option<&NodeId>, reason: impl Into<String>) -> Self {
+        PolicyOffender {
+            node: node.cloned(),
+            reason: reason.into(),
+        }
+    }
+}
+
+impl fmt::Display for PolicyOffender {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.node {
+            Some(n) => write!(f, "`{n}`: {}", self.reason),
+            None => write!(f, "default Aegis: {}", self.reason),
+        }
+    }
+}
+
+/// A reference to an edge, for validation messages.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct EdgeRef {
+    /// The source node.
+    pub from: NodeId,
+    /// The target node.
+    pub to: NodeId,
+}
+
+impl fmt::Display for EdgeRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} -> {}", self.from, self.to)
+    }
+}
+
+fn list<T: fmt::Display>(items: &[T]) -> String {
+    items
+        .iter()
+        .map(|i| i.to_string())
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+fn ids<T: fmt::Display>(items: &[T]) -> String {
+    items
+        .iter()
+        .map(|i| format!("`{i}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// An error of the engine: a graph that does not validate, a run that cannot
+/// start or continue, or the reason a run that executed has failed.
+///
+/// Validation is fail-closed and lists every offender: each variant carries
+/// all of them, and [`EngineError::ValidationFailed`] groups several kinds.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum EngineError {
+    /// Several kinds of validation problem at once, each listing its offenders.
+    #[error("the graph is invalid:\n  - {}", errors.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("\n  - "))]
+    ValidationFailed {
+        /// One error per kind of problem.
+        errors: Vec<EngineError>,
+    },
+    /// Node ids declared more than once.
+    #[error("node ids declared more than once: {}", ids(nodes))]
+    DuplicateNodeId {
+        /// Every duplicated id.
+        nodes: Vec<NodeId>,
+    },
+    /// Node ids that are empty or reserved (`__start__`, `__end__`).
+    #[error("reserved or empty node ids: {}", ids(nodes))]
+    ReservedNodeId {
+        /// Every offending id.
+        nodes: Vec<NodeId>,
+    },
+    /// Fields declared more than once in the schema.
+    #[error("fields declared more than once: {}", ids(fields))]
+    DuplicateField {
+        /// Every duplicated field.
+        fields: Vec<FieldName>,
+    },
+    /// Edges whose endpoint is not a declared node.
+    #[error("edges to or from undeclared nodes: {}", list(edges))]
+    UnknownEdgeEndpoint {
+        /// Every such edge.
+        edges: Vec<EdgeRef>,
+    },
+    /// No edge leaves `START`.
+    #[error("the graph has no entry point: add an edge from START")]
+    NoEntryPoint,
+    /// Nodes nothing can reach.
+    #[error("nodes unreachable from START: {}", ids(nodes))]
+    UnreachableNodes {
+        /// Every unreachable node.
+        nodes: Vec<NodeId>,
+    },
+    /// `mark_dynamic_target` named undeclared nodes.
+    #[error("dynamic targets that are not declared nodes: {}", ids(nodes))]
+    UnknownDynamicTarget {
+        /// Every such id.
+        nodes: Vec<NodeId>,
+    },
+    /// Paladin nodes whose template or output names undeclared fields.
+    #[error("paladin nodes referencing undeclared fields: {}", list(offenders))]
+    PaladinFieldUndeclared {
+        /// Every offender.
+        offenders: Vec<PolicyOffender>,
+    },
+    /// `set_aegis` on ids that are not declared nodes.
+    #[error("Aegis set on undeclared nodes: {}", ids(nodes))]
+    AegisOnUndeclaredNode {
+        /// Every such id.
+        nodes: Vec<NodeId>,
+    },
+    /// Retry policies that cannot run as written.
+    #[error("invalid retry policies: {}", list(offenders))]
+    RetryPolicyInvalid {
+        /// Every offender.
+        offenders: Vec<PolicyOffender>,
+    },
+    /// Timeout policies with a zero duration.
+    #[error("invalid timeout policies: {}", list(offenders))]
+    TimeoutPolicyInvalid {
+        /// Every offender.
+        offenders: Vec<PolicyOffender>,
+    },
+    /// Policies on node kinds that do not support them (see the support matrix).
+    #[error("Aegis policies unsupported for their node kind: {}", list(offenders))]
+    AegisUnsupportedForNodeKind {
+        /// Every offender.
+        offenders: Vec<PolicyOffender>,
+    },
+    /// Custom retry predicates no one registered on the engine.
+    #[error("retry predicates not registered on the engine: {}", list(offenders))]
+    UnregisteredRetryPredicate {
+        /// Every offender, naming the missing predicate.
+        offenders: Vec<PolicyOffender>,
+    },
+    /// Conditional edges naming evaluators no one registered on the engine.
+    #[error("edge evaluators not registered on the engine: {}", ids(names))]
+    UnregisteredEdgeEvaluator {
+        /// Every missing evaluator name.
+        names: Vec<String>,
+    },
+
+    /// The initial input does not fit the schema.
+    #[error("invalid input: {0}")]
+    InvalidInput(MergeError),
+    /// Two writers of one `LastWrite` field in one superstep.
+    #[error("conflicting writes to LastWrite field `{field}` by {}", ids(writers))]
+    ConflictingWrites {
+        /// The field.
+        field: FieldName,
+        /// Every writer, in vanguard order.
+        writers: Vec<Writer>,
+    },
+    /// A node wrote a field the schema does not declare.
+    #[error("node `{node}` wrote undeclared field `{field}`")]
+    UndeclaredFieldWrite {
+        /// The writer.
+        node: Writer,
+        /// The field.
+        field: FieldName,
+    },
+    /// A node wrote a value its field's dispatch rule cannot take.
+    #[error("node `{node}` wrote {found} to {rule:?} field `{field}`")]
+    DispatchTypeMismatch {
+        /// The writer.
+        node: Writer,
+        /// The field.
+        field: FieldName,
+        /// The field's rule.
+        rule: DispatchRule,
+        /// What was written.
+        found: &'static str,
+    },
+    /// A node returned `Goto` to a node that is neither a static successor
+    /// nor a dynamic target.
+    #[error(
+        "node `{node}` returned Goto(`{target}`), which is neither a static successor nor a dynamic target"
+    )]
+    InvalidGoto {
+        /// The node.
+        node: NodeId,
+        /// The refused target.
+        target: NodeId,
+    },
+    /// A conditional edge evaluator chose a target outside its declared set.
+    #[error(
+        "evaluator `{evaluator}` on `{node}` chose `{target}`, which is not among its declared targets"
+    )]
+    ConditionalTargetNotDeclared {
+        /// The edge's source.
+        node: NodeId,
+        /// The evaluator.
+        evaluator: String,
+        /// The refused target.
+        target: NodeId,
+    },
+    /// A conditional edge evaluator failed.
+    #[error("evaluator `{evaluator}` on `{node}` failed: {message}")]
+    EdgeEvaluatorFailed {
+        /// The edge's source.
+        node: NodeId,
+        /// The evaluator.
+        evaluator: String,
+        /// Its error.
+        message: String,
+    },
+    /// `max_supersteps` supersteps ran without the run completing.
+    #[error("recursion limit of {limit} supersteps exceeded")]
+    RecursionLimitExceeded {
+        /// The limit.
+        limit: u32,
+    },
+    /// A node was activated more than `max_node_visits` times.
+    #[error("node `{node}` exceeded its visit limit of {limit}")]
+    NodeVisitLimitExceeded {
+        /// The node.
+        node: NodeId,
+        /// The limit.
+        limit: u32,
+    },
+    /// The run-level budget ran out.
+    #[error("run timeout exceeded: {elapsed:?} elapsed, limit {limit:?}")]
+    RunTimeoutExceeded {
+        /// Time spent in this start/resume call.
+        elapsed: Duration,
+        /// The limit.
+        limit: Duration,
+    },
+    /// A node failed finally, with no handler to decide otherwise.
+    #[error("{0}")]
+    NodeFailed(NodeError),
+
+    /// `resume` was given a graph whose fingerprint differs from the thread's.
+    #[error("graph mismatch: the thread was run with graph {expected}, this graph is {found}")]
+    GraphMismatch {
+        /// The thread's fingerprint.
+        expected: String,
+        /// This graph's fingerprint.
+        found: String,
+    },
+    /// `resume` or `fork` named a thread with no waypoints.
+    #[error("thread `{thread_id}` has no waypoints")]
+    ThreadNotFound {
+        /// The thread.
+        thread_id: String,
+    },
+    /// `start` named a thread that already has waypoints.
+    #[error("thread `{thread_id}` already exists: resume it or start a new thread")]
+    ThreadAlreadyExists {
+        /// The thread.
+        thread_id: String,
+    },
+    /// `fork` named a waypoint the thread does not have.
+    #[error("thread `{thread_id}` has no waypoint #{seq}")]
+    WaypointNotFound {
+        /// The thread.
+        thread_id: String,
+        /// The waypoint sequence number.
+        seq: u64,
+    },
+    /// Another engine advanced the thread first; this one wrote nothing.
+    #[error("thread `{thread_id}` was advanced concurrently by another engine")]
+    ConcurrentUpdate {
+        /// The thread.
+        thread_id: String,
+    },
+    /// `RunOutcome::into_result` of a halted run.
+    #[error("thread `{thread_id}` was halted with {} activations pending; resume it", vanguard.len())]
+    Halted {
+        /// The thread.
+        thread_id: String,
+        /// The activations `resume` will run.
+        vanguard: Vec<NodeId>,
+    },
+    /// A parley response was given to a thread that is not awaiting one.
+    #[error("thread `{thread_id}` is not awaiting input; resume it without a response")]
+    UnexpectedParleyResponse {
+        /// The thread.
+        thread_id: String,
+    },
+    /// The waypoint store failed.
+    #[error("waypoint store error: {0}")]
+    Store(StoreError),
+}
+
+impl EngineError {
+    /// Every individual validation error inside this one (itself, or the
+    /// members of [`EngineError::ValidationFailed`]).
+    pub fn validation_errors(&self) -> Vec<&EngineError> {
+        match self {
+            EngineError::ValidationFailed { errors } => errors.iter().collect(),
+            other => vec![other],
+        }
+    }
+
+    /// The node error, when a node's failure ended the run.
+    pub fn node_error(&self) -> Option<&NodeError> {
+        match self {
+            EngineError::NodeFailed(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// Folds a list of validation errors: `Ok` when empty, the error itself
+    /// when alone, [`EngineError::ValidationFailed`] otherwise.
+    pub(crate) fn from_problems(mut errors: Vec<EngineError>) -> Result<(), EngineError> {
+        match errors.len() {
+            0 => Ok(()),
+            1 => Err(errors.remove(0)),
+            _ => Err(EngineError::ValidationFailed { errors }),
+        }
+    }
+}
+
+impl From<MergeError> for EngineError {
+    fn from(e: MergeError) -> Self {
+        match e {
+            MergeError::ConflictingWrites { field, writers } => {
+                EngineError::ConflictingWrites { field, writers }
+            }
+            MergeError::UndeclaredFieldWrite { writer, field } => {
+                EngineError::UndeclaredFieldWrite {
+                    node: writer,
+                    field,
+                }
+            }
+            MergeError::DispatchTypeMismatch {
+                writer,
+                field,
+                rule,
+                found,
+            } => EngineError::DispatchTypeMismatch {
+                node: writer,
+                field,
+                rule,
+                found,
+            },
+            other => EngineError::InvalidInput(other),
+        }
+    }
+}
+
+impl From<StoreError> for EngineError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::Conflict { thread_id, .. } => EngineError::ConcurrentUpdate { thread_id },
+            other => EngineError::Store(other),
+        }
+    }
+}

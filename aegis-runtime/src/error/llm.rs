@@ -1,0 +1,147 @@
+//! The provider-boundary error type and its transience table.
+
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+use super::Transience;
+
+/// What one provider of a fallback chain answered, kept in
+/// [`LlmError::AllProvidersFailed`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProviderAttempt {
+    /// The provider's name, as its port reports it.
+    pub provider: String,
+    /// The provider's error, already redacted and bounded.
+    pub error: String,
+    /// The classification of that error.
+    pub transience: Transience,
+}
+
+/// An error at the LLM provider boundary.
+///
+/// Adapters never collapse an HTTP status into a string: a non-2xx response
+/// without a dedicated variant becomes [`LlmError::ProviderError`], whose
+/// `status` is what [`LlmError::transience`] reads. Messages that carry
+/// provider text have passed through `map_http_status` (redacted, then
+/// bounded to 512 characters) before they get here.
+#[derive(Debug, Clone, PartialEq, thiserror::Error, Serialize, Deserialize)]
+#[non_exhaustive]
+pub enum LlmError {
+    /// A non-2xx response with no dedicated variant.
+    #[error("{provider} returned HTTP {status}: {message}")]
+    ProviderError {
+        /// The provider's name.
+        provider: String,
+        /// The HTTP status code.
+        status: u16,
+        /// The redacted, bounded response excerpt.
+        message: String,
+    },
+    /// The provider rejected the credential (HTTP 401, or an equivalent).
+    #[error("authentication failed: {0}")]
+    AuthenticationError(String),
+    /// The provider is rate limiting this caller (HTTP 429).
+    #[error("rate limited{}", retry_after.map(|d| format!(" (retry after {d:?})")).unwrap_or_default())]
+    RateLimited {
+        /// The parsed `Retry-After` hint, when the provider sent one.
+        retry_after: Option<Duration>,
+    },
+    /// The connection failed before a response arrived.
+    #[error("network error: {0}")]
+    NetworkError(String),
+    /// The request timed out at the transport.
+    #[error("request timed out: {0}")]
+    Timeout(String),
+    /// The provider rejected the request as malformed.
+    #[error("invalid request: {0}")]
+    InvalidRequest(String),
+    /// The prompt does not fit the model's context window.
+    #[error("context length exceeded: {0}")]
+    ContextLengthExceeded(String),
+    /// The provider refused to produce content for this prompt.
+    #[error("content filtered: {0}")]
+    ContentFiltered(String),
+    /// The response (JSON or SSE) could not be parsed.
+    #[error("could not parse the provider response: {0}")]
+    ParseError(String),
+    /// A circuit breaker in front of one provider is open.
+    #[error("circuit open for {provider}")]
+    CircuitOpen {
+        /// The provider the breaker guards.
+        provider: String,
+    },
+    /// Every provider of a fallback chain failed.
+    #[error("all {} providers failed; last: {last}", attempts.len())]
+    AllProvidersFailed {
+        /// One summary per provider tried, in chain order.
+        attempts: Vec<ProviderAttempt>,
+        /// The last provider's error; the chain's transience is exactly its.
+        last: Box<LlmError>,
+    },
+}
+
+impl LlmError {
+    /// Classifies this error from its typed fields, one arm per variant.
+    ///
+    /// For [`LlmError::ProviderError`] see [`status_transience`].
+    pub fn transience(&self) -> Transience {
+        match self {
+            LlmError::ProviderError { status, .. } => status_transience(*status),
+            LlmError::AuthenticationError(_) => Transience::Permanent,
+            LlmError::RateLimited { .. } => Transience::Transient,
+            LlmError::NetworkError(_) => Transience::Transient,
+            LlmError::Timeout(_) => Transience::Transient,
+            LlmError::InvalidRequest(_) => Transience::Permanent,
+            LlmError::ContextLengthExceeded(_) => Transience::Permanent,
+            LlmError::ContentFiltered(_) => Transience::Permanent,
+            // A garbled body is as likely a truncated transfer as a provider bug.
+            LlmError::ParseError(_) => Transience::Unknown,
+            // An open breaker closes again: a fallback chain must hop past it.
+            LlmError::CircuitOpen { .. } => Transience::Transient,
+            LlmError::AllProvidersFailed { last, .. } => last.transience(),
+        }
+    }
+
+    /// The HTTP status this error carries, if any (used by `NodeErrorSource::Llm`).
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            LlmError::ProviderError { status, .. } => Some(*status),
+            LlmError::AuthenticationError(_) => Some(401),
+            LlmError::RateLimited { .. } => Some(429),
+            LlmError::AllProvidersFailed { last, .. } => last.status(),
+            _ => None,
+        }
+    }
+
+    /// The provider named by this error, if it names one.
+    pub fn provider(&self) -> Option<&str> {
+        match self {
+            LlmError::ProviderError { provider, .. } | LlmError::CircuitOpen { provider } => {
+                Some(provider)
+            }
+            LlmError::AllProvidersFailed { last, .. } => last.provider(),
+            _ => None,
+        }
+    }
+}
+
+/// The transience of an HTTP status code.
+///
+/// * 408 (request timeout), 425 (too early), 429 (too many requests) and every
+///   5xx are **Transient**: the server says "not now", not "never".
+/// * 400, 401, 403, 404 and 422 are **Permanent**: the request itself, or the
+///   credential, is wrong and resending it cannot help.
+/// * Every other 4xx (405, 409, 410, 413, ...) is **Permanent** too: a client
+///   error describes the request, and no 4xx outside the transient list is
+///   defined as temporary.
+/// * Anything else (1xx, 3xx a client failed to follow, a 2xx that still
+///   failed, a non-standard code) is **Unknown**: nothing typed says which.
+pub fn status_transience(status: u16) -> Transience {
+    match status {
+        408 | 425 | 429 => Transience::Transient,
+        500..=599 => Transience::Transient,
+        400 | 401 | 403 | 404 | 422 => Transience::Permanent,
+        402..=499 => Transience::Permanent,
+        _ => Transience::Unknown,
+    }
+}

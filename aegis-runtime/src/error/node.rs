@@ -1,0 +1,245 @@
+//! The structured failure of one node, as every observer sees it.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+use super::{LlmError, PaladinError, Transience};
+use crate::graph::NodeId;
+
+/// Which bound cut a timed-out attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum TimeoutKind {
+    /// The per-attempt wall clock (`TimeoutPolicy::run_timeout`).
+    Run,
+    /// No heartbeat within `TimeoutPolicy::idle_timeout`.
+    Idle,
+    /// The run-level budget (`EngineLimits::run_timeout`) ran out; never retried.
+    EngineRun,
+}
+
+impl fmt::Display for TimeoutKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            TimeoutKind::Run => "run timeout",
+            TimeoutKind::Idle => "idle timeout",
+            TimeoutKind::EngineRun => "engine run budget",
+        })
+    }
+}
+
+/// Where a node failure came from, with its typed facts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub enum NodeErrorSource {
+    /// A Paladin (agent) error other than a provider error.
+    Paladin {
+        /// The `PaladinError` variant name.
+        kind: String,
+        /// Its message.
+        message: String,
+    },
+    /// An LLM provider error.
+    Llm {
+        /// The HTTP status, when the provider answered with one.
+        status: Option<u16>,
+        /// The provider's name, when known.
+        provider: Option<String>,
+        /// The `LlmError` variant name.
+        kind: String,
+        /// The redacted, bounded message.
+        message: String,
+    },
+    /// A Function node's error (or a panic caught inside it).
+    Function {
+        /// Its message.
+        message: String,
+    },
+    /// The attempt was cut by a timeout.
+    Timeout(TimeoutKind),
+    /// The attempt was cancelled.
+    Cancelled,
+    /// A `NodeInterceptor` failed the node; never retried.
+    Interceptor {
+        /// The interceptor's reason.
+        message: String,
+    },
+}
+
+impl fmt::Display for NodeErrorSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NodeErrorSource::Paladin { kind, message } => write!(f, "paladin {kind}: {message}"),
+            NodeErrorSource::Llm {
+                status,
+                provider,
+                message,
+                ..
+            } => {
+                write!(f, "llm")?;
+                if let Some(p) = provider {
+                    write!(f, " {p}")?;
+                }
+                if let Some(s) = status {
+                    write!(f, " (HTTP {s})")?;
+                }
+                write!(f, ": {message}")
+            }
+            NodeErrorSource::Function { message } => f.write_str(message),
+            NodeErrorSource::Timeout(kind) => write!(f, "{kind} elapsed"),
+            NodeErrorSource::Cancelled => f.write_str("cancelled"),
+            NodeErrorSource::Interceptor { message } => write!(f, "interceptor: {message}"),
+        }
+    }
+}
+
+impl From<&LlmError> for NodeErrorSource {
+    fn from(e: &LlmError) -> Self {
+        NodeErrorSource::Llm {
+            status: e.status(),
+            provider: e.provider().map(str::to_string),
+            kind: llm_kind(e).to_string(),
+            message: e.to_string(),
+        }
+    }
+}
+
+impl From<&PaladinError> for NodeErrorSource {
+    fn from(e: &PaladinError) -> Self {
+        match e {
+            PaladinError::Llm(llm) => llm.into(),
+            other => NodeErrorSource::Paladin {
+                kind: other.kind().to_string(),
+                message: other.to_string(),
+            },
+        }
+    }
+}
+
+fn llm_kind(e: &LlmError) -> &'static str {
+    match e {
+        LlmError::ProviderError { .. } => "ProviderError",
+        LlmError::AuthenticationError(_) => "AuthenticationError",
+        LlmError::RateLimited { .. } => "RateLimited",
+        LlmError::NetworkError(_) => "NetworkError",
+        LlmError::Timeout(_) => "Timeout",
+        LlmError::InvalidRequest(_) => "InvalidRequest",
+        LlmError::ContextLengthExceeded(_) => "ContextLengthExceeded",
+        LlmError::ContentFiltered(_) => "ContentFiltered",
+        LlmError::ParseError(_) => "ParseError",
+        LlmError::CircuitOpen { .. } => "CircuitOpen",
+        LlmError::AllProvidersFailed { .. } => "AllProvidersFailed",
+    }
+}
+
+/// The structured failure of a node under an Aegis.
+///
+/// The same value is on the failed waypoint (`WaypointStatus::Failed`), on
+/// `RunOutcome::node_error()`, inside `EngineError::NodeFailed`, and is what
+/// retry predicates and error handlers receive.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeError {
+    /// The failed node.
+    pub node_id: NodeId,
+    /// The attempt that produced this error, 1-indexed.
+    pub attempt: u32,
+    /// The error's classification.
+    pub transience: Transience,
+    /// Where it came from.
+    pub source: NodeErrorSource,
+}
+
+impl fmt::Display for NodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "node `{}` failed on attempt {} ({}): {}",
+            self.node_id, self.attempt, self.transience, self.source
+        )
+    }
+}
+
+impl std::error::Error for NodeError {}
+
+/// The error a [`StateNode`](crate::StateNode) returns.
+///
+/// Its classification is a typed field: [`StateNodeError::new`] is
+/// `Unknown`, [`StateNodeError::transient`] and [`StateNodeError::permanent`]
+/// say which. The message is never parsed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct StateNodeError {
+    /// What went wrong, for humans.
+    pub message: String,
+    /// How the retry predicate should treat it.
+    pub transience: Transience,
+}
+
+impl StateNodeError {
+    /// An error of unknown transience.
+    pub fn new(message: impl Into<String>) -> Self {
+        Self::with_transience(message, Transience::Unknown)
+    }
+
+    /// An error worth retrying.
+    pub fn transient(message: impl Into<String>) -> Self {
+        Self::with_transience(message, Transience::Transient)
+    }
+
+    /// An error not worth retrying.
+    pub fn permanent(message: impl Into<String>) -> Self {
+        Self::with_transience(message, Transience::Permanent)
+    }
+
+    /// An error with an explicit classification.
+    pub fn with_transience(message: impl Into<String>, transience: Transience) -> Self {
+        StateNodeError {
+            message: message.into(),
+            transience,
+        }
+    }
+}
+
+/// Builds a [`StateNodeError`] of unknown transience, spelled like a tuple
+/// constructor so the guide's samples (`StateNodeError(e.to_string())`)
+/// compile as written. Prefer [`StateNodeError::new`] in new code.
+#[allow(non_snake_case)]
+pub fn StateNodeError(message: impl Into<String>) -> StateNodeError {
+    StateNodeError::new(message)
+}
+
+impl From<String> for StateNodeError {
+    fn from(message: String) -> Self {
+        StateNodeError::new(message)
+    }
+}
+
+impl From<&str> for StateNodeError {
+    fn from(message: &str) -> Self {
+        StateNodeError::new(message)
+    }
+}
+
+impl From<crate::state::StateError> for StateNodeError {
+    fn from(e: crate::state::StateError) -> Self {
+        // Building a bad field name or value is a programming error.
+        StateNodeError::permanent(e.to_string())
+    }
+}
+
+impl From<LlmError> for StateNodeError {
+    fn from(e: LlmError) -> Self {
+        StateNodeError::with_transience(e.to_string(), e.transience())
+    }
+}
+
+impl From<PaladinError> for StateNodeError {
+    fn from(e: PaladinError) -> Self {
+        StateNodeError::with_transience(e.to_string(), e.transience())
+    }
+}
+
+impl From<serde_json::Error> for StateNodeError {
+    fn from(e: serde_json::Error) -> Self {
+        StateNodeError::new(e.to_string())
+    }
+}

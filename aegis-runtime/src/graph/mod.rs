@@ -1,0 +1,17 @@
+//! Graphs: node ids, node specs, the `WarGraph` builder, validation,
+//! fingerprinting and rendering.
+
+mod fingerprint;
+mod input;
+mod node;
+mod node_id;
+mod render;
+mod validate;
+mod war_graph;
+
+pub(crate) use fingerprint::Canon;
+pub use fingerprint::FINGERPRINT_VERSION;
+pub use input::{InputMapping, TemplateError};
+pub use node::{Directive, FnNode, NextStep, NodeKind, NodeSpec, StateNode};
+pub use node_id::{END, NodeId, START};
+pub use war_graph::{ConditionalEdges, WarGraph};

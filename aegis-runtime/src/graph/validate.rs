@@ -1,0 +1,242 @@
+//! Fail-closed structural and policy validation, listing every offender.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use super::{END, NodeId, NodeKind, NodeSpec, START, WarGraph};
+use crate::aegis::{Aegis, retry_problems, timeout_problems};
+use crate::error::{EdgeRef, EngineError, PolicyOffender};
+
+impl WarGraph {
+    /// Checks the graph before any node runs and reports every problem found,
+    /// each kind of problem listing all of its offenders.
+    ///
+    /// Checks that need the engine (registered predicates, handlers and
+    /// evaluators, a cache backend) run again in `WarEngine::start`/`resume`.
+    pub fn validate(&self) -> Result<(), EngineError> {
+        EngineError::from_problems(self.problems())
+    }
+
+    pub(crate) fn problems(&self) -> Vec<EngineError> {
+        let mut errors = Vec::new();
+        let declared: BTreeSet<&NodeId> = self.nodes.iter().map(|(id, _)| id).collect();
+
+        let mut seen = BTreeSet::new();
+        let dups: BTreeSet<NodeId> = self
+            .nodes
+            .iter()
+            .filter(|(id, _)| !seen.insert(id))
+            .map(|(id, _)| id.clone())
+            .collect();
+        if !dups.is_empty() {
+            errors.push(EngineError::DuplicateNodeId {
+                nodes: dups.into_iter().collect(),
+            });
+        }
+        let reserved: Vec<NodeId> = self
+            .nodes
+            .iter()
+            .filter(|(id, _)| id.is_virtual() || id.as_str().is_empty())
+            .map(|(id, _)| id.clone())
+            .collect();
+        if !reserved.is_empty() {
+            errors.push(EngineError::ReservedNodeId { nodes: reserved });
+        }
+        let dup_fields = self.schema.duplicate_names();
+        if !dup_fields.is_empty() {
+            errors.push(EngineError::DuplicateField { fields: dup_fields });
+        }
+
+        // Edge endpoints: START may only be a source, END only a target.
+        let is_source = |n: &NodeId| n.as_str() == START || declared.contains(n);
+        let is_target = |n: &NodeId| n.as_str() == END || declared.contains(n);
+        let mut bad_edges: Vec<EdgeRef> = self
+            .edges
+            .iter()
+            .filter(|(a, b)| !is_source(a) || !is_target(b))
+            .map(|(a, b)| EdgeRef {
+                from: a.clone(),
+                to: b.clone(),
+            })
+            .collect();
+        for c in &self.conditional {
+            for t in &c.targets {
+                if !declared.contains(&c.from) || !is_target(t) {
+                    bad_edges.push(EdgeRef {
+                        from: c.from.clone(),
+                        to: t.clone(),
+                    });
+                }
+            }
+        }
+        if !bad_edges.is_empty() {
+            bad_edges.sort();
+            bad_edges.dedup();
+            errors.push(EngineError::UnknownEdgeEndpoint { edges: bad_edges });
+        }
+        let unknown_dynamic: Vec<NodeId> = self
+            .dynamic_targets
+            .iter()
+            .filter(|n| !declared.contains(n))
+            .cloned()
+            .collect();
+        if !unknown_dynamic.is_empty() {
+            errors.push(EngineError::UnknownDynamicTarget {
+                nodes: unknown_dynamic,
+            });
+        }
+
+        if !self.edges.iter().any(|(a, _)| a.as_str() == START) {
+            errors.push(EngineError::NoEntryPoint);
+        } else {
+            let reachable = self.reachable();
+            let unreachable: Vec<NodeId> = declared
+                .iter()
+                .filter(|n| !reachable.contains(**n))
+                .map(|n| (*n).clone())
+                .collect();
+            if !unreachable.is_empty() {
+                errors.push(EngineError::UnreachableNodes { nodes: unreachable });
+            }
+        }
+
+        let paladin = self.paladin_problems();
+        if !paladin.is_empty() {
+            errors.push(EngineError::PaladinFieldUndeclared { offenders: paladin });
+        }
+
+        errors.extend(self.aegis_problems(&declared));
+        errors
+    }
+
+    /// Every node reachable from START through static and conditional edges;
+    /// dynamic targets count as reachable (any node may `Goto` them).
+    pub(crate) fn reachable(&self) -> BTreeSet<NodeId> {
+        let mut succ: BTreeMap<&NodeId, Vec<&NodeId>> = BTreeMap::new();
+        for (a, b) in &self.edges {
+            succ.entry(a).or_default().push(b);
+        }
+        for c in &self.conditional {
+            succ.entry(&c.from).or_default().extend(c.targets.iter());
+        }
+        let mut seen: BTreeSet<NodeId> = BTreeSet::new();
+        let start = NodeId::new(START);
+        let mut queue: VecDeque<&NodeId> = VecDeque::from([&start]);
+        queue.extend(self.dynamic_targets.iter());
+        while let Some(n) = queue.pop_front() {
+            if !seen.insert(n.clone()) {
+                continue;
+            }
+            if let Some(next) = succ.get(n) {
+                queue.extend(next.iter().copied());
+            }
+        }
+        seen
+    }
+
+    fn paladin_problems(&self) -> Vec<PolicyOffender> {
+        let mut out = Vec::new();
+        for (id, spec) in &self.nodes {
+            if let NodeSpec::Paladin {
+                input,
+                output_field,
+                ..
+            } = spec
+            {
+                if self.schema.field(output_field.as_str()).is_none() {
+                    out.push(PolicyOffender::new(
+                        Some(id),
+                        format!("output field `{output_field}` is not declared"),
+                    ));
+                }
+                match input.fields() {
+                    Ok(fields) => {
+                        for f in fields {
+                            if self.schema.field(&f).is_none() {
+                                out.push(PolicyOffender::new(
+                                    Some(id),
+                                    format!("input template names undeclared field `{f}`"),
+                                ));
+                            }
+                        }
+                    }
+                    Err(e) => out.push(PolicyOffender::new(Some(id), e.to_string())),
+                }
+            }
+        }
+        out
+    }
+
+    fn aegis_problems(&self, declared: &BTreeSet<&NodeId>) -> Vec<EngineError> {
+        let mut errors = Vec::new();
+        let undeclared: Vec<NodeId> = self
+            .aegis
+            .keys()
+            .filter(|n| !declared.contains(n))
+            .cloned()
+            .collect();
+        if !undeclared.is_empty() {
+            errors.push(EngineError::AegisOnUndeclaredNode { nodes: undeclared });
+        }
+
+        // Each Aegis value is checked once: the default under `None`, own
+        // entries under their node.
+        let entries: Vec<(Option<&NodeId>, &Aegis)> = self
+            .default_aegis
+            .iter()
+            .map(|a| (None, a))
+            .chain(self.aegis.iter().map(|(n, a)| (Some(n), a)))
+            .collect();
+        let mut retry = Vec::new();
+        let mut timeout = Vec::new();
+        for (node, aegis) in &entries {
+            if let Some(p) = &aegis.retry {
+                retry.extend(
+                    retry_problems(p)
+                        .into_iter()
+                        .map(|r| PolicyOffender::new(*node, r)),
+                );
+            }
+            if let Some(p) = &aegis.timeout {
+                timeout.extend(
+                    timeout_problems(p)
+                        .into_iter()
+                        .map(|r| PolicyOffender::new(*node, r)),
+                );
+            }
+        }
+        if !retry.is_empty() {
+            errors.push(EngineError::RetryPolicyInvalid { offenders: retry });
+        }
+        if !timeout.is_empty() {
+            errors.push(EngineError::TimeoutPolicyInvalid { offenders: timeout });
+        }
+
+        // The support matrix applies to the policy each node actually gets.
+        let mut unsupported = Vec::new();
+        for (id, spec) in &self.nodes {
+            if let Some(aegis) = self.aegis_for(id) {
+                for part in unsupported_parts(spec.kind(), aegis) {
+                    unsupported.push(PolicyOffender::new(
+                        Some(id),
+                        format!("{part} is not supported on a {} node", spec.kind()),
+                    ));
+                }
+            }
+        }
+        if !unsupported.is_empty() {
+            errors.push(EngineError::AegisUnsupportedForNodeKind {
+                offenders: unsupported,
+            });
+        }
+        errors
+    }
+}
+
+/// The node-kind support matrix: which parts of an Aegis a kind rejects.
+fn unsupported_parts(kind: NodeKind, aegis: &Aegis) -> Vec<&'static str> {
+    let _ = aegis;
+    match kind {
+        // Function and Paladin nodes support every part of an Aegis.
+        NodeKind::Function | NodeKind::Paladin => Vec::new(),
+    }
+}

@@ -1,0 +1,59 @@
+use async_trait::async_trait;
+
+use super::Paladin;
+use crate::engine::HeartbeatHandle;
+use crate::error::PaladinError;
+
+/// What one Paladin execution produced.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PaladinResult {
+    /// The final answer.
+    pub output: String,
+    /// The provider that served it, when a fallback chain stamped it
+    /// (observability, not attestation).
+    pub served_by: Option<String>,
+    /// How many completion rounds it took.
+    pub loops: u32,
+}
+
+/// Runs Paladins. The engine calls [`PaladinPort::execute_observed`] for every
+/// attempt of a Paladin node.
+#[async_trait]
+pub trait PaladinPort: Send + Sync + 'static {
+    /// Runs `paladin` on `input`.
+    async fn execute(&self, paladin: &Paladin, input: &str) -> Result<PaladinResult, PaladinError>;
+
+    /// Runs `paladin` on `input`, beating `heartbeat` on progress.
+    ///
+    /// The default delegates to [`PaladinPort::execute`] and claims no
+    /// progress, so an idle timeout on a port that does not override this
+    /// degrades to a wall clock from the start of the attempt.
+    async fn execute_observed(
+        &self,
+        paladin: &Paladin,
+        input: &str,
+        heartbeat: &HeartbeatHandle,
+    ) -> Result<PaladinResult, PaladinError> {
+        let _ = heartbeat;
+        self.execute(paladin, input).await
+    }
+}
+
+/// A port for engines whose graphs have no Paladin nodes: every execution
+/// fails with a `ConfigurationError`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct UnconfiguredPaladinPort;
+
+#[async_trait]
+impl PaladinPort for UnconfiguredPaladinPort {
+    async fn execute(
+        &self,
+        paladin: &Paladin,
+        _input: &str,
+    ) -> Result<PaladinResult, PaladinError> {
+        Err(PaladinError::ConfigurationError(format!(
+            "no PaladinPort is configured on this engine to run `{}`",
+            paladin.name
+        )))
+    }
+}

@@ -1,0 +1,146 @@
+use imbl::{OrdMap, Vector};
+use serde::ser::{Serialize, SerializeMap, Serializer};
+use serde_json::Value;
+use std::fmt;
+use std::sync::{Arc, OnceLock};
+
+use super::FieldName;
+
+/// One field's stored value.
+///
+/// Lists (the `Append` dispatch) are persistent vectors of shared items, so
+/// appending is O(log n) and a snapshot never deep-copies earlier items; the
+/// JSON array is materialised lazily, once per snapshot, only when read.
+#[derive(Clone)]
+pub(crate) enum Slot {
+    Value(Arc<Value>),
+    List {
+        items: Vector<Arc<Value>>,
+        materialized: Arc<OnceLock<Value>>,
+    },
+}
+
+impl Slot {
+    pub(crate) fn value(v: Value) -> Self {
+        Slot::Value(Arc::new(v))
+    }
+
+    pub(crate) fn list(items: Vector<Arc<Value>>) -> Self {
+        Slot::List {
+            items,
+            materialized: Arc::new(OnceLock::new()),
+        }
+    }
+
+    fn get(&self) -> &Value {
+        match self {
+            Slot::Value(v) => v,
+            Slot::List {
+                items,
+                materialized,
+            } => materialized
+                .get_or_init(|| Value::Array(items.iter().map(|v| Value::clone(v)).collect())),
+        }
+    }
+}
+
+/// An immutable snapshot of a run's state.
+///
+/// Cloning is O(1) and two snapshots share every value neither changed:
+/// a superstep costs in proportion to its delta, not to the whole state.
+#[derive(Clone, Default)]
+pub struct Battlefield {
+    fields: OrdMap<FieldName, Slot>,
+}
+
+impl Battlefield {
+    /// An empty snapshot.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The value of `field`, if it is set.
+    pub fn get(&self, field: &str) -> Option<&Value> {
+        self.fields.get(field).map(Slot::get)
+    }
+
+    /// Whether `field` is set.
+    pub fn contains(&self, field: &str) -> bool {
+        self.fields.contains_key(field)
+    }
+
+    /// The names of the set fields, in name order.
+    pub fn field_names(&self) -> impl Iterator<Item = &FieldName> {
+        self.fields.keys()
+    }
+
+    /// The number of items of a list (`Append`) field without materialising it.
+    pub fn list_len(&self, field: &str) -> Option<usize> {
+        match self.fields.get(field)? {
+            Slot::List { items, .. } => Some(items.len()),
+            Slot::Value(v) => v.as_array().map(Vec::len),
+        }
+    }
+
+    /// The whole snapshot as one JSON object (materialises every list).
+    pub fn to_json(&self) -> Value {
+        Value::Object(
+            self.fields
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.get().clone()))
+                .collect(),
+        )
+    }
+
+    /// Whether `field` holds the very same allocation in both snapshots,
+    /// i.e. a superstep that did not write it did not copy it.
+    pub fn shares_field_with(&self, other: &Battlefield, field: &str) -> bool {
+        match (self.fields.get(field), other.fields.get(field)) {
+            (Some(Slot::Value(a)), Some(Slot::Value(b))) => Arc::ptr_eq(a, b),
+            (Some(Slot::List { items: a, .. }), Some(Slot::List { items: b, .. })) => a.ptr_eq(b),
+            _ => false,
+        }
+    }
+
+    pub(crate) fn slot(&self, field: &str) -> Option<&Slot> {
+        self.fields.get(field)
+    }
+
+    pub(crate) fn with_slot(&self, field: FieldName, slot: Slot) -> Battlefield {
+        Battlefield {
+            fields: self.fields.update(field, slot),
+        }
+    }
+
+    pub(crate) fn insert_slot(&mut self, field: FieldName, slot: Slot) {
+        self.fields.insert(field, slot);
+    }
+}
+
+impl fmt::Debug for Battlefield {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_map()
+            .entries(self.fields.iter().map(|(k, v)| (k, v.get())))
+            .finish()
+    }
+}
+
+impl PartialEq for Battlefield {
+    fn eq(&self, other: &Self) -> bool {
+        self.fields.len() == other.fields.len()
+            && self
+                .fields
+                .iter()
+                .all(|(k, v)| other.get(k.as_str()) == Some(v.get()))
+    }
+}
+
+impl Serialize for Battlefield {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(Some(self.fields.len()))?;
+        for (k, v) in &self.fields {
+            map.serialize_entry(k, v.get())?;
+        }
+        map.end()
+    }
+}

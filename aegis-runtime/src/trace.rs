@@ -1,0 +1,201 @@
+//! Typed trace events, the sinks that receive them, and the bridge to
+//! `tracing`.
+
+use serde::Serialize;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::graph::NodeId;
+
+/// How one attempt (or one cache hit) ended, as `NodeFinished` reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub enum AttemptStatus {
+    /// The attempt produced a directive.
+    Succeeded,
+    /// The attempt failed with this error.
+    Failed(crate::error::NodeError),
+    /// The attempt was abandoned (shutdown) or skipped by an interceptor.
+    Skipped {
+        /// Why.
+        reason: String,
+    },
+}
+
+/// Something that happened in a run. Sinks get these synchronously.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
+pub enum TraceEvent {
+    /// A start or resume call began driving a thread.
+    RunStarted {
+        /// The thread.
+        thread_id: String,
+        /// Whether this is a resume.
+        resumed: bool,
+    },
+    /// A superstep began.
+    SuperstepStarted {
+        /// The thread.
+        thread_id: String,
+        /// The superstep's number (1-based).
+        superstep: u32,
+        /// The activations due, in vanguard order.
+        vanguard: Vec<NodeId>,
+    },
+    /// An attempt of a node began.
+    NodeStarted {
+        /// The node.
+        node_id: NodeId,
+        /// The task key, for a mustered task.
+        task_key: Option<String>,
+        /// The attempt, 1-based.
+        attempt: u32,
+    },
+    /// An attempt of a node ended (or a cache hit was served).
+    NodeFinished {
+        /// The node.
+        node_id: NodeId,
+        /// The task key, for a mustered task.
+        task_key: Option<String>,
+        /// The attempt, 1-based.
+        attempt: u32,
+        /// How it ended.
+        status: AttemptStatus,
+        /// Whether the result came from the node cache.
+        cache_hit: bool,
+        /// How long the attempt took.
+        duration: Duration,
+    },
+    /// A failed attempt will be retried after `delay`.
+    RetryScheduled {
+        /// The node.
+        node_id: NodeId,
+        /// The attempt about to run.
+        attempt: u32,
+        /// The wait before it, jitter included.
+        delay: Duration,
+    },
+    /// A fallback chain moved from one provider to the next.
+    FallbackHop {
+        /// The node, when known.
+        node_id: Option<NodeId>,
+        /// The provider that failed.
+        from_provider: String,
+        /// The provider tried next.
+        to_provider: String,
+    },
+    /// A superstep's barrier was written.
+    SuperstepFinished {
+        /// The thread.
+        thread_id: String,
+        /// The superstep's number.
+        superstep: u32,
+        /// The activations of the next superstep.
+        next: Vec<NodeId>,
+    },
+    /// A start or resume call ended.
+    RunFinished {
+        /// The thread.
+        thread_id: String,
+        /// `Completed`, `Failed`, `Halted` or `AwaitingInput`.
+        outcome: &'static str,
+    },
+}
+
+/// Receives trace events. `emit` is called synchronously on the engine's task
+/// and must not block.
+pub trait TraceSink: Send + Sync + 'static {
+    /// Receives one event.
+    fn emit(&self, event: TraceEvent);
+}
+
+/// A sink that keeps every event, for tests and examples.
+#[derive(Debug, Default)]
+pub struct CollectingTraceSink {
+    events: Mutex<Vec<TraceEvent>>,
+}
+
+impl CollectingTraceSink {
+    /// An empty sink.
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self::default())
+    }
+
+    /// A copy of every event so far.
+    pub fn events(&self) -> Vec<TraceEvent> {
+        self.events.lock().map(|e| e.clone()).unwrap_or_default()
+    }
+
+    /// Forgets every event so far.
+    pub fn clear(&self) {
+        if let Ok(mut e) = self.events.lock() {
+            e.clear();
+        }
+    }
+}
+
+impl TraceSink for CollectingTraceSink {
+    fn emit(&self, event: TraceEvent) {
+        if let Ok(mut e) = self.events.lock() {
+            e.push(event);
+        }
+    }
+}
+
+/// Mirrors an event to `tracing`, so any subscriber sees the same facts.
+pub(crate) fn log_event(event: &TraceEvent) {
+    match event {
+        TraceEvent::RunStarted { thread_id, resumed } => {
+            tracing::info!(thread_id, resumed, "run started");
+        }
+        TraceEvent::SuperstepStarted {
+            superstep,
+            vanguard,
+            ..
+        } => {
+            tracing::debug!(superstep, vanguard = ?vanguard, "superstep started");
+        }
+        TraceEvent::NodeStarted {
+            node_id, attempt, ..
+        } => {
+            tracing::debug!(node_id = %node_id, attempt, "attempt started");
+        }
+        TraceEvent::NodeFinished {
+            node_id,
+            attempt,
+            status,
+            cache_hit,
+            duration,
+            ..
+        } => match status {
+            AttemptStatus::Failed(e) => {
+                tracing::warn!(node_id = %node_id, attempt, error = %e, ?duration, "attempt failed");
+            }
+            _ => {
+                tracing::debug!(node_id = %node_id, attempt, cache_hit, ?duration, status = ?status, "attempt finished");
+            }
+        },
+        TraceEvent::RetryScheduled {
+            node_id,
+            attempt,
+            delay,
+        } => {
+            tracing::info!(node_id = %node_id, attempt, ?delay, "retry scheduled");
+        }
+        TraceEvent::FallbackHop {
+            from_provider,
+            to_provider,
+            ..
+        } => {
+            tracing::warn!(from_provider, to_provider, "model fallback hop");
+        }
+        TraceEvent::SuperstepFinished {
+            superstep, next, ..
+        } => {
+            tracing::debug!(superstep, next = ?next, "superstep finished");
+        }
+        TraceEvent::RunFinished { thread_id, outcome } => {
+            tracing::info!(thread_id, outcome, "run finished");
+        }
+    }
+}

@@ -1,0 +1,55 @@
+use async_trait::async_trait;
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use super::{StoreError, Waypoint, WaypointStore};
+
+/// Waypoints in process memory: for tests, demos and short-lived runs.
+///
+/// Snapshots share unchanged values, so keeping every waypoint of a long run
+/// costs in proportion to the deltas, not to the state times the supersteps.
+#[derive(Debug, Default)]
+pub struct InMemoryWaypointStore {
+    threads: Mutex<HashMap<String, Vec<Waypoint>>>,
+}
+
+impl InMemoryWaypointStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(
+        &self,
+    ) -> Result<std::sync::MutexGuard<'_, HashMap<String, Vec<Waypoint>>>, StoreError> {
+        self.threads
+            .lock()
+            .map_err(|_| StoreError::Backend("in-memory store lock poisoned".to_string()))
+    }
+}
+
+#[async_trait]
+impl WaypointStore for InMemoryWaypointStore {
+    async fn put(&self, waypoint: Waypoint) -> Result<(), StoreError> {
+        let mut threads = self.lock()?;
+        let thread = threads.entry(waypoint.thread_id.clone()).or_default();
+        let next = thread.len() as u64;
+        if waypoint.seq != next {
+            return Err(StoreError::Conflict {
+                thread_id: waypoint.thread_id,
+                expected_seq: waypoint.seq,
+                actual_next: next,
+            });
+        }
+        thread.push(waypoint);
+        Ok(())
+    }
+
+    async fn latest(&self, thread_id: &str) -> Result<Option<Waypoint>, StoreError> {
+        Ok(self.lock()?.get(thread_id).and_then(|t| t.last().cloned()))
+    }
+
+    async fn history(&self, thread_id: &str) -> Result<Vec<Waypoint>, StoreError> {
+        Ok(self.lock()?.get(thread_id).cloned().unwrap_or_default())
+    }
+}

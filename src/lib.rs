@@ -1,0 +1,14 @@
+#![doc = include_str!("../README.md")]
+
+pub use aegis_runtime::*;
+
+/// Everything a graph author needs, in one import.
+pub mod prelude {
+    pub use aegis_runtime::{
+        Aegis, Battlefield, BattlefieldSchema, CacheKeySpec, CachePolicy, Directive, DispatchRule,
+        END, EngineLimits, ErrorHandlerSpec, FieldName, FieldSpec, InputMapping, NextStep,
+        NodeContext, NodeError, NodeErrorSource, NodeId, NodeSpec, RetryPolicy, RetryPredicate,
+        RunOutcome, START, StateDelta, StateNode, StateNodeError, TimeoutKind, TimeoutPolicy,
+        Transience, WarEngine, WarGraph, async_trait,
+    };
+}
