@@ -1,1 +1,2 @@
+//! Engine benchmarks (filled in below).
 fn main() {}

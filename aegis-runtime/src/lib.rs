@@ -1,14 +1,15 @@
 //! The runtime behind the `aegis` facade: state, graphs, the superstep
-//! engine and the Aegis fault-tolerance layer. Use it through `aegis`.
+//! engine and the Aegis fault-tolerance layer. Use it through `aegis`, which
+//! re-exports this crate's flat API.
 
-pub mod aegis;
-pub mod engine;
-pub mod error;
-pub mod graph;
-pub mod paladin;
-pub mod state;
-pub mod trace;
-pub mod waypoint;
+mod aegis;
+mod engine;
+mod error;
+mod graph;
+mod paladin;
+mod state;
+mod trace;
+mod waypoint;
 
 pub use crate::aegis::*;
 pub use engine::*;

@@ -23,10 +23,10 @@ pub(crate) fn retry_problems(p: &RetryPolicy) -> Vec<String> {
             p.initial_interval, p.max_interval
         ));
     }
-    if let super::RetryPredicate::Custom(name) = &p.retry_on {
-        if name.trim().is_empty() {
-            out.push("retry_on names an empty custom predicate".to_string());
-        }
+    if let super::RetryPredicate::Custom(name) = &p.retry_on
+        && name.trim().is_empty()
+    {
+        out.push("retry_on names an empty custom predicate".to_string());
     }
     out
 }

@@ -75,12 +75,12 @@ impl InputMapping {
         while let Some(i) = rest.find(['{', '}']) {
             let (text, tail) = rest.split_at(i);
             visit(Piece::Text(text))?;
-            if tail.starts_with("{{") {
+            if let Some(after) = tail.strip_prefix("{{") {
                 visit(Piece::Text("{"))?;
-                rest = &tail[2..];
-            } else if tail.starts_with("}}") {
+                rest = after;
+            } else if let Some(after) = tail.strip_prefix("}}") {
                 visit(Piece::Text("}"))?;
-                rest = &tail[2..];
+                rest = after;
             } else if let Some(stripped) = tail.strip_prefix('{') {
                 let end = stripped.find('}').ok_or(TemplateError::Unclosed)?;
                 visit(Piece::Field(stripped[..end].trim()))?;

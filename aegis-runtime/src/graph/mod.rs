@@ -12,6 +12,6 @@ mod war_graph;
 pub(crate) use fingerprint::Canon;
 pub use fingerprint::FINGERPRINT_VERSION;
 pub use input::{InputMapping, TemplateError};
-pub use node::{Directive, FnNode, NextStep, NodeKind, NodeSpec, StateNode};
+pub use node::{Directive, FnNode, NextStep, NodeFuture, NodeKind, NodeSpec, StateNode};
 pub use node_id::{END, NodeId, START};
 pub use war_graph::{ConditionalEdges, WarGraph};

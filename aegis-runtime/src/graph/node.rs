@@ -179,16 +179,34 @@ impl fmt::Display for NodeKind {
     }
 }
 
-/// A closure as a Function node: `NodeSpec::Function(node_fn(|state, ctx| ...))`
-/// is inconvenient for async closures, so this wraps a function returning a
-/// boxed future.
+/// The boxed future a closure node returns.
+pub type NodeFuture<'a> = futures::future::BoxFuture<'a, Result<Directive, StateNodeError>>;
+
+/// A closure as a Function node, for nodes too small to deserve a type:
+///
+/// ```
+/// use aegis_runtime::*;
+/// let spec = NodeSpec::from_fn("double", |state, _ctx| {
+///     Box::pin(async move {
+///         let n = state.get("n").and_then(|v| v.as_i64()).unwrap_or(0);
+///         let mut delta = StateDelta::new();
+///         delta.set("n", n * 2)?;
+///         Ok(delta.into())
+///     })
+/// });
+/// # let _ = spec;
+/// ```
 pub struct FnNode<F> {
     f: F,
     name: &'static str,
 }
 
-impl<F> FnNode<F> {
-    /// Wraps `f`, hashing `name` into the graph fingerprint.
+impl<F> FnNode<F>
+where
+    F: for<'a> Fn(&'a Battlefield, &'a NodeContext) -> NodeFuture<'a> + Send + Sync + 'static,
+{
+    /// Wraps `f`; `name` is hashed into the graph fingerprint in place of a
+    /// type name, so name different closures differently.
     pub fn new(name: &'static str, f: F) -> Self {
         FnNode { f, name }
     }
@@ -197,13 +215,7 @@ impl<F> FnNode<F> {
 #[async_trait]
 impl<F> StateNode for FnNode<F>
 where
-    F: for<'a> Fn(
-            &'a Battlefield,
-            &'a NodeContext,
-        ) -> futures::future::BoxFuture<'a, Result<Directive, StateNodeError>>
-        + Send
-        + Sync
-        + 'static,
+    F: for<'a> Fn(&'a Battlefield, &'a NodeContext) -> NodeFuture<'a> + Send + Sync + 'static,
 {
     async fn run(
         &self,
@@ -215,5 +227,15 @@ where
 
     fn kind_name(&self) -> &str {
         self.name
+    }
+}
+
+impl NodeSpec {
+    /// A Function node from a closure returning a boxed future (see [`FnNode`]).
+    pub fn from_fn<F>(name: &'static str, f: F) -> Self
+    where
+        F: for<'a> Fn(&'a Battlefield, &'a NodeContext) -> NodeFuture<'a> + Send + Sync + 'static,
+    {
+        NodeSpec::Function(Arc::new(FnNode::new(name, f)))
     }
 }

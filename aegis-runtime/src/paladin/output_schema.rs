@@ -40,10 +40,10 @@ fn check(value: &Value, schema: &Value, path: &str) -> Result<(), String> {
             return Err(format!("{path}: expected {ty}"));
         }
     }
-    if let Some(options) = schema.get("enum").and_then(Value::as_array) {
-        if !options.contains(value) {
-            return Err(format!("{path}: not one of the allowed values"));
-        }
+    if let Some(options) = schema.get("enum").and_then(Value::as_array)
+        && !options.contains(value)
+    {
+        return Err(format!("{path}: not one of the allowed values"));
     }
     if let (Some(obj), Some(required)) = (
         value.as_object(),

@@ -277,10 +277,10 @@ fn add(current: Option<&Value>, delta: &Value) -> Option<Value> {
         None | Some(Value::Null) => return Some(delta.clone()),
         Some(v) => v,
     };
-    if let (Some(a), Some(b)) = (current.as_i64(), delta.as_i64()) {
-        if let Some(sum) = a.checked_add(b) {
-            return Some(Value::from(sum));
-        }
+    if let (Some(a), Some(b)) = (current.as_i64(), delta.as_i64())
+        && let Some(sum) = a.checked_add(b)
+    {
+        return Some(Value::from(sum));
     }
     let sum = current.as_f64()? + delta.as_f64()?;
     Number::from_f64(sum).map(Value::Number)

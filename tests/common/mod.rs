@@ -1,0 +1,140 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code, unreachable_pub, clippy::unwrap_used, clippy::expect_used)]
+
+use aegis::*;
+use serde_json::{Value, json};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+pub fn field(name: &str, rule: DispatchRule) -> FieldSpec {
+    FieldSpec::new(FieldName::new(name).unwrap(), rule, None, false)
+}
+
+pub fn schema(fields: &[(&str, DispatchRule)]) -> BattlefieldSchema {
+    BattlefieldSchema::new(fields.iter().map(|(n, r)| field(n, *r)).collect())
+}
+
+pub fn engine() -> WarEngine<InMemoryWaypointStore> {
+    WarEngine::new(
+        Arc::new(UnconfiguredPaladinPort),
+        Arc::new(InMemoryWaypointStore::new()),
+    )
+}
+
+/// A fresh engine over the same store, for resuming a halted run.
+pub fn engine_on(store: &Arc<InMemoryWaypointStore>) -> WarEngine<InMemoryWaypointStore> {
+    WarEngine::new(Arc::new(UnconfiguredPaladinPort), store.clone())
+}
+
+pub fn delta(pairs: &[(&str, Value)]) -> StateDelta {
+    let mut d = StateDelta::new();
+    for (k, v) in pairs {
+        d.set(*k, v).unwrap();
+    }
+    d
+}
+
+/// A node that writes `value` to `field`.
+pub fn write(field: &'static str, value: Value) -> NodeSpec {
+    NodeSpec::from_fn("write", move |_, _| {
+        let value = value.clone();
+        Box::pin(async move { Ok(delta(&[(field, value)]).into()) })
+    })
+}
+
+/// A node that adds 1 to the `Sum` field `field` and counts its executions.
+pub fn bump(field: &'static str, runs: Arc<AtomicU32>) -> NodeSpec {
+    NodeSpec::from_fn("bump", move |_, _| {
+        runs.fetch_add(1, Ordering::SeqCst);
+        Box::pin(async move { Ok(delta(&[(field, json!(1))]).into()) })
+    })
+}
+
+/// A node failing `failures` times with `transience`, then writing `ok`
+/// to `out`. Counts every attempt.
+pub fn flaky(
+    failures: u32,
+    transience: Transience,
+    attempts: Arc<AtomicU32>,
+    out: &'static str,
+) -> NodeSpec {
+    NodeSpec::from_fn("flaky", move |_, _| {
+        let n = attempts.fetch_add(1, Ordering::SeqCst) + 1;
+        Box::pin(async move {
+            if n <= failures {
+                Err(StateNodeError::with_transience(
+                    format!("failure {n}"),
+                    transience,
+                ))
+            } else {
+                Ok(delta(&[(out, json!("ok"))]).into())
+            }
+        })
+    })
+}
+
+/// A shared log of instants (on tokio's clock, paused or not).
+#[derive(Clone, Default)]
+pub struct Clock(pub Arc<Mutex<Vec<tokio::time::Instant>>>);
+
+impl Clock {
+    pub fn mark(&self) {
+        self.0.lock().unwrap().push(tokio::time::Instant::now());
+    }
+    pub fn gaps(&self) -> Vec<Duration> {
+        let v = self.0.lock().unwrap();
+        v.windows(2).map(|w| w[1] - w[0]).collect()
+    }
+    pub fn len(&self) -> usize {
+        self.0.lock().unwrap().len()
+    }
+}
+
+pub fn count(c: &Arc<AtomicU32>) -> u32 {
+    c.load(Ordering::SeqCst)
+}
+
+pub fn counter() -> Arc<AtomicU32> {
+    Arc::new(AtomicU32::new(0))
+}
+
+/// A linear graph START -> n0 -> n1 ... -> END of the given nodes.
+pub fn chain(schema: BattlefieldSchema, nodes: Vec<(&str, NodeSpec)>) -> WarGraph {
+    let mut g = WarGraph::new(schema, EngineLimits::default());
+    let mut prev = START.to_string();
+    for (id, spec) in nodes {
+        g.add_node(id, spec);
+        g.add_edge(prev.as_str(), id);
+        prev = id.to_string();
+    }
+    g.add_edge(prev.as_str(), END);
+    g
+}
+
+/// The records of every waypoint of a thread, flattened.
+pub async fn records(
+    engine: &WarEngine<InMemoryWaypointStore>,
+    thread: &str,
+) -> Vec<NodeExecutionRecord> {
+    engine
+        .store()
+        .history(thread)
+        .await
+        .unwrap()
+        .into_iter()
+        .flat_map(|w| w.records)
+        .collect()
+}
+
+pub struct Evaluator<F>(pub F);
+
+#[async_trait]
+impl<F> EdgeConditionEvaluator for Evaluator<F>
+where
+    F: Fn(&Battlefield) -> Vec<NodeId> + Send + Sync + 'static,
+{
+    async fn evaluate(&self, state: &Battlefield) -> Result<Vec<NodeId>, StateNodeError> {
+        Ok((self.0)(state))
+    }
+}
