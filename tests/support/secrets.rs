@@ -16,10 +16,10 @@ pub(crate) fn random_token(seed: u64, len: usize) -> String {
         .collect()
 }
 
-/// Asserts that no 8-character window of `secret` appears in `text`.
+/// Asserts that no 6-character window of `secret` appears in `text`.
 pub(crate) fn assert_no_fragment(text: &str, secret: &str) {
     let chars: Vec<char> = secret.chars().collect();
-    for w in chars.windows(8) {
+    for w in chars.windows(6) {
         let fragment: String = w.iter().collect();
         assert!(
             !text.contains(&fragment),
@@ -29,17 +29,21 @@ pub(crate) fn assert_no_fragment(text: &str, secret: &str) {
 }
 
 /// Three secret-bearing bodies longer than 512 characters: an `sk-` key, a
-/// bearer token and an `x-api-key` value, each a 600-character token, the
-/// first one straddling the 512-character boundary. Returns `(body, secrets)`.
+/// bearer token and an `x-api-key` value, each a 600-character token.
+/// Returns `(body, secret)`.
+///
+/// The `sk-` key straddles the excerpt boundary so that bounding *before*
+/// redacting would keep `sk-` and only 6 characters of the key — too few to
+/// still look like a key — and leak them.
 pub(crate) fn secret_bodies() -> Vec<(String, String)> {
-    let sk = format!("sk-proj-{}", random_token(1, 600));
+    let sk = random_token(1, 600);
     let bearer = random_token(2, 600);
     let api_key = random_token(3, 600);
     vec![
         (
             format!(
-                r#"{{"error":{{"message":"{} Incorrect API key provided: {sk}","type":"invalid_request_error"}}}}"#,
-                "x".repeat(440)
+                r#"{{"error":{{"message":"{} Incorrect API key provided: sk-{sk}","type":"invalid_request_error"}}}}"#,
+                "x".repeat(452)
             ),
             sk,
         ),
