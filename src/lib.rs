@@ -11,4 +11,11 @@ pub mod prelude {
         RunOutcome, START, StateDelta, StateNode, StateNodeError, TimeoutKind, TimeoutPolicy,
         Transience, WarEngine, WarGraph, async_trait,
     };
+
+    // The LLM side: agents, the provider boundary and model fallback.
+    pub use aegis_runtime::{
+        AnthropicAdapter, Armament, CircuitBreaker, FallbackLlmAdapter, LlmChunk, LlmError,
+        LlmMessage, LlmPort, LlmRequest, LlmResponse, MockLlmAdapter, OpenAiCompatibleAdapter,
+        Paladin, PaladinError, PaladinExecutionService, PaladinPort, PaladinResult,
+    };
 }

@@ -3,7 +3,9 @@
 mod agent;
 mod output_schema;
 mod port;
+mod service;
 
 pub use agent::{Armament, Paladin};
 pub(crate) use output_schema::parse_and_check;
 pub use port::{PaladinPort, PaladinResult, UnconfiguredPaladinPort};
+pub use service::PaladinExecutionService;

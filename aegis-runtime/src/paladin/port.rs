@@ -14,6 +14,8 @@ pub struct PaladinResult {
     pub served_by: Option<String>,
     /// How many completion rounds it took.
     pub loops: u32,
+    /// Token counts over every completion, when the provider reported them.
+    pub usage: Option<crate::llm::LlmUsage>,
 }
 
 /// Runs Paladins. The engine calls [`PaladinPort::execute_observed`] for every

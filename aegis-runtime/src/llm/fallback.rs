@@ -1,0 +1,212 @@
+//! The ordered model fallback chain.
+
+use async_trait::async_trait;
+use futures::StreamExt;
+use serde_json::Value;
+use std::fmt;
+use std::sync::Arc;
+
+use super::{LlmChunk, LlmPort, LlmRequest, LlmResponse, LlmStream, SERVED_BY_KEY};
+use crate::error::{LlmError, ProviderAttempt, Transience, redact_excerpt};
+use crate::trace::{TraceEvent, TraceSink};
+
+/// The provider name of every [`FallbackLlmAdapter`].
+pub const FALLBACK_PROVIDER_NAME: &str = "fallback";
+
+/// Why a fallback chain could not be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum FallbackChainError {
+    /// A chain needs at least one provider.
+    #[error("a fallback chain needs at least one provider")]
+    EmptyChain,
+}
+
+/// An ordered chain of [`LlmPort`]s composed into one `LlmPort`.
+///
+/// * Every call starts at element 0: no state survives a call, so one call's
+///   hop never changes where the next — or a concurrent one — starts.
+/// * The chain moves on only when an element fails with a
+///   [`Transient`](Transience::Transient) or
+///   [`Unknown`](Transience::Unknown) error. A
+///   [`Permanent`](Transience::Permanent) error short-circuits and is
+///   returned unchanged: a malformed prompt or a rejected credential is never
+///   re-sent to every provider.
+/// * When every element fails, the call fails with
+///   [`LlmError::AllProvidersFailed`]: one [`ProviderAttempt`] per element in
+///   chain order (messages redacted and bounded) and the last error, whose
+///   transience the whole error takes.
+/// * Streaming follows the first-chunk rule: the chain falls through only if
+///   the call fails or the stream's first item is an error (it peeks that
+///   item, and still delivers a good one). Once a chunk has been delivered, a
+///   later error propagates unchanged — a partial answer is never completed
+///   by another model.
+/// * Each hop emits [`TraceEvent::FallbackHop`] to the sinks added with
+///   [`FallbackLlmAdapter::with_trace_sink`], and a `warn!` naming both
+///   providers.
+/// * A served response (and every chunk of a served stream) carries the
+///   serving element's name under `metadata["paladin.served_by"]`. An
+///   element that already stamped one (a nested chain) keeps its own, so the
+///   name is the innermost provider's. Observability, not attestation.
+///
+/// ```
+/// use std::sync::Arc;
+/// use aegis_runtime::{FallbackLlmAdapter, LlmPort, MockLlmAdapter};
+/// let primary: Arc<dyn LlmPort> = Arc::new(MockLlmAdapter::new().with_provider_name("openai"));
+/// let backup: Arc<dyn LlmPort> = Arc::new(MockLlmAdapter::new().with_provider_name("ollama"));
+/// let chain = FallbackLlmAdapter::new(vec![primary, backup]).unwrap();
+/// assert_eq!(chain.get_provider_name(), "fallback");
+/// assert!(FallbackLlmAdapter::new(vec![]).is_err());
+/// ```
+#[derive(Clone)]
+pub struct FallbackLlmAdapter {
+    chain: Vec<Arc<dyn LlmPort>>,
+    sinks: Vec<Arc<dyn TraceSink>>,
+}
+
+impl fmt::Debug for FallbackLlmAdapter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FallbackLlmAdapter")
+            .field("chain", &self.provider_names())
+            .field("trace_sinks", &self.sinks.len())
+            .finish()
+    }
+}
+
+impl FallbackLlmAdapter {
+    /// A chain trying `chain` in order. An empty chain is an error.
+    pub fn new(chain: Vec<Arc<dyn LlmPort>>) -> Result<Self, FallbackChainError> {
+        if chain.is_empty() {
+            return Err(FallbackChainError::EmptyChain);
+        }
+        Ok(FallbackLlmAdapter {
+            chain,
+            sinks: Vec::new(),
+        })
+    }
+
+    /// Adds a sink for [`TraceEvent::FallbackHop`] events.
+    pub fn with_trace_sink(mut self, sink: Arc<dyn TraceSink>) -> Self {
+        self.sinks.push(sink);
+        self
+    }
+
+    /// The elements' provider names, in chain order.
+    pub fn provider_names(&self) -> Vec<&str> {
+        self.chain.iter().map(|p| p.get_provider_name()).collect()
+    }
+
+    /// Records element `index`'s failure; returns the error back when it
+    /// ends the call (it is Permanent).
+    fn record(
+        &self,
+        index: usize,
+        error: LlmError,
+        attempts: &mut Vec<ProviderAttempt>,
+    ) -> Result<LlmError, LlmError> {
+        let transience = error.transience();
+        attempts.push(ProviderAttempt {
+            provider: self.chain[index].get_provider_name().to_string(),
+            error: redact_excerpt(&error.to_string()),
+            transience,
+        });
+        if transience == Transience::Permanent {
+            Err(error)
+        } else {
+            Ok(error)
+        }
+    }
+
+    /// Reports the move from element `to - 1`, which failed with `error`, to
+    /// element `to`.
+    fn hop(&self, to: usize, error: &LlmError) {
+        let from = self.chain[to - 1].get_provider_name();
+        let to = self.chain[to].get_provider_name();
+        tracing::warn!(
+            from_provider = from,
+            to_provider = to,
+            transience = %error.transience(),
+            error = %redact_excerpt(&error.to_string()),
+            "model fallback hop"
+        );
+        for sink in &self.sinks {
+            sink.emit(TraceEvent::FallbackHop {
+                node_id: None,
+                from_provider: from.to_string(),
+                to_provider: to.to_string(),
+            });
+        }
+    }
+}
+
+/// The error of a call whose every element failed.
+fn all_failed(attempts: Vec<ProviderAttempt>, last: Option<LlmError>) -> LlmError {
+    match last {
+        Some(last) => LlmError::AllProvidersFailed {
+            attempts,
+            last: Box::new(last),
+        },
+        // `new` refuses an empty chain, so some element always ran.
+        None => LlmError::InvalidRequest(FallbackChainError::EmptyChain.to_string()),
+    }
+}
+
+fn stamp(metadata: &mut serde_json::Map<String, Value>, provider: &str) {
+    metadata
+        .entry(SERVED_BY_KEY)
+        .or_insert_with(|| Value::String(provider.to_string()));
+}
+
+#[async_trait]
+impl LlmPort for FallbackLlmAdapter {
+    async fn generate(&self, request: &LlmRequest) -> Result<LlmResponse, LlmError> {
+        let mut attempts = Vec::new();
+        let mut failed = None;
+        for (i, port) in self.chain.iter().enumerate() {
+            if let Some(e) = &failed {
+                self.hop(i, e);
+            }
+            match port.generate(request).await {
+                Ok(mut response) => {
+                    stamp(&mut response.metadata, port.get_provider_name());
+                    return Ok(response);
+                }
+                Err(e) => failed = Some(self.record(i, e, &mut attempts)?),
+            }
+        }
+        Err(all_failed(attempts, failed))
+    }
+
+    async fn generate_stream(&self, request: &LlmRequest) -> Result<LlmStream, LlmError> {
+        let mut attempts = Vec::new();
+        let mut failed = None;
+        for (i, port) in self.chain.iter().enumerate() {
+            if let Some(e) = &failed {
+                self.hop(i, e);
+            }
+            let error = match port.generate_stream(request).await {
+                Err(e) => e,
+                Ok(mut stream) => match stream.next().await {
+                    Some(Err(e)) => e,
+                    first => {
+                        let provider: Arc<str> = Arc::from(port.get_provider_name());
+                        let stamped = move |item: Result<LlmChunk, LlmError>| {
+                            item.map(|mut c| {
+                                stamp(&mut c.metadata, &provider);
+                                c
+                            })
+                        };
+                        let head = futures::stream::iter(first);
+                        return Ok(Box::pin(head.chain(stream).map(stamped)));
+                    }
+                },
+            };
+            failed = Some(self.record(i, error, &mut attempts)?);
+        }
+        Err(all_failed(attempts, failed))
+    }
+
+    fn get_provider_name(&self) -> &str {
+        FALLBACK_PROVIDER_NAME
+    }
+}

@@ -1,0 +1,33 @@
+//! The LLM provider boundary: the [`LlmPort`] trait and its types, the
+//! scriptable [`MockLlmAdapter`], the HTTP adapters (OpenAI-compatible and
+//! Anthropic), the [`FallbackLlmAdapter`] chain and the [`CircuitBreaker`].
+
+mod anthropic;
+mod circuit;
+mod decode;
+mod fallback;
+mod http;
+mod mock;
+mod openai;
+mod port;
+mod secret;
+mod sse;
+mod types;
+
+pub use anthropic::{
+    ANTHROPIC_BASE_URL, ANTHROPIC_DEFAULT_MAX_TOKENS, ANTHROPIC_VERSION, AnthropicAdapter,
+    AnthropicStreamParser,
+};
+pub use circuit::{CircuitBreaker, CircuitBreakerConfig, CircuitState};
+pub use fallback::{FALLBACK_PROVIDER_NAME, FallbackChainError, FallbackLlmAdapter};
+pub use http::{AdapterConfigError, DEFAULT_CONNECT_TIMEOUT, DEFAULT_READ_TIMEOUT};
+pub use mock::{MOCK_DEFAULT_RESPONSE, MockLlmAdapter, MockStreamStep};
+pub use openai::{OpenAiCompatibleAdapter, OpenAiStreamParser};
+pub use port::LlmPort;
+pub use secret::ApiKey;
+pub use sse::{SseDecoder, SseEvent, StreamParser};
+pub(crate) use types::ResponseBuilder;
+pub use types::{
+    FinishReason, LlmChunk, LlmMessage, LlmRequest, LlmResponse, LlmRole, LlmStream, LlmUsage,
+    SERVED_BY_KEY, ToolCall, ToolDefinition,
+};

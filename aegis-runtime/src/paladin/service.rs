@@ -1,0 +1,194 @@
+//! Runs a [`Paladin`] over an [`LlmPort`]: completion → tool calls →
+//! armaments, in a loop bounded by `max_loops`, reporting progress.
+
+use async_trait::async_trait;
+use futures::StreamExt;
+use serde_json::Value;
+use std::fmt;
+use std::sync::Arc;
+
+use super::{Armament, Paladin, PaladinPort, PaladinResult};
+use crate::engine::HeartbeatHandle;
+use crate::error::PaladinError;
+use crate::llm::{
+    LlmMessage, LlmPort, LlmRequest, LlmResponse, LlmUsage, ResponseBuilder, ToolCall,
+    ToolDefinition,
+};
+
+/// The [`PaladinPort`] that runs agents over an [`LlmPort`] — a single
+/// provider adapter, or a [`FallbackLlmAdapter`](crate::FallbackLlmAdapter)
+/// chain.
+///
+/// One execution sends the system prompt and the input, then loops: a
+/// completion; if it asks for tools, each [`Armament`] is invoked and its
+/// result sent back; until a completion asks for none (its text is the
+/// output) or `max_loops` completions have asked for tools
+/// ([`PaladinError::MaxLoopsExceeded`]).
+///
+/// **Progress.** Completions are *streamed* by default, so that
+/// [`PaladinPort::execute_observed`] can beat the attempt's heartbeat after
+/// every streamed chunk, after every completion and after every armament
+/// call: an idle timeout then measures silence, not length.
+/// [`PaladinExecutionService::with_streaming`]`(false)` uses whole
+/// completions instead (one beat per completion).
+///
+/// **Errors.** A provider error is [`PaladinError::Llm`], unchanged (its
+/// transience is the provider's); a tool the agent does not have is an
+/// [`PaladinError::ArmamentError`]; an armament's own error is returned as
+/// it reported it. An empty model or `max_loops` of 0 is a
+/// [`PaladinError::ConfigurationError`].
+///
+/// `PaladinResult::served_by` is the serving provider a fallback chain
+/// stamped on the final completion (`None` for a port that stamps none);
+/// `usage` adds up every completion's token counts.
+pub struct PaladinExecutionService {
+    llm: Arc<dyn LlmPort>,
+    streaming: bool,
+}
+
+impl fmt::Debug for PaladinExecutionService {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PaladinExecutionService")
+            .field("provider", &self.llm.get_provider_name())
+            .field("streaming", &self.streaming)
+            .finish()
+    }
+}
+
+impl PaladinExecutionService {
+    /// A service over `llm`, streaming completions.
+    pub fn new(llm: Arc<dyn LlmPort>) -> Self {
+        PaladinExecutionService {
+            llm,
+            streaming: true,
+        }
+    }
+
+    /// Streams completions (`true`, the default) or asks for whole ones.
+    pub fn with_streaming(mut self, streaming: bool) -> Self {
+        self.streaming = streaming;
+        self
+    }
+
+    /// One completion, beating on every chunk and once at its end.
+    async fn complete(
+        &self,
+        request: &LlmRequest,
+        heartbeat: &HeartbeatHandle,
+    ) -> Result<LlmResponse, PaladinError> {
+        let response = if self.streaming {
+            let mut stream = self.llm.generate_stream(request).await?;
+            let mut response = ResponseBuilder::default();
+            while let Some(chunk) = stream.next().await {
+                heartbeat.beat();
+                response.push(chunk?);
+            }
+            response.finish()
+        } else {
+            self.llm.generate(request).await?
+        };
+        heartbeat.beat();
+        Ok(response)
+    }
+}
+
+fn tool_definitions(armaments: &[Arc<dyn Armament>]) -> Vec<ToolDefinition> {
+    armaments
+        .iter()
+        .map(|a| ToolDefinition {
+            name: a.name().to_string(),
+            description: a.description().to_string(),
+            parameters: a.parameters(),
+        })
+        .collect()
+}
+
+/// What a tool result looks like to the model: strings as they are, other
+/// JSON values serialised.
+fn tool_result_text(value: Value) -> String {
+    match value {
+        Value::String(s) => s,
+        other => other.to_string(),
+    }
+}
+
+async fn invoke(paladin: &Paladin, call: &ToolCall) -> Result<String, PaladinError> {
+    let armament = paladin
+        .armaments
+        .iter()
+        .find(|a| a.name() == call.name)
+        .ok_or_else(|| PaladinError::ArmamentError {
+            armament: call.name.clone(),
+            message: format!("`{}` has no armament of this name", paladin.name),
+        })?;
+    armament
+        .invoke(call.arguments.clone())
+        .await
+        .map(tool_result_text)
+}
+
+#[async_trait]
+impl PaladinPort for PaladinExecutionService {
+    async fn execute(&self, paladin: &Paladin, input: &str) -> Result<PaladinResult, PaladinError> {
+        self.execute_observed(paladin, input, &HeartbeatHandle::noop())
+            .await
+    }
+
+    async fn execute_observed(
+        &self,
+        paladin: &Paladin,
+        input: &str,
+        heartbeat: &HeartbeatHandle,
+    ) -> Result<PaladinResult, PaladinError> {
+        if paladin.model.trim().is_empty() {
+            return Err(PaladinError::ConfigurationError(format!(
+                "paladin `{}` has no model",
+                paladin.name
+            )));
+        }
+        if paladin.max_loops == 0 {
+            return Err(PaladinError::ConfigurationError(format!(
+                "paladin `{}` has max_loops 0",
+                paladin.name
+            )));
+        }
+        let mut messages = Vec::with_capacity(2);
+        if let Some(system) = &paladin.system_prompt {
+            messages.push(LlmMessage::system(system.clone()));
+        }
+        messages.push(LlmMessage::user(input));
+        let mut request = LlmRequest::new(paladin.model.clone(), messages)
+            .with_stop(paladin.stop_words.clone())
+            .with_tools(tool_definitions(&paladin.armaments));
+        request.temperature = paladin.temperature;
+
+        let mut usage: Option<LlmUsage> = None;
+        for round in 1..=paladin.max_loops {
+            let response = self.complete(&request, heartbeat).await?;
+            if let Some(u) = &response.usage {
+                usage.get_or_insert_with(LlmUsage::default).accumulate(u);
+            }
+            if response.tool_calls.is_empty() {
+                return Ok(PaladinResult {
+                    served_by: response.served_by().map(str::to_string),
+                    output: response.content,
+                    loops: round,
+                    usage,
+                });
+            }
+            let calls = response.tool_calls;
+            let mut results = Vec::with_capacity(calls.len());
+            for call in &calls {
+                let text = invoke(paladin, call).await?;
+                heartbeat.beat();
+                results.push(LlmMessage::tool(call.id.clone(), text));
+            }
+            request.messages.push(LlmMessage::assistant_with_tool_calls(
+                response.content,
+                calls,
+            ));
+            request.messages.extend(results);
+        }
+        Err(PaladinError::MaxLoopsExceeded(paladin.max_loops))
+    }
+}

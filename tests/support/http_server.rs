@@ -1,0 +1,199 @@
+//! A small hand-written HTTP/1.1 server on 127.0.0.1 for the adapter tests:
+//! each connection gets the next scripted reply, then is closed. Requests
+//! are recorded so tests can check what the adapters sent.
+
+use serde_json::Value;
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// One scripted answer.
+#[derive(Debug, Clone)]
+pub(crate) struct Reply {
+    status: u16,
+    headers: Vec<(String, String)>,
+    /// Body pieces, written one `write` (and flush) at a time; the body ends
+    /// when the connection closes (no Content-Length), as SSE bodies may.
+    parts: Vec<Vec<u8>>,
+    content_length: bool,
+}
+
+impl Reply {
+    /// A JSON (or any) body with a Content-Length.
+    pub(crate) fn body(status: u16, body: impl Into<Vec<u8>>) -> Self {
+        Reply {
+            status,
+            headers: vec![("Content-Type".into(), "application/json".into())],
+            parts: vec![body.into()],
+            content_length: true,
+        }
+    }
+
+    /// A JSON value with a Content-Length.
+    pub(crate) fn json(status: u16, value: &Value) -> Self {
+        Self::body(status, value.to_string())
+    }
+
+    /// An event stream written in `parts`, ended by closing the connection.
+    pub(crate) fn sse(parts: Vec<&str>) -> Self {
+        Reply {
+            status: 200,
+            headers: vec![("Content-Type".into(), "text/event-stream".into())],
+            parts: parts.into_iter().map(|p| p.as_bytes().to_vec()).collect(),
+            content_length: false,
+        }
+    }
+
+    /// Adds a header.
+    pub(crate) fn header(mut self, name: &str, value: &str) -> Self {
+        self.headers.push((name.into(), value.into()));
+        self
+    }
+}
+
+/// What the server received.
+#[derive(Debug, Clone)]
+pub(crate) struct Recorded {
+    pub(crate) method: String,
+    pub(crate) path: String,
+    /// Header names lower-cased.
+    pub(crate) headers: HashMap<String, String>,
+    pub(crate) body: Value,
+}
+
+/// The running server; it stops when dropped.
+pub(crate) struct TestServer {
+    addr: SocketAddr,
+    requests: Arc<Mutex<Vec<Recorded>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl TestServer {
+    /// Starts a server answering connections with `replies` in order (then
+    /// 500s).
+    pub(crate) async fn start(replies: Vec<Reply>) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let recorded = requests.clone();
+        let mut replies: VecDeque<Reply> = replies.into();
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((socket, _)) = listener.accept().await else {
+                    return;
+                };
+                let reply = replies
+                    .pop_front()
+                    .unwrap_or_else(|| Reply::body(500, "no reply scripted"));
+                let recorded = recorded.clone();
+                tokio::spawn(async move {
+                    let _ = serve(socket, reply, recorded).await;
+                });
+            }
+        });
+        TestServer {
+            addr,
+            requests,
+            task,
+        }
+    }
+
+    /// `http://127.0.0.1:<port>`.
+    pub(crate) fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Every request received so far.
+    pub(crate) fn requests(&self) -> Vec<Recorded> {
+        self.requests.lock().unwrap().clone()
+    }
+}
+
+/// A URL on 127.0.0.1 where nothing listens (connections are refused).
+pub(crate) async fn refused_url() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    drop(listener);
+    format!("http://{addr}")
+}
+
+async fn serve(
+    mut socket: TcpStream,
+    reply: Reply,
+    recorded: Arc<Mutex<Vec<Recorded>>>,
+) -> std::io::Result<()> {
+    let request = read_request(&mut socket).await?;
+    recorded.lock().unwrap().push(request);
+
+    let mut head = format!(
+        "HTTP/1.1 {} Scripted\r\nConnection: close\r\n",
+        reply.status
+    );
+    for (n, v) in &reply.headers {
+        head.push_str(&format!("{n}: {v}\r\n"));
+    }
+    if reply.content_length {
+        let len: usize = reply.parts.iter().map(Vec::len).sum();
+        head.push_str(&format!("Content-Length: {len}\r\n"));
+    }
+    head.push_str("\r\n");
+    socket.write_all(head.as_bytes()).await?;
+    socket.flush().await?;
+    for part in &reply.parts {
+        socket.write_all(part).await?;
+        socket.flush().await?;
+        // Let the client see each part as its own read.
+        tokio::task::yield_now().await;
+    }
+    socket.shutdown().await
+}
+
+async fn read_request(socket: &mut TcpStream) -> std::io::Result<Recorded> {
+    let mut buf = Vec::new();
+    let mut tmp = [0u8; 4096];
+    let header_end = loop {
+        let n = socket.read(&mut tmp).await?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        buf.extend_from_slice(&tmp[..n]);
+        if let Some(pos) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break pos + 4;
+        }
+    };
+    let head = String::from_utf8_lossy(&buf[..header_end]).to_string();
+    let mut lines = head.split("\r\n");
+    let mut first = lines.next().unwrap_or_default().split(' ');
+    let method = first.next().unwrap_or_default().to_string();
+    let path = first.next().unwrap_or_default().to_string();
+    let headers: HashMap<String, String> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    let len: usize = headers
+        .get("content-length")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    while buf.len() < header_end + len {
+        let n = socket.read(&mut tmp).await?;
+        if n == 0 {
+            break;
+        }
+        buf.extend_from_slice(&tmp[..n]);
+    }
+    let body = serde_json::from_slice(&buf[header_end..]).unwrap_or(Value::Null);
+    Ok(Recorded {
+        method,
+        path,
+        headers,
+        body,
+    })
+}
