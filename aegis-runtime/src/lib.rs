@@ -2,6 +2,7 @@
 //! engine and the Aegis fault-tolerance layer. Use it through `aegis`.
 
 pub mod aegis;
+pub mod cache;
 pub mod engine;
 pub mod error;
 pub mod graph;
@@ -11,6 +12,7 @@ pub mod trace;
 pub mod waypoint;
 
 pub use crate::aegis::*;
+pub use cache::*;
 pub use engine::*;
 pub use error::*;
 pub use graph::*;
