@@ -438,6 +438,7 @@ mod tests {
     #[cfg(feature = "redis-cache")]
     #[tokio::test]
     async fn builds_a_connected_redis_backend() {
+        let _server = crate::cache::contract::on_redis::share_server().await;
         let cfg = NodeCacheConfig {
             enabled: true,
             backend: NodeCacheBackend::Redis,

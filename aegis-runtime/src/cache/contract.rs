@@ -332,13 +332,30 @@ pub(crate) mod on_redis {
             .unwrap_or_else(|e| unreachable(e))
     }
 
+    /// Tests that pause the whole server take this exclusively; every other
+    /// Redis test shares it, so no test of this process sees a pause it
+    /// did not ask for.
+    static SERVER: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
+
+    /// Shared use of the server.
+    pub(crate) async fn share_server() -> tokio::sync::RwLockReadGuard<'static, ()> {
+        SERVER.read().await
+    }
+
+    /// Exclusive use of the server, to pause it.
+    pub(crate) async fn own_server() -> tokio::sync::RwLockWriteGuard<'static, ()> {
+        SERVER.write().await
+    }
+
     pub(crate) struct Redis {
         pub(crate) cache: Arc<RedisNodeCache>,
         pub(crate) manual: ManualClock,
         pub(crate) admin: ::redis::aio::MultiplexedConnection,
+        _server: tokio::sync::RwLockReadGuard<'static, ()>,
     }
 
     pub(crate) async fn redis_harness(label: &str) -> Redis {
+        let server = share_server().await;
         let manual = ManualClock::new(SystemTime::now());
         let cache = RedisNodeCache::builder(URL, unique_prefix(label))
             .clock(manual.clock())
@@ -352,6 +369,7 @@ pub(crate) mod on_redis {
             cache: Arc::new(cache),
             manual,
             admin: admin().await,
+            _server: server,
         }
     }
 

@@ -109,6 +109,9 @@ pub(crate) mod validate;
 
 #[cfg(test)]
 mod contract;
+#[cfg(test)]
+#[cfg(feature = "redis-cache")]
+mod redis_faults;
 
 pub use backend::{NodeCache, NodeCacheError};
 pub use ceiling::TtlCeiling;

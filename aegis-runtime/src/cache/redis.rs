@@ -247,7 +247,7 @@ impl RedisNodeCache {
     /// The server-side id of the connection currently in use.
     #[cfg(test)]
     pub(crate) async fn client_id(&self) -> Result<i64, NodeCacheError> {
-        self.run("client id", &redis::cmd("CLIENT").arg("ID")).await
+        self.run("client id", redis::cmd("CLIENT").arg("ID")).await
     }
 
     async fn unlink_matching(&self, pattern: &str) -> Result<u64, NodeCacheError> {

@@ -222,7 +222,7 @@ mod tests {
         g.set_aegis("leaker", cache(CacheKeySpec::Fields(vec![f("typo")])));
         let kinds: Vec<_> = cache_problems(&g)
             .iter()
-            .map(|e| std::mem::discriminant(e))
+            .map(std::mem::discriminant)
             .collect();
         assert_eq!(kinds.len(), 2);
     }
