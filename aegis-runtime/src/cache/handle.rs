@@ -323,6 +323,42 @@ mod tests {
         assert!(backend.is_empty());
     }
 
+    #[tokio::test(start_paused = true)]
+    async fn one_graphs_entry_is_never_another_graphs_hit() {
+        use crate::aegis::CacheKeySpec;
+        use crate::graph::{InputMapping, NodeId, NodeSpec};
+        use crate::paladin::Paladin;
+        let spec = NodeSpec::paladin(
+            Paladin::new("A").with_model("m"),
+            InputMapping::new("Answer: {answer}"),
+            FieldName::new("answer").unwrap(),
+        );
+        let state = crate::state::initial_state(&schema(), &json!({"answer": "q"})).unwrap();
+        let key_in = |graph: &str| {
+            crate::cache::derive_key(
+                graph,
+                &NodeId::new("answerer"),
+                &spec,
+                &CacheKeySpec::Default,
+                &state,
+                None,
+            )
+            .unwrap()
+        };
+        let handle = NodeCacheHandle::new(Arc::new(InMemoryNodeCache::new()));
+        let stored = handle
+            .store(
+                &schema(),
+                &key_in("v6:a"),
+                &answer("a"),
+                Duration::from_secs(60),
+            )
+            .await;
+        assert!(matches!(stored, StoreOutcome::Stored { .. }));
+        assert!(handle.lookup(&key_in("v6:a")).await.is_hit());
+        assert_eq!(handle.lookup(&key_in("v6:b")).await, CacheLookup::Miss);
+    }
+
     #[test]
     fn the_handle_adopts_its_backends_clock() {
         let manual = super::super::ManualClock::new(SystemTime::UNIX_EPOCH);

@@ -31,6 +31,10 @@ const SCAN_COUNT: usize = 500;
 /// (default [`RedisNodeCache::DEFAULT_COMMAND_TIMEOUT`]), so a paused or unreachable server
 /// turns lookups into misses instead of stalling a run.
 ///
+/// `invalidate_all` removes every key under `{key_prefix}:`, so give
+/// caches that must stay independent prefixes where neither is the other's
+/// prefix followed by `:` (`app:a` and `app:b`, not `app` and `app:b`).
+///
 /// ```no_run
 /// # async fn demo() -> Result<(), aegis_runtime::NodeCacheError> {
 /// use aegis_runtime::RedisNodeCache;
