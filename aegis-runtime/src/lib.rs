@@ -3,6 +3,7 @@
 //! re-exports this crate's flat API.
 
 mod aegis;
+mod cache;
 mod engine;
 mod error;
 mod graph;
@@ -13,6 +14,7 @@ mod trace;
 mod waypoint;
 
 pub use crate::aegis::*;
+pub use cache::*;
 pub use engine::*;
 pub use error::*;
 pub use graph::*;

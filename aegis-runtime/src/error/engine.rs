@@ -303,6 +303,33 @@ pub enum EngineError {
     /// The waypoint store failed.
     #[error("waypoint store error: {0}")]
     Store(StoreError),
+    /// `CacheKeySpec::Fields` naming fields the schema does not declare (a
+    /// typo would otherwise silently narrow the key).
+    #[error("cache keys naming undeclared fields: {}", list(offenders))]
+    CacheKeyFieldUndeclared {
+        /// Every offender, naming the field.
+        offenders: Vec<PolicyOffender>,
+    },
+    /// Cache policies on Paladin nodes whose output field is marked
+    /// `CacheMarker::Deny`.
+    #[error(
+        "cache policies on Paladin nodes whose output field is marked CacheMarker::Deny: {}",
+        list(offenders)
+    )]
+    CacheOutputFieldDenied {
+        /// Every offender, naming the field.
+        offenders: Vec<PolicyOffender>,
+    },
+    /// The graph has cache policies but the engine has no node cache
+    /// (`WarEngine::with_node_cache`).
+    #[error(
+        "nodes with a cache policy but no cache backend on the engine: {}",
+        ids(nodes)
+    )]
+    CachePolicyWithoutCacheBackend {
+        /// Every node whose policy carries a cache.
+        nodes: Vec<NodeId>,
+    },
 }
 
 impl EngineError {

@@ -1,0 +1,146 @@
+//! A cached result and its stored byte form.
+
+use serde::{Deserialize, Serialize};
+use std::time::{Duration, SystemTime};
+
+use super::NodeCacheError;
+use crate::state::StateDelta;
+
+/// The stored form's version; an entry of any other version reads as corrupt
+/// (a miss), never as a wrongly shaped delta.
+const ENTRY_FORMAT: u32 = 1;
+
+/// One cached node result: the delta a successful, Edges-routed attempt
+/// returned, and the instant it stops being served.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CacheEntry {
+    /// The delta merged on a hit, exactly as the original attempt's was.
+    pub delta: StateDelta,
+    /// A hard expiry with a closed boundary: read at exactly this instant,
+    /// the entry is a miss.
+    pub expires_at: SystemTime,
+}
+
+#[derive(Serialize)]
+struct WireOut<'a> {
+    format: u32,
+    expires_at: SystemTime,
+    delta: &'a StateDelta,
+}
+
+#[derive(Deserialize)]
+struct WireIn {
+    format: u32,
+    expires_at: SystemTime,
+    delta: StateDelta,
+}
+
+impl CacheEntry {
+    /// An entry of `delta` expiring at `expires_at`.
+    pub fn new(delta: StateDelta, expires_at: SystemTime) -> Self {
+        CacheEntry { delta, expires_at }
+    }
+
+    /// Whether the entry may be served at `now`: strictly before its expiry.
+    pub fn is_fresh_at(&self, now: SystemTime) -> bool {
+        now < self.expires_at
+    }
+
+    /// How long the entry stays fresh after `now`; `None` once it is not.
+    pub fn remaining_at(&self, now: SystemTime) -> Option<Duration> {
+        self.expires_at
+            .duration_since(now)
+            .ok()
+            .filter(|d| !d.is_zero())
+    }
+
+    /// The stored form: versioned JSON of the expiry and the delta. Both
+    /// built-in backends store exactly these bytes, so they fail alike on a
+    /// damaged entry.
+    pub fn to_bytes(&self) -> Result<Vec<u8>, NodeCacheError> {
+        serde_json::to_vec(&WireOut {
+            format: ENTRY_FORMAT,
+            expires_at: self.expires_at,
+            delta: &self.delta,
+        })
+        .map_err(|e| NodeCacheError::Encode {
+            message: e.to_string(),
+        })
+    }
+
+    /// Reads the stored form back; anything else is
+    /// [`NodeCacheError::CorruptEntry`].
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self, NodeCacheError> {
+        let wire: WireIn =
+            serde_json::from_slice(bytes).map_err(|e| NodeCacheError::CorruptEntry {
+                message: e.to_string(),
+            })?;
+        if wire.format != ENTRY_FORMAT {
+            return Err(NodeCacheError::CorruptEntry {
+                message: format!(
+                    "entry format {} is not the supported format {ENTRY_FORMAT}",
+                    wire.format
+                ),
+            });
+        }
+        Ok(CacheEntry {
+            delta: wire.delta,
+            expires_at: wire.expires_at,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn entry() -> CacheEntry {
+        let mut delta = StateDelta::new();
+        delta
+            .set("answer", json!({"text": "42", "n": [1, 2.5, null]}))
+            .unwrap();
+        CacheEntry::new(
+            delta,
+            SystemTime::UNIX_EPOCH + Duration::new(1_700_000_000, 123_456_789),
+        )
+    }
+
+    #[test]
+    fn round_trips_with_nanosecond_expiry() {
+        let e = entry();
+        assert_eq!(CacheEntry::from_bytes(&e.to_bytes().unwrap()).unwrap(), e);
+    }
+
+    #[test]
+    fn the_boundary_is_closed() {
+        let e = entry();
+        let one_ns = Duration::from_nanos(1);
+        assert!(e.is_fresh_at(e.expires_at - one_ns));
+        assert!(!e.is_fresh_at(e.expires_at));
+        assert!(!e.is_fresh_at(e.expires_at + one_ns));
+        assert_eq!(e.remaining_at(e.expires_at - one_ns), Some(one_ns));
+        assert_eq!(e.remaining_at(e.expires_at), None);
+        assert_eq!(e.remaining_at(e.expires_at + one_ns), None);
+    }
+
+    #[test]
+    fn damaged_or_foreign_bytes_are_corrupt_not_a_panic() {
+        for bytes in [
+            &b"not json"[..],
+            b"",
+            b"{\"format\":1}",
+            b"{\"format\":2,\"expires_at\":{\"secs_since_epoch\":1,\"nanos_since_epoch\":0},\"delta\":{\"writes\":{}}}",
+            b"{\"format\":1,\"expires_at\":{\"secs_since_epoch\":1,\"nanos_since_epoch\":0},\"delta\":{\"writes\":{\"bad name\":1}}}",
+            &[0xff, 0xfe, 0x00],
+        ] {
+            assert!(
+                matches!(
+                    CacheEntry::from_bytes(bytes),
+                    Err(NodeCacheError::CorruptEntry { .. })
+                ),
+                "{bytes:?}"
+            );
+        }
+    }
+}

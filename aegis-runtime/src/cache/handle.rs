@@ -1,0 +1,374 @@
+//! `NodeCacheHandle`: the cache semantics the engine applies around a
+//! backend — best effort, re-checked expiry, Deny fields, Edges only.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use super::{CacheClock, CacheEntry, CacheKey, NodeCache, NodeCacheError, delta_is_cacheable};
+use crate::graph::{Directive, NextStep};
+use crate::state::BattlefieldSchema;
+
+/// What a lookup found.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum CacheLookup {
+    /// A fresh entry: merge its delta, run nothing.
+    Hit(CacheEntry),
+    /// Nothing stored under the key.
+    Miss,
+    /// The backend served an entry this handle's clock says has expired.
+    Expired {
+        /// The entry's expiry.
+        expires_at: SystemTime,
+    },
+    /// The backend failed; treated as a miss.
+    Failed(NodeCacheError),
+}
+
+impl CacheLookup {
+    /// The entry, on a hit.
+    pub fn into_hit(self) -> Option<CacheEntry> {
+        match self {
+            CacheLookup::Hit(entry) => Some(entry),
+            _ => None,
+        }
+    }
+
+    /// Whether this is a hit.
+    pub fn is_hit(&self) -> bool {
+        matches!(self, CacheLookup::Hit(_))
+    }
+}
+
+/// What a store did.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum StoreOutcome {
+    /// Stored, served until `expires_at`.
+    Stored {
+        /// The entry's expiry.
+        expires_at: SystemTime,
+    },
+    /// Not stored: the directive does not follow the edges, and replaying
+    /// only its delta would drop its routing.
+    NotEdgesRouted,
+    /// Not stored: the delta writes a field marked `CacheMarker::Deny`.
+    DeniedField,
+    /// Not stored: a zero TTL, or one so long the expiry is unrepresentable.
+    TtlOutOfRange,
+    /// The backend failed; logged, and the run goes on.
+    Failed(NodeCacheError),
+}
+
+/// A node cache backend with the engine's rules around it.
+///
+/// Cheap to clone. The handle adopts its backend's clock when the backend
+/// has one, so both judge every expiry boundary alike.
+#[derive(Clone)]
+pub struct NodeCacheHandle {
+    backend: Arc<dyn NodeCache>,
+    clock: CacheClock,
+}
+
+impl NodeCacheHandle {
+    /// Wraps `backend`.
+    pub fn new(backend: Arc<dyn NodeCache>) -> Self {
+        let clock = backend.clock().cloned().unwrap_or_default();
+        NodeCacheHandle { backend, clock }
+    }
+
+    /// Judges expiry by `clock` instead of the backend's.
+    pub fn with_clock(mut self, clock: CacheClock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// The backend.
+    pub fn backend(&self) -> &Arc<dyn NodeCache> {
+        &self.backend
+    }
+
+    /// The clock expiry is judged by.
+    pub fn clock(&self) -> &CacheClock {
+        &self.clock
+    }
+
+    /// Looks `key` up. Only [`CacheLookup::Hit`] is a hit: the entry is
+    /// re-checked against this handle's clock whatever the backend served
+    /// (closed boundary), and a backend error is a miss, logged at `warn`.
+    pub async fn lookup(&self, key: &CacheKey) -> CacheLookup {
+        match self.backend.get(key).await {
+            Ok(None) => CacheLookup::Miss,
+            Ok(Some(entry)) if entry.is_fresh_at(self.clock.now()) => CacheLookup::Hit(entry),
+            Ok(Some(entry)) => {
+                tracing::debug!(backend = self.backend.backend_name(), key = %key, "node cache served an expired entry; treated as a miss");
+                CacheLookup::Expired {
+                    expires_at: entry.expires_at,
+                }
+            }
+            Err(e) => {
+                tracing::warn!(backend = self.backend.backend_name(), key = %key, error = %e, "node cache lookup failed; treated as a miss");
+                CacheLookup::Failed(e)
+            }
+        }
+    }
+
+    /// Stores the directive of a successful attempt under `key` for `ttl`.
+    ///
+    /// Call it only with a node's own successful directive, never a
+    /// handler's. It refuses, without touching the backend, a directive that
+    /// does not follow the edges (`Goto`, `End`, ...) and a delta writing a
+    /// field marked `CacheMarker::Deny`. A backend error is logged at `warn`
+    /// and returned as [`StoreOutcome::Failed`]; it must not fail the run.
+    pub async fn store(
+        &self,
+        schema: &BattlefieldSchema,
+        key: &CacheKey,
+        directive: &Directive,
+        ttl: Duration,
+    ) -> StoreOutcome {
+        if !matches!(directive.next, NextStep::Edges) {
+            return StoreOutcome::NotEdgesRouted;
+        }
+        if !delta_is_cacheable(schema, &directive.delta) {
+            return StoreOutcome::DeniedField;
+        }
+        let Some(expires_at) = self.clock.now().checked_add(ttl).filter(|_| !ttl.is_zero()) else {
+            return StoreOutcome::TtlOutOfRange;
+        };
+        let entry = CacheEntry::new(directive.delta.clone(), expires_at);
+        match self.backend.put(key, &entry).await {
+            Ok(()) => StoreOutcome::Stored { expires_at },
+            Err(e) => {
+                tracing::warn!(backend = self.backend.backend_name(), key = %key, error = %e, "node cache store failed; the run goes on");
+                StoreOutcome::Failed(e)
+            }
+        }
+    }
+}
+
+impl fmt::Debug for NodeCacheHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("NodeCacheHandle")
+            .field("backend", &self.backend.backend_name())
+            .field("clock", &self.clock)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cache::InMemoryNodeCache;
+    use crate::state::{CacheMarker, DispatchRule, FieldName, FieldSpec, StateDelta};
+    use async_trait::async_trait;
+    use serde_json::json;
+
+    fn schema() -> BattlefieldSchema {
+        BattlefieldSchema::new(vec![
+            FieldSpec::new(
+                FieldName::new("answer").unwrap(),
+                DispatchRule::LastWrite,
+                None,
+                false,
+            ),
+            FieldSpec::new(
+                FieldName::new("audit_log").unwrap(),
+                DispatchRule::Append,
+                None,
+                false,
+            )
+            .with_cache(CacheMarker::Deny),
+        ])
+    }
+
+    fn answer(v: &str) -> Directive {
+        let mut delta = StateDelta::new();
+        delta.set("answer", v).unwrap();
+        Directive::edges(delta)
+    }
+
+    fn key() -> CacheKey {
+        CacheKey::from_raw("v1:g:n:d")
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stored_directive_is_a_hit_until_exactly_its_ttl() {
+        let handle = NodeCacheHandle::new(Arc::new(InMemoryNodeCache::new()));
+        let ttl = Duration::from_secs(900);
+        let out = handle.store(&schema(), &key(), &answer("42"), ttl).await;
+        assert_eq!(
+            out,
+            StoreOutcome::Stored {
+                expires_at: handle.clock().now() + ttl
+            }
+        );
+        tokio::time::advance(ttl - Duration::from_nanos(1)).await;
+        let hit = handle.lookup(&key()).await.into_hit().unwrap();
+        assert_eq!(hit.delta.get("answer"), Some(&json!("42")));
+        tokio::time::advance(Duration::from_nanos(1)).await;
+        assert_eq!(handle.lookup(&key()).await, CacheLookup::Miss);
+    }
+
+    /// A backend that serves whatever it was given, expired or not.
+    struct Lax(std::sync::Mutex<Option<CacheEntry>>);
+    #[async_trait]
+    impl NodeCache for Lax {
+        async fn get(&self, _: &CacheKey) -> Result<Option<CacheEntry>, NodeCacheError> {
+            Ok(self.0.lock().unwrap().clone())
+        }
+        async fn put(&self, _: &CacheKey, e: &CacheEntry) -> Result<(), NodeCacheError> {
+            *self.0.lock().unwrap() = Some(e.clone());
+            Ok(())
+        }
+        async fn invalidate_prefix(&self, _: &str) -> Result<u64, NodeCacheError> {
+            Ok(0)
+        }
+        async fn invalidate_all(&self) -> Result<u64, NodeCacheError> {
+            Ok(0)
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn expiry_is_rechecked_whatever_the_backend_serves() {
+        let handle = NodeCacheHandle::new(Arc::new(Lax(Default::default())));
+        let ttl = Duration::from_secs(10);
+        handle.store(&schema(), &key(), &answer("a"), ttl).await;
+        assert!(handle.lookup(&key()).await.is_hit());
+        tokio::time::advance(ttl).await;
+        assert!(matches!(
+            handle.lookup(&key()).await,
+            CacheLookup::Expired { .. }
+        ));
+    }
+
+    struct Broken;
+    #[async_trait]
+    impl NodeCache for Broken {
+        async fn get(&self, _: &CacheKey) -> Result<Option<CacheEntry>, NodeCacheError> {
+            Err(NodeCacheError::Unavailable {
+                backend: "broken",
+                message: "down".into(),
+            })
+        }
+        async fn put(&self, _: &CacheKey, _: &CacheEntry) -> Result<(), NodeCacheError> {
+            Err(NodeCacheError::Timeout {
+                operation: "put",
+                after: Duration::from_millis(5),
+            })
+        }
+        async fn invalidate_prefix(&self, _: &str) -> Result<u64, NodeCacheError> {
+            Ok(0)
+        }
+        async fn invalidate_all(&self) -> Result<u64, NodeCacheError> {
+            Ok(0)
+        }
+    }
+
+    #[tokio::test]
+    async fn backend_errors_are_misses_and_logged_store_failures() {
+        let handle = NodeCacheHandle::new(Arc::new(Broken));
+        let lookup = handle.lookup(&key()).await;
+        assert!(matches!(lookup, CacheLookup::Failed(_)));
+        assert_eq!(lookup.into_hit(), None);
+        assert!(matches!(
+            handle
+                .store(&schema(), &key(), &answer("a"), Duration::from_secs(1))
+                .await,
+            StoreOutcome::Failed(NodeCacheError::Timeout { .. })
+        ));
+    }
+
+    #[tokio::test]
+    async fn only_edges_routed_cacheable_deltas_with_a_usable_ttl_are_stored() {
+        let backend = Arc::new(InMemoryNodeCache::new());
+        let handle = NodeCacheHandle::new(backend.clone());
+        let ttl = Duration::from_secs(60);
+        let s = schema();
+
+        let mut delta = StateDelta::new();
+        delta.set("answer", "x").unwrap();
+        for directive in [
+            Directive::goto(delta.clone(), "elsewhere"),
+            Directive::end(delta.clone()),
+        ] {
+            assert_eq!(
+                handle.store(&s, &key(), &directive, ttl).await,
+                StoreOutcome::NotEdgesRouted
+            );
+        }
+
+        let mut denied = StateDelta::new();
+        denied
+            .set("answer", "x")
+            .unwrap()
+            .set("audit_log", "hit")
+            .unwrap();
+        assert_eq!(
+            handle
+                .store(&s, &key(), &Directive::edges(denied), ttl)
+                .await,
+            StoreOutcome::DeniedField
+        );
+
+        assert_eq!(
+            handle.store(&s, &key(), &answer("x"), Duration::ZERO).await,
+            StoreOutcome::TtlOutOfRange
+        );
+        assert_eq!(
+            handle.store(&s, &key(), &answer("x"), Duration::MAX).await,
+            StoreOutcome::TtlOutOfRange
+        );
+        assert!(backend.is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn one_graphs_entry_is_never_another_graphs_hit() {
+        use crate::aegis::CacheKeySpec;
+        use crate::graph::{InputMapping, NodeId, NodeSpec};
+        use crate::paladin::Paladin;
+        let spec = NodeSpec::paladin(
+            Paladin::new("A").with_model("m"),
+            InputMapping::new("Answer: {answer}"),
+            FieldName::new("answer").unwrap(),
+        );
+        let state = crate::state::initial_state(&schema(), &json!({"answer": "q"})).unwrap();
+        let key_in = |graph: &str| {
+            crate::cache::derive_key(
+                graph,
+                &NodeId::new("answerer"),
+                &spec,
+                &CacheKeySpec::Default,
+                &state,
+                None,
+            )
+            .unwrap()
+        };
+        let handle = NodeCacheHandle::new(Arc::new(InMemoryNodeCache::new()));
+        let stored = handle
+            .store(
+                &schema(),
+                &key_in("v6:a"),
+                &answer("a"),
+                Duration::from_secs(60),
+            )
+            .await;
+        assert!(matches!(stored, StoreOutcome::Stored { .. }));
+        assert!(handle.lookup(&key_in("v6:a")).await.is_hit());
+        assert_eq!(handle.lookup(&key_in("v6:b")).await, CacheLookup::Miss);
+    }
+
+    #[test]
+    fn the_handle_adopts_its_backends_clock() {
+        let manual = super::super::ManualClock::new(SystemTime::UNIX_EPOCH);
+        let backend = InMemoryNodeCache::new().with_clock(manual.clock());
+        let handle = NodeCacheHandle::new(Arc::new(backend));
+        manual.advance(Duration::from_secs(3));
+        assert_eq!(
+            handle.clock().now(),
+            SystemTime::UNIX_EPOCH + Duration::from_secs(3)
+        );
+        assert!(format!("{handle:?}").contains("memory"));
+    }
+}

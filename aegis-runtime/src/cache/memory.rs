@@ -1,0 +1,343 @@
+//! `InMemoryNodeCache`: a bounded, process-local node cache.
+
+use async_trait::async_trait;
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::SystemTime;
+
+use super::{CacheClock, CacheEntry, CacheKey, NodeCache, NodeCacheError};
+
+/// A process-local node cache holding at most a fixed number of entries.
+///
+/// Entries are kept in their stored byte form ([`CacheEntry::to_bytes`]),
+/// the same bytes the Redis backend stores, so a hit replays exactly what
+/// a shared backend would. When full, a `put` first drops expired entries,
+/// then the oldest stored ones, so a long-lived process cannot grow without
+/// limit; expired entries are also dropped as later `put`s pass them.
+///
+/// ```
+/// use aegis_runtime::*;
+/// use std::sync::Arc;
+///
+/// let cache: Arc<dyn NodeCache> = Arc::new(InMemoryNodeCache::new().with_max_entries(1_000));
+/// # let _ = cache;
+/// ```
+pub struct InMemoryNodeCache {
+    store: Mutex<Store>,
+    clock: CacheClock,
+    max_entries: usize,
+}
+
+struct Slot {
+    bytes: Arc<[u8]>,
+    expires_at: SystemTime,
+    seq: u64,
+}
+
+#[derive(Default)]
+struct Store {
+    slots: HashMap<Arc<str>, Slot>,
+    /// Expiry order, for dropping expired entries without a scan.
+    by_expiry: BTreeMap<(SystemTime, u64), Arc<str>>,
+    /// Storage order, for dropping the oldest entries when full.
+    by_age: BTreeMap<u64, Arc<str>>,
+    next_seq: u64,
+}
+
+impl Store {
+    fn remove(&mut self, key: &str) -> bool {
+        match self.slots.remove(key) {
+            Some(slot) => {
+                self.by_expiry.remove(&(slot.expires_at, slot.seq));
+                self.by_age.remove(&slot.seq);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn drop_expired(&mut self, now: SystemTime) {
+        while let Some(entry) = self.by_expiry.first_entry() {
+            if entry.key().0 > now {
+                break;
+            }
+            let key = entry.remove();
+            self.remove(&key);
+        }
+    }
+
+    fn drop_oldest(&mut self) {
+        if let Some((_, key)) = self.by_age.pop_first() {
+            self.remove(&key);
+        }
+    }
+
+    fn insert(&mut self, key: Arc<str>, bytes: Arc<[u8]>, expires_at: SystemTime) {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.by_expiry.insert((expires_at, seq), key.clone());
+        self.by_age.insert(seq, key.clone());
+        self.slots.insert(
+            key,
+            Slot {
+                bytes,
+                expires_at,
+                seq,
+            },
+        );
+    }
+}
+
+impl InMemoryNodeCache {
+    /// The default bound on entries.
+    pub const DEFAULT_MAX_ENTRIES: usize = 10_000;
+
+    /// An empty cache of at most [`Self::DEFAULT_MAX_ENTRIES`] entries, on
+    /// its own [`CacheClock`].
+    pub fn new() -> Self {
+        InMemoryNodeCache {
+            store: Mutex::new(Store::default()),
+            clock: CacheClock::new(),
+            max_entries: Self::DEFAULT_MAX_ENTRIES,
+        }
+    }
+
+    /// Bounds the cache to `max_entries` (at least 1).
+    pub fn with_max_entries(mut self, max_entries: usize) -> Self {
+        self.max_entries = max_entries.max(1);
+        self
+    }
+
+    /// Judges expiry by `clock`.
+    pub fn with_clock(mut self, clock: CacheClock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// The bound on entries.
+    pub fn max_entries(&self) -> usize {
+        self.max_entries
+    }
+
+    /// How many entries are held, expired ones not yet dropped included.
+    pub fn len(&self) -> usize {
+        self.lock().slots.len()
+    }
+
+    /// Whether no entry is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Store> {
+        // A panic elsewhere while holding the lock cannot leave a slot half
+        // written (every mutation completes before it can unwind), so the
+        // data is still consistent.
+        self.store.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Stores raw bytes as if a backend had, to test damaged entries.
+    #[cfg(test)]
+    pub(crate) fn plant_raw(&self, key: &CacheKey, bytes: &[u8], expires_at: SystemTime) {
+        let mut store = self.lock();
+        store.remove(key.as_str());
+        store.insert(Arc::from(key.as_str()), Arc::from(bytes), expires_at);
+    }
+}
+
+impl Default for InMemoryNodeCache {
+    fn default() -> Self {
+        InMemoryNodeCache::new()
+    }
+}
+
+impl fmt::Debug for InMemoryNodeCache {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("InMemoryNodeCache")
+            .field("entries", &self.len())
+            .field("max_entries", &self.max_entries)
+            .field("clock", &self.clock)
+            .finish()
+    }
+}
+
+#[async_trait]
+impl NodeCache for InMemoryNodeCache {
+    async fn get(&self, key: &CacheKey) -> Result<Option<CacheEntry>, NodeCacheError> {
+        let now = self.clock.now();
+        let bytes = {
+            let mut store = self.lock();
+            match store.slots.get(key.as_str()) {
+                None => return Ok(None),
+                Some(slot) if slot.expires_at <= now => {
+                    store.remove(key.as_str());
+                    return Ok(None);
+                }
+                Some(slot) => slot.bytes.clone(),
+            }
+        };
+        // Decoded outside the lock: a multi-megabyte entry must not stall
+        // every other lookup.
+        match CacheEntry::from_bytes(&bytes) {
+            Ok(entry) if entry.is_fresh_at(now) => Ok(Some(entry)),
+            Ok(_) => Ok(None),
+            Err(e) => {
+                tracing::warn!(backend = "memory", key = %key, error = %e, "corrupt node cache entry treated as a miss");
+                Ok(None)
+            }
+        }
+    }
+
+    async fn put(&self, key: &CacheKey, entry: &CacheEntry) -> Result<(), NodeCacheError> {
+        let now = self.clock.now();
+        if !entry.is_fresh_at(now) {
+            return Ok(());
+        }
+        let bytes: Arc<[u8]> = Arc::from(entry.to_bytes()?);
+        let mut store = self.lock();
+        store.remove(key.as_str());
+        store.drop_expired(now);
+        while store.slots.len() >= self.max_entries {
+            store.drop_oldest();
+        }
+        store.insert(Arc::from(key.as_str()), bytes, entry.expires_at);
+        Ok(())
+    }
+
+    async fn invalidate_prefix(&self, prefix: &str) -> Result<u64, NodeCacheError> {
+        let mut store = self.lock();
+        let doomed: Vec<Arc<str>> = store
+            .slots
+            .keys()
+            .filter(|k| k.starts_with(prefix))
+            .cloned()
+            .collect();
+        for k in &doomed {
+            store.remove(k);
+        }
+        Ok(doomed.len() as u64)
+    }
+
+    async fn invalidate_all(&self) -> Result<u64, NodeCacheError> {
+        let mut store = self.lock();
+        let n = store.slots.len() as u64;
+        *store = Store::default();
+        Ok(n)
+    }
+
+    fn clock(&self) -> Option<&CacheClock> {
+        Some(&self.clock)
+    }
+
+    fn backend_name(&self) -> &'static str {
+        "memory"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::StateDelta;
+    use std::time::Duration;
+
+    fn entry(n: u64, ttl: Duration, clock: &CacheClock) -> CacheEntry {
+        let mut delta = StateDelta::new();
+        delta.set("n", n).unwrap();
+        CacheEntry::new(delta, clock.now() + ttl)
+    }
+
+    fn key(n: u64) -> CacheKey {
+        CacheKey::from_raw(format!("k{n}"))
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn when_full_the_oldest_entry_goes() {
+        let cache = InMemoryNodeCache::new().with_max_entries(3);
+        let clock = cache.clock.clone();
+        for n in 0..4 {
+            cache
+                .put(&key(n), &entry(n, Duration::from_secs(60), &clock))
+                .await
+                .unwrap();
+        }
+        assert_eq!(cache.len(), 3);
+        assert_eq!(cache.get(&key(0)).await.unwrap(), None);
+        for n in 1..4 {
+            assert!(cache.get(&key(n)).await.unwrap().is_some(), "k{n}");
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn when_full_expired_entries_go_before_older_live_ones() {
+        let cache = InMemoryNodeCache::new().with_max_entries(3);
+        let clock = cache.clock.clone();
+        cache
+            .put(&key(0), &entry(0, Duration::from_secs(60), &clock))
+            .await
+            .unwrap();
+        cache
+            .put(&key(1), &entry(1, Duration::from_secs(1), &clock))
+            .await
+            .unwrap();
+        cache
+            .put(&key(2), &entry(2, Duration::from_secs(60), &clock))
+            .await
+            .unwrap();
+        tokio::time::advance(Duration::from_secs(1)).await;
+        cache
+            .put(&key(3), &entry(3, Duration::from_secs(60), &clock))
+            .await
+            .unwrap();
+        assert_eq!(cache.len(), 3);
+        // k1 had expired; k0, although the oldest, is still live and kept.
+        assert!(cache.get(&key(0)).await.unwrap().is_some());
+        assert_eq!(cache.get(&key(1)).await.unwrap(), None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn expired_entries_are_dropped_as_puts_pass_them() {
+        let cache = InMemoryNodeCache::new();
+        let clock = cache.clock.clone();
+        for n in 0..10 {
+            cache
+                .put(&key(n), &entry(n, Duration::from_secs(1), &clock))
+                .await
+                .unwrap();
+        }
+        tokio::time::advance(Duration::from_secs(1)).await;
+        cache
+            .put(&key(99), &entry(99, Duration::from_secs(1), &clock))
+            .await
+            .unwrap();
+        assert_eq!(cache.len(), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn overwriting_a_key_keeps_one_entry_and_moves_it_to_the_young_end() {
+        let cache = InMemoryNodeCache::new().with_max_entries(2);
+        let clock = cache.clock.clone();
+        let ttl = Duration::from_secs(60);
+        cache.put(&key(0), &entry(0, ttl, &clock)).await.unwrap();
+        cache.put(&key(1), &entry(1, ttl, &clock)).await.unwrap();
+        cache.put(&key(0), &entry(10, ttl, &clock)).await.unwrap();
+        assert_eq!(cache.len(), 2);
+        cache.put(&key(2), &entry(2, ttl, &clock)).await.unwrap();
+        assert_eq!(cache.get(&key(1)).await.unwrap(), None);
+        let hit = cache.get(&key(0)).await.unwrap().unwrap();
+        assert_eq!(hit.delta.get("n"), Some(&serde_json::json!(10)));
+    }
+
+    #[test]
+    fn a_zero_bound_still_holds_one_entry() {
+        assert_eq!(
+            InMemoryNodeCache::new().with_max_entries(0).max_entries(),
+            1
+        );
+        assert_eq!(
+            InMemoryNodeCache::new().max_entries(),
+            InMemoryNodeCache::DEFAULT_MAX_ENTRIES
+        );
+        assert!(InMemoryNodeCache::new().is_empty());
+    }
+}
