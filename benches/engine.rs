@@ -1,2 +1,115 @@
-//! Engine benchmarks (filled in below).
-fn main() {}
+//! Engine throughput on trivial Function nodes with the in-memory store:
+//! a 1,000-node chain and a 1,000-wide fan-out/join, each with and without
+//! a default retry + timeout Aegis on every node (the Aegis overhead).
+#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
+
+use aegis::*;
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use serde_json::json;
+use std::sync::Arc;
+use std::time::Duration;
+
+fn add_one() -> NodeSpec {
+    NodeSpec::from_fn("add_one", |_, _| {
+        Box::pin(async {
+            let mut d = StateDelta::new();
+            d.set("n", 1)?;
+            Ok(d.into())
+        })
+    })
+}
+
+fn limits(n: u32) -> EngineLimits {
+    EngineLimits {
+        max_supersteps: n + 10,
+        max_concurrency: 2048,
+        ..EngineLimits::default()
+    }
+}
+
+fn schema() -> BattlefieldSchema {
+    BattlefieldSchema::new(vec![FieldSpec::new(
+        FieldName::new("n").unwrap(),
+        DispatchRule::Sum,
+        None,
+        false,
+    )])
+}
+
+fn guarded() -> Aegis {
+    Aegis {
+        retry: Some(RetryPolicy::default()),
+        timeout: Some(TimeoutPolicy {
+            run_timeout: Some(Duration::from_secs(30)),
+            idle_timeout: None,
+        }),
+        ..Aegis::default()
+    }
+}
+
+pub fn chain(n: u32, aegis: bool) -> WarGraph {
+    let mut g = WarGraph::new(schema(), limits(n));
+    let mut prev = START.to_string();
+    for i in 0..n {
+        let id = format!("n{i:05}");
+        g.add_node(id.as_str(), add_one());
+        g.add_edge(prev.as_str(), id.as_str());
+        prev = id;
+    }
+    g.add_edge(prev.as_str(), END);
+    if aegis {
+        g.with_default_aegis(guarded());
+    }
+    g
+}
+
+pub fn fan_out(n: u32, aegis: bool) -> WarGraph {
+    let mut g = WarGraph::new(schema(), limits(4));
+    g.add_node("split", add_one()).add_edge(START, "split");
+    g.add_node("join", add_one()).add_edge("join", END);
+    for i in 0..n {
+        let id = format!("w{i:05}");
+        g.add_node(id.as_str(), add_one());
+        g.add_edge("split", id.as_str())
+            .add_edge(id.as_str(), "join");
+    }
+    if aegis {
+        g.with_default_aegis(guarded());
+    }
+    g
+}
+
+fn bench(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    let mut group = c.benchmark_group("engine");
+    group.sample_size(20);
+    for (name, build, nodes) in [
+        ("chain_1000", chain as fn(u32, bool) -> WarGraph, 1000u32),
+        ("fan_out_1000", fan_out, 1002),
+    ] {
+        for aegis in [false, true] {
+            let graph = build(1000, aegis);
+            let label = if aegis { "retry+timeout" } else { "no_aegis" };
+            group.throughput(Throughput::Elements(u64::from(nodes)));
+            group.bench_with_input(BenchmarkId::new(name, label), &graph, |b, g| {
+                b.iter(|| {
+                    rt.block_on(async {
+                        let engine = WarEngine::new(
+                            Arc::new(UnconfiguredPaladinPort),
+                            Arc::new(InMemoryWaypointStore::new()),
+                        );
+                        let out = engine.start(g, "bench", json!({})).await.unwrap();
+                        assert!(out.is_completed());
+                    })
+                })
+            });
+        }
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

@@ -2,6 +2,8 @@
 //! engine and the Aegis fault-tolerance layer. Use it through `aegis`, which
 //! re-exports this crate's flat API.
 
+#![forbid(unsafe_code)]
+
 mod aegis;
 mod cache;
 mod engine;

@@ -79,7 +79,10 @@ impl RetryPredicate {
 /// Validation (`RetryPolicyInvalid`) rejects `max_attempts: 0` (never
 /// "unlimited"), a `backoff_factor` that is NaN, infinite or below 1.0, and an
 /// `initial_interval` above `max_interval`. A zero `initial_interval` is valid
-/// and means immediate retries.
+/// and means immediate retries (the timer is not touched at all).
+///
+/// Waits are slept on tokio's timer, which rounds a deadline up to its 1 ms
+/// tick: a jittered 180.4 ms wait takes 181 ms.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RetryPolicy {
     /// Attempts, including the first: 3 means the node runs at most 3 times.

@@ -1,5 +1,6 @@
 //! `NodeCacheConfig`: the operator's choice of node cache backend.
 
+use crate::error::REDACTED;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,7 +9,6 @@ use super::{InMemoryNodeCache, NodeCache, NodeCacheError, TtlCeiling};
 use crate::engine::ConfigError;
 
 /// What `Debug` prints in place of a secret.
-pub(crate) const REDACTED: &str = "<redacted>";
 
 /// The default Redis command timeout, in milliseconds.
 const DEFAULT_COMMAND_TIMEOUT_MS: u64 = 250;
@@ -389,10 +389,10 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains("redis_password: Some(\"<redacted>\")"),
+            text.contains("redis_password: Some(\"[REDACTED]\")"),
             "{text}"
         );
-        assert!(text.contains("redis://<redacted>@cache:6379/0"), "{text}");
+        assert!(text.contains("redis://[REDACTED]@cache:6379/0"), "{text}");
 
         let err = NodeCacheConfig::from_lookup(lookup(&[(REDIS_URL, "http://u:url-secret@h")]))
             .unwrap_err();
@@ -402,12 +402,12 @@ mod tests {
     #[test]
     fn urls_are_redacted_only_where_they_carry_userinfo() {
         assert_eq!(redact_url("redis://h:1/0"), "redis://h:1/0");
-        assert_eq!(redact_url("redis://:pw@h:1"), "redis://<redacted>@h:1");
+        assert_eq!(redact_url("redis://:pw@h:1"), "redis://[REDACTED]@h:1");
         assert_eq!(
             redact_url("redis://u:p@h/0?x=a@b"),
-            "redis://<redacted>@h/0?x=a@b"
+            "redis://[REDACTED]@h/0?x=a@b"
         );
-        assert_eq!(redact_url("u:p@h"), "<redacted>@h");
+        assert_eq!(redact_url("u:p@h"), "[REDACTED]@h");
     }
 
     #[tokio::test]

@@ -116,8 +116,6 @@ mod redis_faults;
 pub use backend::{NodeCache, NodeCacheError};
 pub use ceiling::TtlCeiling;
 pub use clock::{CacheClock, ManualClock};
-#[cfg(feature = "redis-cache")]
-pub(crate) use config::REDACTED;
 pub use config::{NodeCacheBackend, NodeCacheConfig};
 pub use entry::CacheEntry;
 pub use handle::{CacheLookup, NodeCacheHandle, StoreOutcome};

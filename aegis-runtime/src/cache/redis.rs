@@ -72,7 +72,10 @@ impl fmt::Debug for RedisNodeCacheBuilder {
         f.debug_struct("RedisNodeCacheBuilder")
             .field("url", &redact_url(&self.url))
             .field("key_prefix", &self.key_prefix)
-            .field("password", &self.password.as_ref().map(|_| super::REDACTED))
+            .field(
+                "password",
+                &self.password.as_ref().map(|_| crate::error::REDACTED),
+            )
             .field("command_timeout", &self.command_timeout)
             .field("connect_timeout", &self.connect_timeout)
             .finish()

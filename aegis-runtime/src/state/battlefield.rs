@@ -97,7 +97,16 @@ impl Battlefield {
     pub fn shares_field_with(&self, other: &Battlefield, field: &str) -> bool {
         match (self.fields.get(field), other.fields.get(field)) {
             (Some(Slot::Value(a)), Some(Slot::Value(b))) => Arc::ptr_eq(a, b),
-            (Some(Slot::List { items: a, .. }), Some(Slot::List { items: b, .. })) => a.ptr_eq(b),
+            // Small persistent vectors live inline, so compare the slot's
+            // own shared allocation rather than the vector's.
+            (
+                Some(Slot::List {
+                    materialized: a, ..
+                }),
+                Some(Slot::List {
+                    materialized: b, ..
+                }),
+            ) => Arc::ptr_eq(a, b),
             _ => false,
         }
     }

@@ -1,0 +1,699 @@
+//! Retry: the backoff schedule, the predicates, records and trace events,
+//! interceptors, and cancellation during a backoff.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use DispatchRule::*;
+use aegis::*;
+use common::*;
+use serde_json::json;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+fn exact(max_attempts: u32) -> RetryPolicy {
+    RetryPolicy {
+        max_attempts,
+        jitter: false,
+        ..RetryPolicy::default()
+    }
+}
+
+/// A node that marks the clock on every attempt and fails transiently
+/// until attempt `succeed_on`.
+fn marked(clock: Clock, succeed_on: u32) -> NodeSpec {
+    NodeSpec::from_fn("marked", move |_, ctx| {
+        clock.mark();
+        let attempt = ctx.attempt();
+        Box::pin(async move {
+            if attempt < succeed_on {
+                Err(StateNodeError::transient(format!("attempt {attempt}")))
+            } else {
+                Ok(delta(&[("out", json!(attempt))]).into())
+            }
+        })
+    })
+}
+
+fn one_node(spec: NodeSpec, aegis: Aegis) -> WarGraph {
+    let mut g = chain(
+        schema(&[("out", LastWrite), ("log", Append)]),
+        vec![("n", spec)],
+    );
+    g.set_aegis("n", aegis);
+    g
+}
+
+fn retry(policy: RetryPolicy) -> Aegis {
+    Aegis {
+        retry: Some(policy),
+        ..Aegis::default()
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn default_backoff_waits_exactly_500ms_1s_2s_4s() {
+    let clock = Clock::default();
+    let g = one_node(marked(clock.clone(), 5), retry(exact(5)));
+    let out = engine().start(&g, "t", json!({})).await.unwrap();
+    assert_eq!(out.state().get("out"), Some(&json!(5)));
+    assert_eq!(
+        clock.gaps(),
+        [500, 1000, 2000, 4000].map(Duration::from_millis)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn every_wait_is_capped_at_max_interval() {
+    let clock = Clock::default();
+    let policy = RetryPolicy {
+        max_attempts: 5,
+        initial_interval: Duration::from_millis(400),
+        backoff_factor: 3.0,
+        max_interval: Duration::from_secs(2),
+        jitter: false,
+        retry_on: RetryPredicate::TransientOnly,
+    };
+    let g = one_node(marked(clock.clone(), 5), retry(policy));
+    engine().start(&g, "t", json!({})).await.unwrap();
+    assert_eq!(
+        clock.gaps(),
+        [400, 1200, 2000, 2000].map(Duration::from_millis)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn jittered_waits_stay_within_delay_and_twice_delay() {
+    let clock = Clock::default();
+    let policy = RetryPolicy {
+        max_attempts: 60,
+        initial_interval: Duration::from_millis(100),
+        backoff_factor: 1.0,
+        jitter: true,
+        ..RetryPolicy::default()
+    };
+    let sink = CollectingTraceSink::new();
+    let g = one_node(marked(clock.clone(), 60), retry(policy));
+    engine()
+        .with_trace_sink(sink.clone())
+        .start(&g, "t", json!({}))
+        .await
+        .unwrap();
+    let scheduled: Vec<Duration> = sink
+        .events()
+        .into_iter()
+        .filter_map(|e| match e {
+            TraceEvent::RetryScheduled { delay, .. } => Some(delay),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(scheduled.len(), 59);
+    let base = Duration::from_millis(100);
+    assert!(
+        scheduled.iter().all(|d| *d >= base && *d < 2 * base),
+        "{scheduled:?}"
+    );
+    assert!(
+        scheduled.iter().any(|d| *d != scheduled[0]),
+        "jitter varies"
+    );
+    // The engine waited what it announced, rounded up to tokio's 1 ms timer tick.
+    let ceil_ms = |d: &Duration| Duration::from_millis(d.as_nanos().div_ceil(1_000_000) as u64);
+    assert_eq!(
+        clock.gaps(),
+        scheduled.iter().map(ceil_ms).collect::<Vec<_>>()
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_zero_interval_retries_at_once_without_the_timer() {
+    let clock = Clock::default();
+    let policy = RetryPolicy {
+        initial_interval: Duration::ZERO,
+        ..exact(4)
+    };
+    let g = one_node(marked(clock.clone(), 4), retry(policy));
+    let t0 = tokio::time::Instant::now();
+    engine().start(&g, "t", json!({})).await.unwrap();
+    assert_eq!(clock.len(), 4);
+    // A sleep(0) would round up to the timer's 1 ms tick on every retry.
+    assert_eq!(t0.elapsed(), Duration::ZERO);
+}
+
+async fn attempts_for(transience: Transience, predicate: RetryPredicate) -> u32 {
+    let attempts = counter();
+    let g = one_node(
+        flaky(10, transience, attempts.clone(), "out"),
+        retry(RetryPolicy {
+            retry_on: predicate,
+            initial_interval: Duration::ZERO,
+            ..exact(3)
+        }),
+    );
+    let out = engine().start(&g, "t", json!({})).await.unwrap();
+    let err = out.node_error().expect("the node fails finally");
+    assert_eq!(err.attempt, count(&attempts));
+    count(&attempts)
+}
+
+#[tokio::test]
+async fn the_predicate_decides_by_transience() {
+    use RetryPredicate::*;
+    use Transience::*;
+    // The default predicate: only transient failures are retried.
+    assert_eq!(attempts_for(Transient, TransientOnly).await, 3);
+    assert_eq!(attempts_for(Permanent, TransientOnly).await, 1);
+    assert_eq!(attempts_for(Unknown, TransientOnly).await, 1);
+    assert_eq!(attempts_for(Unknown, TransientOrUnknown).await, 3);
+    assert_eq!(attempts_for(Permanent, TransientOrUnknown).await, 1);
+    assert_eq!(attempts_for(Permanent, Always).await, 3);
+    assert_eq!(attempts_for(Transient, Never).await, 1);
+    assert_eq!(RetryPolicy::default().retry_on, TransientOnly);
+}
+
+#[tokio::test]
+async fn without_a_policy_a_node_runs_once() {
+    let attempts = counter();
+    let g = one_node(
+        flaky(1, Transience::Transient, attempts.clone(), "out"),
+        Aegis::default(),
+    );
+    let out = engine().start(&g, "t", json!({})).await.unwrap();
+    assert!(out.node_error().is_some());
+    assert_eq!(count(&attempts), 1);
+}
+
+struct Seen(std::sync::Mutex<Vec<(NodeError, u32)>>, bool);
+
+#[async_trait]
+impl RetryPredicateEvaluator for Seen {
+    async fn allows(&self, err: &NodeError, attempt: u32) -> Result<bool, RetryPredicateError> {
+        self.0.lock().unwrap().push((err.clone(), attempt));
+        if self.1 {
+            Err(RetryPredicateError::new("predicate backend down"))
+        } else {
+            Ok(attempt <= 3)
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_custom_predicate_sees_the_structured_error_and_the_next_attempt() {
+    let attempts = counter();
+    let policy = RetryPolicy {
+        retry_on: RetryPredicate::Custom("first-three".into()),
+        initial_interval: Duration::ZERO,
+        ..exact(10)
+    };
+    let g = one_node(
+        flaky(10, Transience::Permanent, attempts.clone(), "out"),
+        retry(policy),
+    );
+
+    // Unregistered: refused before any node runs.
+    let err = engine().start(&g, "t", json!({})).await.unwrap_err();
+    assert!(
+        matches!(&err, EngineError::UnregisteredRetryPredicate { offenders } if offenders[0].reason.contains("first-three"))
+    );
+    assert_eq!(count(&attempts), 0);
+
+    let seen = Arc::new(Seen(Default::default(), false));
+    let e = engine().with_retry_predicate("first-three", seen.clone());
+    e.start(&g, "t", json!({})).await.unwrap();
+    // It allowed attempts 2 and 3, refused 4: three attempts in all.
+    assert_eq!(count(&attempts), 3);
+    let seen = seen.0.lock().unwrap();
+    assert_eq!(seen.iter().map(|(_, a)| *a).collect::<Vec<_>>(), [2, 3, 4]);
+    let (first, _) = &seen[0];
+    assert_eq!(first.node_id.as_str(), "n");
+    assert_eq!(first.attempt, 1);
+    assert_eq!(first.transience, Transience::Permanent);
+    assert_eq!(
+        first.source,
+        NodeErrorSource::Function {
+            message: "failure 1".into()
+        }
+    );
+}
+
+#[tokio::test]
+async fn a_failing_predicate_means_no_retry() {
+    let attempts = counter();
+    let policy = RetryPolicy {
+        retry_on: RetryPredicate::Custom("broken".into()),
+        ..exact(5)
+    };
+    let g = one_node(
+        flaky(10, Transience::Transient, attempts.clone(), "out"),
+        retry(policy),
+    );
+    let e = engine().with_retry_predicate("broken", Arc::new(Seen(Default::default(), true)));
+    e.start(&g, "t", json!({})).await.unwrap();
+    assert_eq!(count(&attempts), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn records_and_trace_events_show_every_attempt() {
+    let attempts = counter();
+    let sink = CollectingTraceSink::new();
+    let g = one_node(
+        flaky(2, Transience::Transient, attempts.clone(), "out"),
+        retry(exact(3)),
+    );
+    let e = engine().with_trace_sink(sink.clone());
+    e.start(&g, "t", json!({}))
+        .await
+        .unwrap()
+        .into_result()
+        .unwrap();
+
+    let rec = records(&e, "t").await;
+    assert_eq!(rec.len(), 1);
+    let r = &rec[0];
+    assert_eq!(r.status, NodeStatus::Succeeded);
+    assert_eq!(r.attempt, 3);
+    assert_eq!(
+        r.attempts.iter().map(|a| a.attempt).collect::<Vec<_>>(),
+        [1, 2]
+    );
+    assert_eq!(r.attempts[1].error.attempt, 2);
+    assert_eq!(
+        r.attempts[1].error.source,
+        NodeErrorSource::Function {
+            message: "failure 2".into()
+        }
+    );
+    // 500 ms + 1 s of backoff, measured on the paused clock.
+    assert_eq!(r.duration_ms, 1500);
+
+    let per_attempt: Vec<(String, u32)> = sink
+        .events()
+        .into_iter()
+        .filter_map(|e| match e {
+            TraceEvent::NodeStarted { attempt, .. } => Some(("started".into(), attempt)),
+            TraceEvent::NodeFinished {
+                attempt,
+                status,
+                cache_hit,
+                ..
+            } => {
+                assert!(!cache_hit);
+                let s = if matches!(status, AttemptStatus::Succeeded) {
+                    "ok"
+                } else {
+                    "failed"
+                };
+                Some((s.into(), attempt))
+            }
+            TraceEvent::RetryScheduled { attempt, delay, .. } => {
+                Some((format!("retry after {}ms", delay.as_millis()), attempt))
+            }
+            _ => None,
+        })
+        .collect();
+    let expected: Vec<(String, u32)> = [
+        ("started", 1),
+        ("failed", 1),
+        ("retry after 500ms", 2),
+        ("started", 2),
+        ("failed", 2),
+        ("retry after 1000ms", 3),
+        ("started", 3),
+        ("ok", 3),
+    ]
+    .iter()
+    .map(|(s, a)| (s.to_string(), *a))
+    .collect();
+    assert_eq!(per_attempt, expected);
+}
+
+#[tokio::test(start_paused = true)]
+async fn retries_stay_inside_the_superstep_and_leave_siblings_alone() {
+    let attempts = counter();
+    let sibling_runs = counter();
+    let mut g = WarGraph::new(
+        schema(&[("out", LastWrite), ("n", Sum)]),
+        EngineLimits::default(),
+    );
+    g.add_node(
+        "flaky",
+        flaky(2, Transience::Transient, attempts.clone(), "out"),
+    )
+    .add_node("sibling", bump("n", sibling_runs.clone()))
+    .add_edge(START, "flaky")
+    .add_edge(START, "sibling")
+    .add_edge("flaky", END)
+    .add_edge("sibling", END)
+    .set_aegis("flaky", retry(exact(3)));
+    let e = engine();
+    let state = e
+        .start(&g, "t", json!({}))
+        .await
+        .unwrap()
+        .into_result()
+        .unwrap();
+    assert_eq!(state.get("out"), Some(&json!("ok")));
+    assert_eq!(count(&sibling_runs), 1);
+    // The input waypoint and one superstep: no waypoint between attempts.
+    let history = e.store().history("t").await.unwrap();
+    assert_eq!(history.len(), 2);
+    let sibling = history[1]
+        .records
+        .iter()
+        .find(|r| r.node_id.as_str() == "sibling")
+        .unwrap();
+    assert_eq!((sibling.attempt, sibling.attempts.len()), (1, 0));
+}
+
+#[tokio::test]
+async fn every_attempt_reads_the_same_snapshot() {
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let node = {
+        let seen = seen.clone();
+        NodeSpec::from_fn("reader", move |state, ctx| {
+            seen.lock().unwrap().push(state.get("log").cloned());
+            let attempt = ctx.attempt();
+            Box::pin(async move {
+                if attempt < 3 {
+                    Err(StateNodeError::transient("again"))
+                } else {
+                    Ok(delta(&[("log", json!("done"))]).into())
+                }
+            })
+        })
+    };
+    let policy = RetryPolicy {
+        initial_interval: Duration::ZERO,
+        ..exact(3)
+    };
+    let g = one_node(node, retry(policy));
+    let state = engine()
+        .start(&g, "t", json!({"log": ["seed"]}))
+        .await
+        .unwrap()
+        .into_result()
+        .unwrap();
+    assert_eq!(*seen.lock().unwrap(), vec![Some(json!(["seed"])); 3]);
+    assert_eq!(state.get("log"), Some(&json!(["seed", "done"])));
+}
+
+#[tokio::test]
+async fn interceptors_run_before_every_attempt_and_after_the_winning_one() {
+    #[derive(Default)]
+    struct Count(std::sync::atomic::AtomicU32, std::sync::atomic::AtomicU32);
+    #[async_trait]
+    impl NodeInterceptor for Count {
+        async fn before(&self, _: &NodeId, _: &Battlefield) -> InterceptorDecision {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            InterceptorDecision::Continue
+        }
+        async fn after(&self, _: &NodeId, _: &Directive) -> InterceptorDecision {
+            self.1.fetch_add(1, Ordering::SeqCst);
+            InterceptorDecision::Continue
+        }
+    }
+    let hooks = Arc::new(Count::default());
+    let attempts = counter();
+    let policy = RetryPolicy {
+        initial_interval: Duration::ZERO,
+        ..exact(3)
+    };
+    let g = one_node(
+        flaky(2, Transience::Transient, attempts.clone(), "out"),
+        retry(policy),
+    );
+    engine()
+        .with_interceptor(hooks.clone())
+        .start(&g, "t", json!({}))
+        .await
+        .unwrap();
+    assert_eq!(hooks.0.load(Ordering::SeqCst), 3);
+    assert_eq!(hooks.1.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn an_interceptor_failure_is_never_retried() {
+    struct FailAfter;
+    #[async_trait]
+    impl NodeInterceptor for FailAfter {
+        async fn after(&self, _: &NodeId, _: &Directive) -> InterceptorDecision {
+            InterceptorDecision::Fail("output rejected".into())
+        }
+    }
+    let attempts = counter();
+    let policy = RetryPolicy {
+        retry_on: RetryPredicate::Always,
+        initial_interval: Duration::ZERO,
+        ..exact(5)
+    };
+    let g = one_node(
+        flaky(0, Transience::Transient, attempts.clone(), "out"),
+        retry(policy),
+    );
+    let out = engine()
+        .with_interceptor(Arc::new(FailAfter))
+        .start(&g, "t", json!({}))
+        .await
+        .unwrap();
+    assert_eq!(count(&attempts), 1);
+    assert!(matches!(
+        out.node_error().unwrap().source,
+        NodeErrorSource::Interceptor { .. }
+    ));
+}
+
+#[tokio::test(start_paused = true)]
+async fn cancellation_during_backoff_halts_at_once_and_resume_starts_at_attempt_one() {
+    let seen_attempts = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let healthy = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let node = {
+        let seen_attempts = seen_attempts.clone();
+        let healthy = healthy.clone();
+        NodeSpec::from_fn("upstream", move |_, ctx| {
+            seen_attempts.lock().unwrap().push(ctx.attempt());
+            let ok = healthy.load(Ordering::SeqCst);
+            Box::pin(async move {
+                if ok {
+                    Ok(delta(&[("out", json!("served"))]).into())
+                } else {
+                    Err(StateNodeError::transient("503"))
+                }
+            })
+        })
+    };
+    let policy = RetryPolicy {
+        initial_interval: Duration::from_secs(30),
+        ..exact(3)
+    };
+    let g = one_node(node, retry(policy));
+    let store = Arc::new(InMemoryWaypointStore::new());
+    let token = CancellationToken::new();
+    let e = engine_on(&store).with_cancellation(token.clone());
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        token.cancel();
+    });
+    let t0 = tokio::time::Instant::now();
+    let out = e.start(&g, "t", json!({})).await.unwrap();
+    // Aborted at the cancel, not after the 30 s backoff nor the 5 s grace.
+    assert_eq!(t0.elapsed(), Duration::from_secs(1));
+    let RunOutcome::Halted { vanguard, .. } = &out else {
+        panic!("{out:?}")
+    };
+    assert_eq!(vanguard, &[NodeId::new("n")]);
+    let latest = store.latest("t").await.unwrap().unwrap();
+    assert_eq!(
+        latest.records[0].status,
+        NodeStatus::Skipped {
+            reason: "shutdown".into()
+        }
+    );
+    assert_eq!(latest.vanguard, [Activation::node("n")]);
+
+    healthy.store(true, Ordering::SeqCst);
+    let state = engine_on(&store)
+        .resume(&g, "t", None)
+        .await
+        .unwrap()
+        .into_result()
+        .unwrap();
+    assert_eq!(state.get("out"), Some(&json!("served")));
+    assert_eq!(
+        *seen_attempts.lock().unwrap(),
+        [1, 1],
+        "a fresh budget after resume"
+    );
+}
+
+#[test]
+fn a_nodes_own_aegis_wins_wholesale() {
+    // The guide's `writer`/`reviewer` sample.
+    let mut g = WarGraph::new(
+        schema(&[("draft", LastWrite), ("review", LastWrite)]),
+        EngineLimits::default(),
+    );
+    g.add_node("writer", write("draft", json!("d")))
+        .add_node("reviewer", write("review", json!("r")));
+    g.with_default_aegis(Aegis {
+        retry: Some(RetryPolicy::default()),
+        timeout: Some(TimeoutPolicy {
+            run_timeout: Some(Duration::from_secs(30)),
+            idle_timeout: None,
+        }),
+        ..Aegis::default()
+    });
+    g.set_aegis(
+        "writer",
+        Aegis {
+            retry: Some(RetryPolicy {
+                max_attempts: 5,
+                ..RetryPolicy::default()
+            }),
+            ..Aegis::default()
+        },
+    );
+    let writer = g.aegis_for(&NodeId::new("writer")).unwrap();
+    assert_eq!(writer.retry.as_ref().unwrap().max_attempts, 5);
+    assert_eq!(
+        writer.timeout, None,
+        "the default's timeout is not merged in"
+    );
+    let reviewer = g.aegis_for(&NodeId::new("reviewer")).unwrap();
+    assert_eq!(reviewer.retry.as_ref().unwrap().max_attempts, 3);
+    assert_eq!(
+        reviewer.timeout.as_ref().unwrap().run_timeout,
+        Some(Duration::from_secs(30))
+    );
+    // No entry and no default: nothing.
+    let bare = WarGraph::new(schema(&[]), EngineLimits::default());
+    assert!(bare.aegis_for(&NodeId::new("writer")).is_none());
+}
+
+#[test]
+fn policy_validation_lists_every_offender() {
+    let mut g = chain(
+        schema(&[("out", LastWrite)]),
+        vec![
+            ("a", write("out", json!(1))),
+            ("b", write("out", json!(2))),
+            ("c", write("out", json!(3))),
+        ],
+    );
+    g.with_default_aegis(Aegis {
+        retry: Some(RetryPolicy {
+            backoff_factor: f64::NAN,
+            ..RetryPolicy::default()
+        }),
+        ..Aegis::default()
+    });
+    g.set_aegis(
+        "a",
+        retry(RetryPolicy {
+            max_attempts: 0,
+            ..RetryPolicy::default()
+        }),
+    );
+    g.set_aegis(
+        "b",
+        retry(RetryPolicy {
+            backoff_factor: 0.5,
+            initial_interval: Duration::from_secs(90),
+            ..RetryPolicy::default()
+        }),
+    );
+    g.set_aegis(
+        "c",
+        Aegis {
+            timeout: Some(TimeoutPolicy {
+                run_timeout: Some(Duration::ZERO),
+                idle_timeout: Some(Duration::ZERO),
+            }),
+            ..Aegis::default()
+        },
+    );
+    g.set_aegis("ghost", Aegis::default());
+    g.set_aegis("phantom", Aegis::default());
+    let err = g.validate().unwrap_err();
+    let errs = err.validation_errors();
+    let bad_retry = errs
+        .iter()
+        .find_map(|e| match e {
+            EngineError::RetryPolicyInvalid { offenders } => Some(offenders.clone()),
+            _ => None,
+        })
+        .unwrap();
+    let who: Vec<Option<&str>> = bad_retry
+        .iter()
+        .map(|o| o.node.as_ref().map(|n| n.as_str()))
+        .collect();
+    assert_eq!(who, [None, Some("a"), Some("b"), Some("b")]);
+    assert!(bad_retry[0].reason.contains("NaN"));
+    assert!(bad_retry[1].reason.contains("max_attempts is 0"));
+    assert!(bad_retry[2].reason.contains("0.5"));
+    assert!(bad_retry[3].reason.contains("initial_interval"));
+    let timeout = errs
+        .iter()
+        .find_map(|e| match e {
+            EngineError::TimeoutPolicyInvalid { offenders } => Some(offenders.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(timeout.len(), 2);
+    assert!(errs.iter().any(|e| matches!(e, EngineError::AegisOnUndeclaredNode { nodes } if nodes == &[NodeId::new("ghost"), NodeId::new("phantom")])));
+    let text = err.to_string();
+    assert!(
+        text.contains("default Aegis") && text.contains("`a`: max_attempts is 0"),
+        "{text}"
+    );
+
+    // A zero initial interval is valid: immediate retries.
+    let mut ok = chain(
+        schema(&[("out", LastWrite)]),
+        vec![("a", write("out", json!(1)))],
+    );
+    ok.set_aegis(
+        "a",
+        retry(RetryPolicy {
+            initial_interval: Duration::ZERO,
+            ..RetryPolicy::default()
+        }),
+    );
+    ok.validate().unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_attempts_partial_work_never_reaches_state() {
+    // Attempt 1 appends after 50 ms but is cut at 10 ms by its run timeout;
+    // attempt 2 appends at once. Exactly one append survives.
+    let node = NodeSpec::from_fn("partial", |_, ctx| {
+        let attempt = ctx.attempt();
+        Box::pin(async move {
+            if attempt == 1 {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Ok(delta(&[("log", json!(format!("attempt {attempt}")))]).into())
+        })
+    });
+    let g = one_node(
+        node,
+        Aegis {
+            retry: Some(RetryPolicy {
+                initial_interval: Duration::ZERO,
+                ..exact(2)
+            }),
+            timeout: Some(TimeoutPolicy {
+                run_timeout: Some(Duration::from_millis(10)),
+                idle_timeout: None,
+            }),
+            ..Aegis::default()
+        },
+    );
+    let state = engine()
+        .start(&g, "t", json!({}))
+        .await
+        .unwrap()
+        .into_result()
+        .unwrap();
+    assert_eq!(state.get("log"), Some(&json!(["attempt 2"])));
+}
