@@ -40,12 +40,12 @@ pub(crate) fn closest<'a>(
         .map(|(_, c)| c)
 }
 
-/// `": did you mean `x`?"`, or nothing.
+/// `" (did you mean `x`?)"`, or nothing.
 pub(crate) fn did_you_mean<'a>(
     name: &str,
     candidates: impl IntoIterator<Item = &'a str>,
 ) -> String {
-    closest(name, candidates).map_or_else(String::new, |c| format!(": did you mean `{c}`?"))
+    closest(name, candidates).map_or_else(String::new, |c| format!(" (did you mean `{c}`?)"))
 }
 
 #[cfg(test)]
@@ -66,7 +66,7 @@ mod tests {
     fn suggests_only_close_names() {
         assert_eq!(closest("cancle", ["book", "cancel"]), Some("cancel"));
         assert_eq!(closest("zzz", ["book", "cancel"]), None);
-        assert_eq!(did_you_mean("bok", ["book"]), ": did you mean `book`?");
+        assert_eq!(did_you_mean("bok", ["book"]), " (did you mean `book`?)");
         assert_eq!(did_you_mean("q", ["book"]), "");
         let raw: Ident = syn::parse_str("r#type").unwrap();
         assert_eq!(name_of(&raw), "type");

@@ -104,7 +104,17 @@ fn node_marker(
         "__aegis_ctx",
         span = Span::mixed_site().located_at(spans.ctx)
     );
-    let call = quote_spanned!(spans.output=> #p::NodeReturn::into_node_result(#name(#state_arg, #ctx_arg).await));
+    let result = format_ident!("__aegis_result", span = Span::mixed_site());
+    let result_at_output = format_ident!(
+        "__aegis_result",
+        span = Span::mixed_site().located_at(spans.output)
+    );
+    let convert =
+        quote_spanned!(spans.output=> #p::NodeReturn::into_node_result(#result_at_output));
+    let call = quote! {
+        let #result = #name(#state_arg, #ctx_arg).await;
+        #convert
+    };
 
     quote! {
         // The node contract makes the function async whether or not its

@@ -43,6 +43,10 @@ impl Graph {
 struct Scope<'a> {
     fields: BTreeMap<String, Rule>,
     nodes: BTreeMap<String, &'a NodeDecl>,
+    /// Whether every field (node) parsed: when one did not, its error is
+    /// already reported and "undeclared" would only echo it.
+    fields_complete: bool,
+    nodes_complete: bool,
 }
 
 impl Scope<'_> {
@@ -58,11 +62,11 @@ impl Scope<'_> {
     fn require_field(&self, field: &Ident, what: &str, errors: &mut Errors) -> Option<Rule> {
         let name = name_of(field);
         let rule = self.fields.get(&name).copied();
-        if rule.is_none() {
+        if rule.is_none() && self.fields_complete {
             errors.error(
                 field.span(),
                 format!(
-                    "{what} `{name}` is not in this graph's schema{}: declare it in `schema {{ .. }}`, e.g. `{name}: LastWrite`",
+                    "{what} `{name}` is not in this graph's schema: declare it in `schema {{ .. }}`, e.g. `{name}: LastWrite`{}",
                     did_you_mean(&name, self.field_names())
                 ),
             );
@@ -74,11 +78,11 @@ impl Scope<'_> {
     fn require_node(&self, id: &Ident, what: &str, errors: &mut Errors) -> bool {
         let name = name_of(id);
         let known = self.nodes.contains_key(&name);
-        if !known {
+        if !known && self.nodes_complete {
             errors.error(
                 id.span(),
                 format!(
-                    "{what} `{name}` is not a node of this graph{}: declare it in `nodes {{ .. }}`",
+                    "{what} `{name}` is not a node of this graph: declare it in `nodes {{ .. }}`{}",
                     did_you_mean(&name, self.node_names())
                 ),
             );
@@ -93,6 +97,8 @@ pub(crate) fn check(input: GraphInput) -> syn::Result<Graph> {
         Some(s) => parse_items(&s.content, ',', &mut errors, parse_field),
         None => Vec::new(),
     };
+    let fields_complete = errors.is_empty();
+    let before_nodes = errors.len();
     let decls = match &input.nodes {
         Some(s) => parse_items(&s.content, ',', &mut errors, parse_node),
         None => {
@@ -103,6 +109,7 @@ pub(crate) fn check(input: GraphInput) -> syn::Result<Graph> {
             Vec::new()
         }
     };
+    let nodes_complete = errors.len() == before_nodes;
     let edges = match &input.edges {
         Some(s) => parse_items(&s.content, ';', &mut errors, parse_edge),
         None => Vec::new(),
@@ -120,6 +127,8 @@ pub(crate) fn check(input: GraphInput) -> syn::Result<Graph> {
     let mut scope = Scope {
         fields: BTreeMap::new(),
         nodes: BTreeMap::new(),
+        fields_complete,
+        nodes_complete,
     };
     for field in &fields {
         let name = name_of(&field.name);
@@ -393,11 +402,11 @@ fn check_node(decl: &NodeDecl, scope: &Scope<'_>, errors: &mut Errors) {
             match template_fields(&template.value()) {
                 Ok(names) => {
                     for name in names {
-                        if !scope.fields.contains_key(&name) {
+                        if !scope.fields.contains_key(&name) && scope.fields_complete {
                             errors.error(
                                 template.span(),
                                 format!(
-                                    "the input template names `{{{name}}}`, which is not in this graph's schema{}: declare `{name}` in `schema {{ .. }}`, or write `{{{{` for a literal brace",
+                                    "the input template names `{{{name}}}`, which is not in this graph's schema: declare `{name}` in `schema {{ .. }}`, or write `{{{{` for a literal brace{}",
                                     did_you_mean(&name, scope.field_names())
                                 ),
                             );
@@ -424,6 +433,8 @@ fn check_node(decl: &NodeDecl, scope: &Scope<'_>, errors: &mut Errors) {
     }
 }
 
+const START_IS_NO_TARGET: &str = "START is where the graph begins: no edge leads into it";
+
 fn check_edges(
     edges: &[EdgeStmt],
     dynamic: &[Ident],
@@ -432,36 +443,27 @@ fn check_edges(
     errors: &mut Errors,
 ) {
     let mut leaves_start = false;
-    let source = |id: &Ident, errors: &mut Errors| {
-        if id == "END" {
-            errors.error(
-                id.span(),
-                "END is where the graph finishes: no edge leaves it",
-            );
-        } else if id != "START" {
-            scope.require_node(id, "edge source", errors);
-        }
-    };
-    let target = |id: &Ident, errors: &mut Errors| {
-        if id == "START" {
-            errors.error(
-                id.span(),
-                "START is where the graph begins: no edge leads into it",
-            );
-        } else if id != "END" {
-            scope.require_node(id, "edge target", errors);
-        }
-    };
     for edge in edges {
         match edge {
             EdgeStmt::Chain(groups) => {
-                for pair in groups.windows(2) {
-                    for from in &pair[0] {
-                        source(from, errors);
-                        leaves_start |= from == "START";
-                    }
-                    for to in &pair[1] {
-                        target(to, errors);
+                let last = groups.len() - 1;
+                for (i, group) in groups.iter().enumerate() {
+                    for id in group {
+                        if id == "START" {
+                            if i > 0 {
+                                errors.error(id.span(), START_IS_NO_TARGET);
+                            }
+                            leaves_start |= i < last;
+                        } else if id == "END" {
+                            if i < last {
+                                errors.error(
+                                    id.span(),
+                                    "END is where the graph finishes: no edge leaves it",
+                                );
+                            }
+                        } else {
+                            scope.require_node(id, "edge endpoint", errors);
+                        }
                     }
                 }
             }
@@ -476,7 +478,7 @@ fn check_edges(
                         "conditional edges leave a node: START and END cannot choose; route from a node instead",
                     );
                 } else {
-                    scope.require_node(from, "edge source", errors);
+                    scope.require_node(from, "edge endpoint", errors);
                 }
                 if evaluator.value().trim().is_empty() {
                     errors.error(
@@ -485,7 +487,11 @@ fn check_edges(
                     );
                 }
                 for to in targets {
-                    target(to, errors);
+                    if to == "START" {
+                        errors.error(to.span(), START_IS_NO_TARGET);
+                    } else if to != "END" {
+                        scope.require_node(to, "edge endpoint", errors);
+                    }
                 }
             }
         }

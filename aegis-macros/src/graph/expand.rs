@@ -18,6 +18,7 @@ pub(crate) fn expand(graph: &Graph) -> TokenStream {
     let g = format_ident!("__aegis_graph", span = Span::mixed_site());
     let facts = format_ident!("__AEGIS_GRAPH_FACTS");
 
+    let aliases = fn_aliases(graph);
     let checks = fn_checks(graph, &facts, &p);
     let fields = graph.fields.iter().map(|f| {
         let name = id_of(&f.name);
@@ -46,7 +47,11 @@ pub(crate) fn expand(graph: &Graph) -> TokenStream {
         None => quote!(<#p::EngineLimits as ::core::default::Default>::default()),
     };
 
-    let nodes = graph.nodes.iter().map(|n| add_node(n, &g, &p));
+    let nodes = graph
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| add_node(i, n, &g, &p));
     let own = graph.nodes.iter().filter_map(|n| {
         let spec = n.own.as_ref()?;
         let id = id_of(&n.decl.id);
@@ -66,6 +71,7 @@ pub(crate) fn expand(graph: &Graph) -> TokenStream {
 
     quote! {
         {
+            #aliases
             #checks
             let mut #g = #p::WarGraph::new(
                 #p::BattlefieldSchema::new(::std::vec![#(#fields),*]),
@@ -81,21 +87,48 @@ pub(crate) fn expand(graph: &Graph) -> TokenStream {
     }
 }
 
+/// The name each function node's marker is used through: one alias per
+/// node, so a path that is not an `#[aegis]` function is reported once.
+fn alias(index: usize, path: &syn::Path) -> syn::Ident {
+    format_ident!(
+        "__AegisFnNode{}",
+        index,
+        span = Span::call_site().located_at(path.span())
+    )
+}
+
+fn fn_aliases(graph: &Graph) -> TokenStream {
+    graph
+        .nodes
+        .iter()
+        .enumerate()
+        .filter_map(|(i, n)| match &n.decl.kind {
+            NodeKind::Fn(path) => {
+                let alias = alias(i, path);
+                Some(quote_spanned!(path.span()=> type #alias = #path;))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
 /// One `const` per `#[aegis]` function, running the check its attribute
 /// generated against what this graph declares.
 fn fn_checks(graph: &Graph, facts: &syn::Ident, p: &TokenStream) -> TokenStream {
     let calls: Vec<TokenStream> = graph
         .nodes
         .iter()
-        .filter_map(|n| {
+        .enumerate()
+        .filter_map(|(i, n)| {
             let NodeKind::Fn(path) = &n.decl.kind else {
                 return None;
             };
+            let node = alias(i, path);
             let id = id_of(&n.decl.id);
             let overridden = n.own.is_some();
             let worker = n.decl.worker.is_some();
             Some(quote_spanned! {path.span()=>
-                const _: () = #path::__aegis_check(&#facts, #id, #overridden, #worker);
+                const _: () = #node::__aegis_check(&#facts, #id, #overridden, #worker);
             })
         })
         .collect();
@@ -123,20 +156,22 @@ fn fn_checks(graph: &Graph, facts: &syn::Ident, p: &TokenStream) -> TokenStream 
     }
 }
 
-fn add_node(node: &Node, g: &syn::Ident, p: &TokenStream) -> TokenStream {
+fn add_node(index: usize, node: &Node, g: &syn::Ident, p: &TokenStream) -> TokenStream {
     let id = id_of(&node.decl.id);
     let spec = match &node.decl.kind {
         NodeKind::Fn(path) => {
+            let marker = alias(index, path);
+            let span = path.span();
             return if node.decl.worker.is_some() {
-                quote! {
+                quote_spanned! {span=>
                     #g.add_worker_template(
-                        #p::NodeId::new(<#path as #p::AegisNodeFn>::ID),
-                        <#path as #p::AegisNodeFn>::node_spec(),
+                        #p::NodeId::new(<#marker as #p::AegisNodeFn>::ID),
+                        <#marker as #p::AegisNodeFn>::node_spec(),
                     );
-                    #p::attach_aegis::<#path>(&mut #g);
+                    #p::attach_aegis::<#marker>(&mut #g);
                 }
             } else {
-                quote!(#g.add_aegis_node(#path {});)
+                quote_spanned!(span=> #g.add_aegis_node(#marker {});)
             };
         }
         NodeKind::Paladin {

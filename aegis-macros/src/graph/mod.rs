@@ -10,6 +10,11 @@ use proc_macro2::TokenStream;
 pub(crate) fn expand(input: TokenStream) -> TokenStream {
     match syn::parse2::<parse::GraphInput>(input).and_then(check::check) {
         Ok(graph) => expand::expand(&graph),
-        Err(errors) => errors.to_compile_error(),
+        // A block, so several `compile_error!`s are statements, ending in
+        // `!` so the failed graph! does not also cause a type error.
+        Err(errors) => {
+            let errors = errors.to_compile_error();
+            quote::quote!({ #errors ::core::unreachable!() })
+        }
     }
 }

@@ -53,7 +53,7 @@ impl Parse for GraphInput {
                 return Err(syn::Error::new(
                     key.span(),
                     format!(
-                        "unknown graph! section `{name}`{}; the sections are `schema {{ .. }}`, `nodes {{ .. }}`, `default_aegis {{ .. }}`, `edges {{ .. }}`, `dynamic {{ .. }}`, `limits = ..;` and `crate = \"..\";`",
+                        "unknown graph! section `{name}`{}: the sections are `schema {{ .. }}`, `nodes {{ .. }}`, `default_aegis {{ .. }}`, `edges {{ .. }}`, `dynamic {{ .. }}`, `limits = ..;` and `crate = \"..\";`",
                         did_you_mean(&name, SECTIONS)
                     ),
                 ));
@@ -171,7 +171,7 @@ pub(crate) fn parse_field(input: ParseStream<'_>) -> syn::Result<FieldDecl> {
             return Err(syn::Error::new(
                 rule_ident.span(),
                 format!(
-                    "unknown dispatch rule `{other}`{}; the rules are `LastWrite`, `Append`, `Sum` and `Merge`",
+                    "unknown dispatch rule `{other}`{}: the rules are `LastWrite`, `Append`, `Sum` and `Merge`",
                     did_you_mean(other, RULES)
                 ),
             ));
@@ -435,6 +435,11 @@ fn parse_kind(input: ParseStream<'_>) -> syn::Result<NodeKind> {
             if content.peek(Token![,]) {
                 content.parse::<Token![,]>()?;
             }
+            if !content.is_empty() {
+                return Err(content.error(format!(
+                    "`{kind}(..)` takes one expression: the node's `NodeSpec`"
+                )));
+            }
             if kind == "gate" {
                 NodeKind::Gate(spec)
             } else {
@@ -445,7 +450,7 @@ fn parse_kind(input: ParseStream<'_>) -> syn::Result<NodeKind> {
             return Err(syn::Error::new(
                 kind.span(),
                 format!(
-                    "unknown node kind `{other}`{}; the kinds are `paladin(..)`, `battalion(..)`, `gate(..)` and `node(..)`, and a bare path names an #[aegis] function",
+                    "unknown node kind `{other}`{}: the kinds are `paladin(..)`, `battalion(..)`, `gate(..)` and `node(..)`, and a bare path names an #[aegis] function",
                     did_you_mean(other, KINDS)
                 ),
             ));

@@ -68,7 +68,6 @@ impl<E: Into<StateNodeError>> NodeFailure for E {
     }
 }
 
-#[diagnostic::do_not_recommend]
 impl<T: NodeOutput, E: NodeFailure> NodeReturn for Result<T, E> {
     fn into_node_result(self) -> Result<Directive, StateNodeError> {
         match self {
