@@ -548,3 +548,119 @@ pub(crate) fn parse_dynamic(input: ParseStream<'_>) -> syn::Result<Ident> {
 pub(crate) fn id_of(ident: &Ident) -> String {
     name_of(ident)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use quote::quote;
+
+    fn node(tokens: TokenStream) -> syn::Result<NodeDecl> {
+        parse_node.parse2(tokens)
+    }
+
+    #[test]
+    fn worker_is_a_modifier_only_before_a_node() {
+        let n = node(quote!(worker score)).unwrap();
+        assert!(n.worker.is_some());
+        assert_eq!(n.id, "score");
+        let n = node(quote!(worker)).unwrap();
+        assert!(n.worker.is_none(), "a function may be called `worker`");
+        assert_eq!(n.id, "worker");
+        let n = node(quote!(worker = paladin(p(), "t" -> out))).unwrap();
+        assert!(n.worker.is_none());
+        assert!(matches!(n.kind, NodeKind::Paladin { .. }));
+        let n = node(quote!(#[aegis(retry)] worker nodes::score)).unwrap();
+        assert!(n.worker.is_some() && n.override_args.is_some());
+        assert!(matches!(n.kind, NodeKind::Fn(ref p) if p.segments.len() == 2));
+    }
+
+    #[test]
+    fn parses_every_node_kind() {
+        let n = node(quote!(sub = battalion(child(), inputs(a -> b, c -> d), outputs(x -> y))))
+            .unwrap();
+        let NodeKind::Battalion {
+            inputs, outputs, ..
+        } = n.kind
+        else {
+            panic!("not a battalion")
+        };
+        assert_eq!((inputs.len(), outputs.len()), (2, 1));
+        assert!(matches!(
+            node(quote!(g = gate(spec()))).unwrap().kind,
+            NodeKind::Gate(_)
+        ));
+        assert!(matches!(
+            node(quote!(n = node(spec()))).unwrap().kind,
+            NodeKind::Spec(_)
+        ));
+        let n = node(quote!(booker = book)).unwrap();
+        assert_eq!(n.id, "booker");
+        assert!(matches!(n.kind, NodeKind::Fn(_)));
+        assert!(
+            node(quote!(paladin(p(), "t" -> out))).is_err(),
+            "a kind needs an id"
+        );
+        assert!(node(quote!(x = battalion(c(), sideways(a -> b)))).is_err());
+        assert!(
+            node(quote!(
+                #[serde]
+                x
+            ))
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn parses_edge_chains_and_conditionals() {
+        let EdgeStmt::Chain(groups) = parse_edge
+            .parse2(quote!(START -> a -> [b, c] -> END))
+            .unwrap()
+        else {
+            panic!("not a chain")
+        };
+        assert_eq!(
+            groups.iter().map(Vec::len).collect::<Vec<_>>(),
+            [1, 1, 2, 1]
+        );
+        let EdgeStmt::Conditional {
+            from,
+            evaluator,
+            targets,
+        } = parse_edge.parse2(quote!(a ?> "pick" -> [x, END])).unwrap()
+        else {
+            panic!("not conditional")
+        };
+        assert_eq!(from, "a");
+        assert_eq!(evaluator.value(), "pick");
+        assert_eq!(targets.len(), 2);
+        assert!(parse_edge.parse2(quote!(a)).is_err());
+        assert!(parse_edge.parse2(quote!([a, b] ?> "x" -> c)).is_err());
+        assert!(parse_edge.parse2(quote!(a -> [])).is_err());
+    }
+
+    #[test]
+    fn parses_field_modifiers_in_any_order() {
+        let f = parse_field
+            .parse2(quote!(log: Append cache = deny = [] required))
+            .unwrap();
+        assert_eq!(f.rule, Rule::Append);
+        assert!(f.cache_deny && f.required && f.default.is_some());
+        assert!(parse_field.parse2(quote!(x: LastWrite = 1 = 2)).is_err());
+    }
+
+    #[test]
+    fn splits_items_at_top_level_separators_only() {
+        let mut errors = Errors::new();
+        let items = parse_items(
+            &quote!(a: Append = [1, 2], b: Merge = { "k": 1, "j": 2 },),
+            ',',
+            &mut errors,
+            parse_field,
+        );
+        assert!(errors.is_empty());
+        assert_eq!(items.len(), 2);
+        let items = parse_items(&quote!(a: Nope, b: Sum), ',', &mut errors, parse_field);
+        assert_eq!(items.len(), 1, "a broken item does not hide the next");
+        assert_eq!(errors.len(), 1);
+    }
+}
