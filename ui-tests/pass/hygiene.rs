@@ -49,7 +49,28 @@ async fn node_b(
     Ok(aegis::StateDelta::new())
 }
 
+// A crate that re-exports aegis points the macros at its own path, as
+// serde's `crate = ".."` does.
+mod reexport {
+    pub use ::aegis::*;
+}
+
+#[aegis(crate = "crate::reexport", retry(max = 2))]
+async fn through_reexport(
+    _s: &aegis::Battlefield,
+    _c: &aegis::NodeContext,
+) -> ::core::result::Result<aegis::StateDelta, aegis::StateNodeError> {
+    Ok(aegis::StateDelta::new())
+}
+
 fn main() {
+    let reexported = graph! {
+        crate = "crate::reexport";
+        nodes { through_reexport }
+        edges { START -> through_reexport -> END }
+    };
+    assert_eq!(reexported.nodes().count(), 1);
+
     let graph = 5u8;
     let __aegis_graph = 6u8;
     let built = graph! {
