@@ -39,6 +39,18 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
         }
     };
     let spans = signature::check(&func, &mut errors);
+    // The attribute expands first and re-emits the function with its other
+    // attributes, so a second #[aegis] would emit a second marker.
+    if let Some(again) = func
+        .attrs
+        .iter()
+        .find(|a| a.path().segments.last().is_some_and(|s| s.ident == "aegis"))
+    {
+        errors.error(
+            again.pound_token.span,
+            "#[aegis] is given twice on this function: merge the two into one `#[aegis(..)]`",
+        );
+    }
     let fn_name = name_of(&func.sig.ident);
     let id = spec
         .id
