@@ -1,4 +1,186 @@
-//! Procedural macros for `aegis`: `#[aegis(...)]` and `graph!`.
+//! Procedural macros for `aegis`: [`macro@aegis`] and [`graph!`].
+//! Use them through the facade: `use aegis::prelude::*;`.
 //!
-//! The grammar and its compile-time checks arrive with their own issue; this
-//! crate is the place they live.
+//! # Design
+//!
+//! Both macros follow serde_derive: parse, then validate with every error
+//! kept with its span and reported together, then expand. Generated code
+//! names the runtime only through `::aegis::__private` (or the path given by
+//! `crate = ".."`), so the user's own `Result`, `Aegis`, `graph` or `state`
+//! never changes its meaning.
+//!
+//! # The policy grammar
+//!
+//! `#[aegis(..)]`, `graph!`'s `default_aegis { .. }` and its per-node
+//! `#[aegis(..)]` overrides share one grammar, mirroring the runtime types.
+//! Every key is optional.
+//!
+//! | key | runtime value | notes |
+//! |---|---|---|
+//! | `retry(max = 5, initial = "500ms", factor = 2.0, max_interval = "60s", jitter = false, on = transient)` | `RetryPolicy` | unset keys take `RetryPolicy::default()`; a bare `retry` is the default policy; `on` is `transient`, `unknown`, `all`, `never` or a registered predicate's name in quotes |
+//! | `timeout(run = "120s", idle = "10s")` | `TimeoutPolicy` | at least one of the two |
+//! | `on_error(route = cancel)` | `ErrorHandlerSpec::Route` | the error field defaults to `<node id>_error`; set it with `error_field = booking_error` |
+//! | `on_error(absorb(summary = "unavailable", retries_left = 0))` | `ErrorHandlerSpec::Absorb` | values are JSON literals: strings, numbers, `true`/`false`, `null`, `[..]`; a bare `absorb` writes nothing |
+//! | `on_error(custom = "escalate")` | `ErrorHandlerSpec::Custom` | the name registered with `WarEngine::with_error_handler` |
+//! | `cache(ttl = "15m", key = fields(question, locale))` | `CachePolicy` | `key = default` (the default) or `fields(..)` |
+//! | `id = "booker"` | the node id | attribute only; defaults to the function's name |
+//! | `crate = "::aegis"` | — | attribute only (in `graph!`, a top-level `crate = "..";`) |
+//!
+//! Durations are string literals of integer amounts and units `ms`, `s`, `m`,
+//! `h`, largest first: `"500ms"`, `"10s"`, `"15m"`, `"1h"`, `"1m30s"`. They
+//! become `Duration::from_millis(..)` constants at compile time. A zero
+//! `run`, `idle` or `ttl` is an error; a zero `initial` (or `max_interval`)
+//! is allowed and means immediate retries, as in the runtime.
+//!
+//! # Compile-time checks
+//!
+//! What the runtime's validation would reject and the tokens already show
+//! is a compile error on the offending token, saying what to write
+//! instead: `max = 0`; a zero, negative, fractional or malformed duration; a
+//! `factor` below 1.0 or not a number; `initial` above `max_interval`;
+//! unknown keys (with "did you mean"); a key given twice; `error_field`
+//! without `route`; two handler shapes; `cache` without `ttl`; an empty
+//! custom name; a function that is not `async`, is a method, is generic, or
+//! takes other arguments. `graph!` adds the cross-references: undeclared
+//! nodes in edges and routes (including a route inside a function's own
+//! `#[aegis]`), undeclared or `Sum` error fields, undeclared cache key and
+//! absorbed fields, `retry`/`cache` on a Battalion, any Aegis on a Gate, a
+//! route on a worker template, and a node declared twice. What only the
+//! engine knows (registered names, the cache backend) stays a
+//! `validate`/`start` error.
+
+mod attr;
+mod duration;
+mod errors;
+mod graph;
+mod json;
+mod names;
+mod policy;
+mod template;
+
+use proc_macro::TokenStream;
+
+/// Makes an `async fn` a graph node carrying its own Aegis.
+///
+/// ```
+/// use aegis::prelude::*;
+///
+/// #[aegis(retry(max = 5), timeout(idle = "10s"), on_error(route = cancel))]
+/// async fn book(state: &Battlefield, ctx: &NodeContext) -> Result<StateDelta, StateNodeError> {
+///     ctx.heartbeat();
+///     let mut delta = StateDelta::new();
+///     delta.set("booking", format!("seat for {}", state.get("traveller").map_or("?".into(), ToString::to_string)))?;
+///     Ok(delta)
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// // The function is still callable as written ...
+/// let delta = book(&Battlefield::new(), &NodeContext::detached("book")).await?;
+/// assert!(delta.get("booking").is_some());
+///
+/// // ... and `book {}` is its node marker for builders (graph! takes `book`).
+/// let schema = BattlefieldSchema::new(vec![
+///     FieldSpec::new(FieldName::new("booking")?, DispatchRule::LastWrite, None, false),
+/// ]);
+/// let mut graph = WarGraph::new(schema, EngineLimits::default());
+/// graph.add_aegis_node(book {});
+/// let aegis = graph.aegis_for(&NodeId::new("book")).ok_or("no aegis")?;
+/// assert_eq!(aegis.retry.as_ref().map(|r| r.max_attempts), Some(5));
+/// # Ok(())
+/// # }
+/// ```
+///
+/// The function must be `async fn name(state: &Battlefield, ctx: &NodeContext)
+/// -> Result<T, E>` with `T` either `StateDelta` or `Directive` and
+/// `E: Into<StateNodeError>`, so `?` works on `StateError`, `&str`, `String`
+/// and anything with a `From` impl. It stays exactly as written; the
+/// attribute adds a same-named, field-less, hidden struct (`book {}`) that
+/// implements `AegisNodeFn` (id, kind name, Aegis, and the call).
+/// `WarGraph::add_aegis_node(book {})` declares it; `graph!` names it by
+/// path. A bare `#[aegis]` makes a node with no Aegis of its own (the
+/// graph's default still applies). See the crate docs for the grammar.
+#[proc_macro_attribute]
+pub fn aegis(args: TokenStream, item: TokenStream) -> TokenStream {
+    attr::expand(args.into(), item.into()).into()
+}
+
+/// Declares a whole `WarGraph` in one block and evaluates to it.
+///
+/// ```
+/// use aegis::prelude::*;
+///
+/// #[aegis(retry(max = 3), on_error(route = cancel, error_field = booking_error))]
+/// async fn book(_: &Battlefield, _: &NodeContext) -> Result<StateDelta, StateNodeError> {
+///     Err(StateNodeError::permanent("card declined"))
+/// }
+///
+/// #[aegis]
+/// async fn cancel(state: &Battlefield, _: &NodeContext) -> Result<StateDelta, StateNodeError> {
+///     let mut delta = StateDelta::new();
+///     delta.set("status", format!("cancelled: {}", state.get("booking_error").is_some()))?;
+///     Ok(delta)
+/// }
+///
+/// let graph = graph! {
+///     schema {
+///         booking: LastWrite,
+///         booking_error: LastWrite,
+///         status: LastWrite = "pending",
+///         log: Append = [] cache = deny,
+///     }
+///     nodes {
+///         book,
+///         cancel,
+///     }
+///     default_aegis { timeout(run = "30s") }
+///     edges {
+///         START -> book -> END;
+///         cancel -> END;
+///     }
+/// };
+/// assert_eq!(graph.nodes().count(), 2);
+/// assert!(graph.aegis_for(&NodeId::new("book")).is_some_and(|a| a.on_error.is_some()));
+/// // `cancel` has no Aegis of its own, so the default governs it.
+/// assert_eq!(graph.aegis_for(&NodeId::new("cancel")), graph.default_aegis());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// # Grammar
+///
+/// ```text
+/// graph! {
+///     crate = "::aegis";                       // optional
+///     limits = EngineLimits { .. };            // optional, any expression
+///     schema {                                 // fields, `,`-separated
+///         name: LastWrite | Append | Sum | Merge  [= <JSON literal>]  [required]  [cache = deny]
+///     }
+///     nodes {                                  // nodes, `,`-separated
+///         [#[aegis(..)]] [worker] path::to::function         // an #[aegis] fn; id = its id
+///         [#[aegis(..)]] [worker] id = path::to::function    // when #[aegis(id = "id")] renamed it
+///         [#[aegis(..)]] [worker] id = paladin(<Paladin expr>, "template {field}" -> output_field)
+///         [#[aegis(..)]] id = battalion(<WarGraph expr>, inputs(parent -> child, ..), outputs(child -> parent, ..))
+///         [#[aegis(..)]] id = gate(<NodeSpec expr>)
+///         [#[aegis(..)]] [worker] id = node(<NodeSpec expr>)
+///     }
+///     default_aegis { retry(..), timeout(..), .. }   // optional: WarGraph::with_default_aegis
+///     edges {                                  // statements, `;`-separated
+///         START -> a -> b -> END;              // a chain
+///         a -> [b, c] -> d;                    // fan-out and fan-in: every pair is an edge
+///         a ?> "evaluator" -> [x, y];          // conditional edges
+///     }
+///     dynamic { x, y }                         // optional: mark_dynamic_target
+/// }
+/// ```
+///
+/// A node's `#[aegis(..)]` in `graph!` is its own Aegis and replaces the
+/// function's wholesale, as `set_aegis` does; a bare `#[aegis]` there gives
+/// the node an empty Aegis of its own, opting it out of `default_aegis`.
+/// Node ids are identifiers: edges and routes name them, and a function
+/// node's id is checked at compile time against its attribute's `id`.
+/// `gate(..)` and `node(..)` take a ready `NodeSpec`; `gate` tells `graph!`
+/// the node is a Gate, so an Aegis on it is rejected.
+#[proc_macro]
+pub fn graph(input: TokenStream) -> TokenStream {
+    graph::expand(input.into()).into()
+}

@@ -1,6 +1,7 @@
 //! Graphs: node ids, node specs, the `WarGraph` builder, validation,
 //! fingerprinting and rendering.
 
+mod aegis_node;
 mod fingerprint;
 mod input;
 mod node;
@@ -9,6 +10,7 @@ mod render;
 mod validate;
 mod war_graph;
 
+pub use aegis_node::{__macro_support, AegisFnNode, AegisNodeFn};
 pub(crate) use fingerprint::Canon;
 pub use fingerprint::FINGERPRINT_VERSION;
 pub use input::{InputMapping, TemplateError};

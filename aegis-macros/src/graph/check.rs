@@ -1,0 +1,508 @@
+//! `graph!`'s cross-reference checks: everything the guide's validation
+//! rejects that the tokens of one `graph!` already show.
+
+use proc_macro2::Span;
+use std::collections::BTreeMap;
+use syn::Ident;
+
+use super::parse::{
+    EdgeStmt, FieldDecl, GraphInput, NodeDecl, NodeKind, Rule, parse_dynamic, parse_edge,
+    parse_field, parse_items, parse_node,
+};
+use crate::errors::Errors;
+use crate::names::{RESERVED_IDS, did_you_mean, field_name_problem, name_of};
+use crate::policy::{self, AegisSpec, CacheKey, Handler};
+use crate::template::template_fields;
+
+/// A node and its own Aegis from graph!, if it has one.
+pub(crate) struct Node {
+    pub(crate) decl: NodeDecl,
+    pub(crate) own: Option<AegisSpec>,
+}
+
+/// A graph that passed every check.
+pub(crate) struct Graph {
+    pub(crate) krate: Option<syn::Path>,
+    pub(crate) limits: Option<syn::Expr>,
+    pub(crate) fields: Vec<FieldDecl>,
+    pub(crate) nodes: Vec<Node>,
+    pub(crate) default_aegis: Option<AegisSpec>,
+    pub(crate) edges: Vec<EdgeStmt>,
+    pub(crate) dynamic: Vec<Ident>,
+}
+
+impl Graph {
+    pub(crate) fn is_worker(&self, id: &str) -> bool {
+        self.nodes
+            .iter()
+            .any(|n| n.decl.worker.is_some() && name_of(&n.decl.id) == id)
+    }
+}
+
+/// What the checks look names up in.
+struct Scope<'a> {
+    fields: BTreeMap<String, Rule>,
+    nodes: BTreeMap<String, &'a NodeDecl>,
+    /// Whether every field (node) parsed: when one did not, its error is
+    /// already reported and "undeclared" would only echo it.
+    fields_complete: bool,
+    nodes_complete: bool,
+}
+
+impl Scope<'_> {
+    fn node_names(&self) -> impl Iterator<Item = &str> {
+        self.nodes.keys().map(String::as_str)
+    }
+
+    fn field_names(&self) -> impl Iterator<Item = &str> {
+        self.fields.keys().map(String::as_str)
+    }
+
+    /// Reports `field` unless the schema declares it.
+    fn require_field(&self, field: &Ident, what: &str, errors: &mut Errors) -> Option<Rule> {
+        let name = name_of(field);
+        let rule = self.fields.get(&name).copied();
+        if rule.is_none() && self.fields_complete {
+            errors.error(
+                field.span(),
+                format!(
+                    "{what} `{name}` is not in this graph's schema: declare it in `schema {{ .. }}`, e.g. `{name}: LastWrite`{}",
+                    did_you_mean(&name, self.field_names())
+                ),
+            );
+        }
+        rule
+    }
+
+    /// Reports `id` unless it is a declared node.
+    fn require_node(&self, id: &Ident, what: &str, errors: &mut Errors) -> bool {
+        let name = name_of(id);
+        let known = self.nodes.contains_key(&name);
+        if !known && self.nodes_complete {
+            errors.error(
+                id.span(),
+                format!(
+                    "{what} `{name}` is not a node of this graph: declare it in `nodes {{ .. }}`{}",
+                    did_you_mean(&name, self.node_names())
+                ),
+            );
+        }
+        known
+    }
+}
+
+pub(crate) fn check(input: GraphInput) -> syn::Result<Graph> {
+    let mut errors = Errors::new();
+    let fields = match &input.schema {
+        Some(s) => parse_items(&s.content, ',', &mut errors, parse_field),
+        None => Vec::new(),
+    };
+    let fields_complete = errors.is_empty();
+    let before_nodes = errors.len();
+    let decls = match &input.nodes {
+        Some(s) => parse_items(&s.content, ',', &mut errors, parse_node),
+        None => {
+            errors.error(
+                Span::call_site(),
+                "graph! needs a `nodes { .. }` section declaring the graph's nodes",
+            );
+            Vec::new()
+        }
+    };
+    let nodes_complete = errors.len() == before_nodes;
+    let edges = match &input.edges {
+        Some(s) => parse_items(&s.content, ';', &mut errors, parse_edge),
+        None => Vec::new(),
+    };
+    let dynamic = match &input.dynamic {
+        Some(s) => parse_items(&s.content, ',', &mut errors, parse_dynamic),
+        None => Vec::new(),
+    };
+    let default_aegis = input.default_aegis.as_ref().map(|s| {
+        let spec = policy::parse_and_validate(s.content.clone(), &mut errors);
+        reject_attribute_only_keys(&spec, "default_aegis", &mut errors);
+        spec
+    });
+
+    let mut scope = Scope {
+        fields: BTreeMap::new(),
+        nodes: BTreeMap::new(),
+        fields_complete,
+        nodes_complete,
+    };
+    for field in &fields {
+        let name = name_of(&field.name);
+        if let Some(problem) = field_name_problem(&name) {
+            errors.error(
+                field.name.span(),
+                format!("`{name}` is not a valid field name: {problem}"),
+            );
+        }
+        if scope.fields.insert(name.clone(), field.rule).is_some() {
+            errors.error(
+                field.name.span(),
+                format!("field `{name}` is declared twice: keep one declaration"),
+            );
+        }
+    }
+    for decl in &decls {
+        let name = name_of(&decl.id);
+        if name == "START" || name == "END" || RESERVED_IDS.contains(&name.as_str()) {
+            errors.error(
+                decl.id.span(),
+                format!(
+                    "`{name}` names the graph's virtual entry or exit: choose another node name"
+                ),
+            );
+        } else if scope.nodes.insert(name.clone(), decl).is_some() {
+            errors.error(
+                decl.id.span(),
+                format!("node `{name}` is declared twice: each node is declared once (give the second another id)"),
+            );
+        }
+    }
+
+    let mut owns = Vec::new();
+    for decl in &decls {
+        let own = decl.override_args.as_ref().map(|(_, tokens)| {
+            let spec = policy::parse_and_validate(tokens.clone(), &mut errors);
+            reject_attribute_only_keys(&spec, "a graph! node's #[aegis(..)]", &mut errors);
+            spec
+        });
+        if let Some(spec) = &own {
+            check_policy(spec, Some(decl), &scope, &mut errors);
+        }
+        check_node(decl, &scope, &mut errors);
+        owns.push(own);
+    }
+    if let Some(default) = &default_aegis {
+        check_policy(default, None, &scope, &mut errors);
+        for (decl, own) in decls.iter().zip(&owns) {
+            if own.is_none() {
+                check_default_applies(default, decl, &mut errors);
+            }
+        }
+    }
+
+    check_edges(
+        &edges,
+        &dynamic,
+        &scope,
+        input.edges.as_ref().map(|s| s.key.span()),
+        &mut errors,
+    );
+
+    drop(scope);
+    errors.finish()?;
+    Ok(Graph {
+        krate: input.krate,
+        limits: input.limits,
+        fields,
+        nodes: decls
+            .into_iter()
+            .zip(owns)
+            .map(|(decl, own)| Node { decl, own })
+            .collect(),
+        default_aegis,
+        edges,
+        dynamic,
+    })
+}
+
+fn reject_attribute_only_keys(spec: &AegisSpec, place: &str, errors: &mut Errors) {
+    if let Some((_, _, key)) = &spec.id {
+        errors.error(
+            *key,
+            format!("`id` cannot be set in {place}: in graph! a node's id is the name it is declared under"),
+        );
+    }
+    if let Some((_, key)) = &spec.krate {
+        errors.error(
+            *key,
+            format!(
+                "`crate` cannot be set in {place}: write `crate = \"..\";` at the top of graph!"
+            ),
+        );
+    }
+}
+
+/// The names an Aegis uses, and the node kind it is attached to; `owner`
+/// is `None` for `default_aegis`.
+fn check_policy(
+    spec: &AegisSpec,
+    owner: Option<&NodeDecl>,
+    scope: &Scope<'_>,
+    errors: &mut Errors,
+) {
+    if let Some(k) = &spec.on_error {
+        match &k.value {
+            Handler::Route { to, error_field } => {
+                if scope.require_node(to, "route target", errors) {
+                    let target = name_of(to);
+                    if scope.nodes.get(&target).is_some_and(|d| d.worker.is_some()) {
+                        errors.error(
+                            to.span(),
+                            format!("route target `{target}` is a worker template, which runs only as mustered tasks: route to a regular node"),
+                        );
+                    }
+                }
+                let rule = match (error_field, owner) {
+                    (Some(field), _) => scope
+                        .require_field(field, "error field", errors)
+                        .map(|r| (r, name_of(field), field.span())),
+                    (None, Some(node)) => {
+                        let field = format!("{}_error", name_of(&node.id));
+                        match scope.fields.get(&field) {
+                            Some(rule) => Some((*rule, field, k.key)),
+                            None => {
+                                errors.error(
+                                    k.key,
+                                    format!(
+                                        "`{}` routes its error to `{field}` (the default `<node id>_error`), which this graph's schema does not declare: add `{field}: LastWrite` to `schema {{ .. }}`, or set `error_field = ..`",
+                                        name_of(&node.id)
+                                    ),
+                                );
+                                None
+                            }
+                        }
+                    }
+                    (None, None) => {
+                        errors.error(
+                            k.key,
+                            "default_aegis applies to every node, so its route needs one error field for all of them: write `on_error(route = <node>, error_field = <field>)`",
+                        );
+                        None
+                    }
+                };
+                if let Some((Rule::Sum, field, span)) = rule {
+                    errors.error(
+                        span,
+                        format!("error field `{field}` is declared `Sum`, and a serialised error cannot be summed: declare it `LastWrite`, `Append` or `Merge`"),
+                    );
+                }
+                if let Some(node) = owner
+                    && node.worker.is_some()
+                {
+                    errors.error(
+                        k.key,
+                        format!(
+                            "`{}` is a worker template, and a mustered task cannot be routed: use `on_error(absorb(..))` or a custom handler, or handle the failure at the aggregator",
+                            name_of(&node.id)
+                        ),
+                    );
+                }
+            }
+            Handler::Absorb(writes) => {
+                for (field, _) in writes {
+                    scope.require_field(field, "absorbed field", errors);
+                }
+            }
+            Handler::Custom(_) => {}
+        }
+    }
+    if let Some(k) = &spec.cache
+        && let CacheKey::Fields(fields) = &k.value.key
+    {
+        for field in fields {
+            scope.require_field(field, "cache key field", errors);
+        }
+    }
+    let Some(node) = owner else { return };
+    let id = name_of(&node.id);
+    match node.kind {
+        NodeKind::Battalion { .. } => {
+            for (key, part) in [
+                (spec.retry.as_ref().map(|k| k.key), "retry"),
+                (spec.cache.as_ref().map(|k| k.key), "cache"),
+            ] {
+                if let Some(key) = key {
+                    errors.error(
+                        key,
+                        format!(
+                            "`{id}` is a Battalion, which takes no `{part}`: its child run's waypoints are durable state, so a repeated or cached child run has no safe meaning; remove `{part}` (a Battalion takes `timeout` and `on_error`)"
+                        ),
+                    );
+                }
+            }
+        }
+        NodeKind::Gate(_) => {
+            for (key, part) in policy_parts(spec) {
+                errors.error(
+                    key,
+                    format!(
+                        "`{id}` is a Gate, which takes no Aegis (no `{part}`): it has no attempt to retry, time or cache, and its expiry is its Parley `on_expire` policy; remove `{part}`"
+                    ),
+                );
+            }
+        }
+        _ => {}
+    }
+}
+
+fn policy_parts(spec: &AegisSpec) -> Vec<(Span, &'static str)> {
+    [
+        (spec.retry.as_ref().map(|k| k.key), "retry"),
+        (spec.timeout.as_ref().map(|k| k.key), "timeout"),
+        (spec.on_error.as_ref().map(|k| k.key), "on_error"),
+        (spec.cache.as_ref().map(|k| k.key), "cache"),
+    ]
+    .into_iter()
+    .filter_map(|(key, part)| key.map(|k| (k, part)))
+    .collect()
+}
+
+/// `default_aegis` governs every node without its own Aegis, so the
+/// support matrix applies to it per node.
+fn check_default_applies(default: &AegisSpec, node: &NodeDecl, errors: &mut Errors) {
+    let id = name_of(&node.id);
+    let opt_out =
+        format!("opt `{id}` out with a bare `#[aegis]` on its declaration (its own, empty Aegis)");
+    match node.kind {
+        NodeKind::Battalion { .. } => {
+            for (key, part) in [
+                (default.retry.as_ref().map(|k| k.key), "retry"),
+                (default.cache.as_ref().map(|k| k.key), "cache"),
+            ] {
+                if let Some(key) = key {
+                    errors.error(
+                        key,
+                        format!("default_aegis sets `{part}`, which the Battalion `{id}` would get and cannot take: {opt_out} or give it its own `#[aegis(..)]` without `{part}`"),
+                    );
+                }
+            }
+        }
+        NodeKind::Gate(_) => {
+            if let Some((key, part)) = policy_parts(default).first() {
+                errors.error(
+                    *key,
+                    format!("default_aegis (here `{part}`) would apply to the Gate `{id}`, which takes no Aegis: {opt_out}"),
+                );
+            }
+        }
+        NodeKind::Paladin { .. } | NodeKind::Spec(_) if node.worker.is_some() => {
+            if let Some(k) = &default.on_error
+                && matches!(k.value, Handler::Route { .. })
+            {
+                errors.error(
+                    k.key,
+                    format!("default_aegis routes failures, and the worker template `{id}` would get it, but a mustered task cannot be routed: {opt_out} or give it its own `#[aegis(..)]`"),
+                );
+            }
+        }
+        _ => {}
+    }
+}
+
+fn check_node(decl: &NodeDecl, scope: &Scope<'_>, errors: &mut Errors) {
+    match &decl.kind {
+        NodeKind::Paladin {
+            template, output, ..
+        } => {
+            scope.require_field(output, "output field", errors);
+            match template_fields(&template.value()) {
+                Ok(names) => {
+                    for name in names {
+                        if !scope.fields.contains_key(&name) && scope.fields_complete {
+                            errors.error(
+                                template.span(),
+                                format!(
+                                    "the input template names `{{{name}}}`, which is not in this graph's schema: declare `{name}` in `schema {{ .. }}`, or write `{{{{` for a literal brace{}",
+                                    did_you_mean(&name, scope.field_names())
+                                ),
+                            );
+                        }
+                    }
+                }
+                Err(()) => errors.error(
+                    template.span(),
+                    "the input template has a `{` without its `}`: close it, or write `{{` for a literal brace",
+                ),
+            }
+        }
+        NodeKind::Battalion {
+            inputs, outputs, ..
+        } => {
+            for (parent, _) in inputs {
+                scope.require_field(parent, "battalion input", errors);
+            }
+            for (_, parent) in outputs {
+                scope.require_field(parent, "battalion output", errors);
+            }
+        }
+        NodeKind::Fn(_) | NodeKind::Gate(_) | NodeKind::Spec(_) => {}
+    }
+}
+
+const START_IS_NO_TARGET: &str = "START is where the graph begins: no edge leads into it";
+
+fn check_edges(
+    edges: &[EdgeStmt],
+    dynamic: &[Ident],
+    scope: &Scope<'_>,
+    edges_key: Option<Span>,
+    errors: &mut Errors,
+) {
+    let mut leaves_start = false;
+    for edge in edges {
+        match edge {
+            EdgeStmt::Chain(groups) => {
+                let last = groups.len() - 1;
+                for (i, group) in groups.iter().enumerate() {
+                    for id in group {
+                        if id == "START" {
+                            if i > 0 {
+                                errors.error(id.span(), START_IS_NO_TARGET);
+                            }
+                            leaves_start |= i < last;
+                        } else if id == "END" {
+                            if i < last {
+                                errors.error(
+                                    id.span(),
+                                    "END is where the graph finishes: no edge leaves it",
+                                );
+                            }
+                        } else {
+                            scope.require_node(id, "edge endpoint", errors);
+                        }
+                    }
+                }
+            }
+            EdgeStmt::Conditional {
+                from,
+                evaluator,
+                targets,
+            } => {
+                if from == "START" || from == "END" {
+                    errors.error(
+                        from.span(),
+                        "conditional edges leave a node: START and END cannot choose; route from a node instead",
+                    );
+                } else {
+                    scope.require_node(from, "edge endpoint", errors);
+                }
+                if evaluator.value().trim().is_empty() {
+                    errors.error(
+                        evaluator.span(),
+                        "an empty evaluator name can never be registered: write the name you pass to `WarEngine::with_edge_evaluator`",
+                    );
+                }
+                for to in targets {
+                    if to == "START" {
+                        errors.error(to.span(), START_IS_NO_TARGET);
+                    } else if to != "END" {
+                        scope.require_node(to, "edge endpoint", errors);
+                    }
+                }
+            }
+        }
+    }
+    for id in dynamic {
+        scope.require_node(id, "dynamic target", errors);
+    }
+    if !leaves_start {
+        errors.error(
+            edges_key.unwrap_or_else(Span::call_site),
+            "no edge leaves START, so the graph would never run: add an `edges { START -> first_node; .. }` statement",
+        );
+    }
+}

@@ -1,0 +1,74 @@
+//! Names: the field-name rule, node ids, and "did you mean" suggestions.
+
+use syn::Ident;
+use syn::ext::IdentExt;
+
+/// The reserved ids of the virtual entry and exit nodes.
+pub(crate) const RESERVED_IDS: [&str; 2] = ["__start__", "__end__"];
+
+/// An identifier as the runtime sees it (`r#type` is `type`).
+pub(crate) fn name_of(ident: &Ident) -> String {
+    ident.unraw().to_string()
+}
+
+/// Why `name` is not a valid `FieldName` (the runtime's rule:
+/// `[A-Za-z_][A-Za-z0-9_]*`), if it is not.
+pub(crate) fn field_name_problem(name: &str) -> Option<&'static str> {
+    let mut chars = name.chars();
+    match chars.next() {
+        None => Some("a field name must not be empty"),
+        Some(c) if !(c.is_ascii_alphabetic() || c == '_') => {
+            Some("a field name must start with an ASCII letter or `_`")
+        }
+        Some(_) if !chars.all(|c| c.is_ascii_alphanumeric() || c == '_') => {
+            Some("a field name may contain only ASCII letters, digits and `_`")
+        }
+        Some(_) => None,
+    }
+}
+
+/// The candidate closest to `name`, if one is close enough to be a typo.
+pub(crate) fn closest<'a>(
+    name: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Option<&'a str> {
+    candidates
+        .into_iter()
+        .map(|c| (strsim::jaro_winkler(name, c), c))
+        .filter(|(score, _)| *score > 0.8)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, c)| c)
+}
+
+/// `" (did you mean `x`?)"`, or nothing.
+pub(crate) fn did_you_mean<'a>(
+    name: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> String {
+    closest(name, candidates).map_or_else(String::new, |c| format!(" (did you mean `{c}`?)"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn field_names_follow_the_runtime_rule() {
+        for ok in ["a", "_", "draft", "booking_error", "A1_b2"] {
+            assert_eq!(field_name_problem(ok), None, "{ok}");
+        }
+        for bad in ["", "1a", "a-b", "é", "aé"] {
+            assert!(field_name_problem(bad).is_some(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn suggests_only_close_names() {
+        assert_eq!(closest("cancle", ["book", "cancel"]), Some("cancel"));
+        assert_eq!(closest("zzz", ["book", "cancel"]), None);
+        assert_eq!(did_you_mean("bok", ["book"]), " (did you mean `book`?)");
+        assert_eq!(did_you_mean("q", ["book"]), "");
+        let raw: Ident = syn::parse_str("r#type").unwrap();
+        assert_eq!(name_of(&raw), "type");
+    }
+}

@@ -1,0 +1,269 @@
+//! `#[aegis]` functions as nodes: the trait the attribute implements, the
+//! [`StateNode`] adapter over the function, and [`WarGraph::add_aegis_node`].
+//!
+//! `#[aegis(...)]` on `async fn book(..)` leaves the function as written and
+//! emits a same-named, field-less marker struct `book {}` (it lives in the
+//! type namespace, so it never clashes with the function) implementing
+//! [`AegisNodeFn`]. The marker is what builders take:
+//! `graph.add_aegis_node(book {})`, and what `graph!` names by path.
+
+use futures::future::BoxFuture;
+use std::fmt;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use super::{Directive, NodeSpec, StateNode, WarGraph};
+use crate::aegis::Aegis;
+use crate::engine::NodeContext;
+use crate::error::StateNodeError;
+use crate::state::Battlefield;
+
+#[doc(hidden)]
+pub mod __macro_support;
+
+/// A node function annotated with `#[aegis(...)]`, seen through its marker
+/// struct.
+///
+/// The attribute implements this; implementing it by hand is possible (the
+/// example shows what the attribute generates) but rarely useful.
+///
+/// ```
+/// use aegis_runtime::*;
+/// use futures::future::BoxFuture;
+///
+/// async fn hello(_: &Battlefield, _: &NodeContext) -> Result<StateDelta, StateNodeError> {
+///     let mut delta = StateDelta::new();
+///     delta.set("greeting", "hello")?;
+///     Ok(delta)
+/// }
+///
+/// // What `#[aegis(timeout(run = "5s"))]` on `hello` emits, in essence.
+/// #[allow(non_camel_case_types)]
+/// struct hello {}
+///
+/// impl AegisNodeFn for hello {
+///     const ID: &'static str = "hello";
+///     const KIND: &'static str = "my_crate::hello";
+///     fn aegis() -> Aegis {
+///         Aegis {
+///             timeout: Some(TimeoutPolicy {
+///                 run_timeout: Some(std::time::Duration::from_secs(5)),
+///                 idle_timeout: None,
+///             }),
+///             ..Aegis::default()
+///         }
+///     }
+///     fn run<'a>(
+///         state: &'a Battlefield,
+///         ctx: &'a NodeContext,
+///     ) -> BoxFuture<'a, Result<Directive, StateNodeError>> {
+///         Box::pin(async move { hello(state, ctx).await.map(Directive::from) })
+///     }
+/// }
+///
+/// let schema = BattlefieldSchema::new(vec![FieldSpec::new(
+///     FieldName::new("greeting")?, DispatchRule::LastWrite, None, false,
+/// )]);
+/// let mut graph = WarGraph::new(schema, EngineLimits::default());
+/// graph.add_aegis_node(hello {});
+/// graph.add_edge(START, "hello").add_edge("hello", END);
+/// graph.validate()?;
+/// assert!(graph.aegis_for(&NodeId::new("hello")).is_some_and(|a| a.timeout.is_some()));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not an #[aegis] node function",
+    label = "not an #[aegis] node",
+    note = "put `#[aegis]` (or `#[aegis(...)]`) on an `async fn name(state: &Battlefield, ctx: &NodeContext)` and pass its marker: `graph.add_aegis_node(name {{}})`"
+)]
+pub trait AegisNodeFn: Send + Sync + 'static {
+    /// The node id: the function's name unless the attribute says `id = ".."`.
+    const ID: &'static str;
+
+    /// The stable name hashed into the graph fingerprint:
+    /// `module_path!()::function_name`, the same whichever way the node is
+    /// added to a graph.
+    const KIND: &'static str;
+
+    /// The node's own Aegis as the attribute declares it; empty for a bare
+    /// `#[aegis]`.
+    fn aegis() -> Aegis;
+
+    /// Runs the function once, converting its `Result<StateDelta | Directive, E>`.
+    fn run<'a>(
+        state: &'a Battlefield,
+        ctx: &'a NodeContext,
+    ) -> BoxFuture<'a, Result<Directive, StateNodeError>>;
+
+    /// The function as a `NodeSpec::Function`.
+    fn node_spec() -> NodeSpec
+    where
+        Self: Sized,
+    {
+        NodeSpec::Function(Arc::new(AegisFnNode::<Self>::new()))
+    }
+}
+
+/// The [`StateNode`] that runs an [`AegisNodeFn`]'s function.
+pub struct AegisFnNode<N>(PhantomData<fn() -> N>);
+
+impl<N: AegisNodeFn> AegisFnNode<N> {
+    /// The adapter for `N`.
+    pub fn new() -> Self {
+        AegisFnNode(PhantomData)
+    }
+}
+
+impl<N: AegisNodeFn> Default for AegisFnNode<N> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<N: AegisNodeFn> fmt::Debug for AegisFnNode<N> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("AegisFnNode").field(&N::KIND).finish()
+    }
+}
+
+#[async_trait::async_trait]
+impl<N: AegisNodeFn> StateNode for AegisFnNode<N> {
+    async fn run(
+        &self,
+        state: &Battlefield,
+        ctx: &NodeContext,
+    ) -> Result<Directive, StateNodeError> {
+        N::run(state, ctx).await
+    }
+
+    fn kind_name(&self) -> &str {
+        N::KIND
+    }
+}
+
+impl WarGraph {
+    /// Declares the `#[aegis]` function whose marker is `node` under its id,
+    /// and attaches its Aegis (a bare `#[aegis]` attaches none, so the
+    /// graph's default still applies to it).
+    ///
+    /// The marker is the function's name as a struct: for
+    /// `#[aegis(...)] async fn book(..)`, write `graph.add_aegis_node(book {})`.
+    /// See [`AegisNodeFn`] for an example.
+    pub fn add_aegis_node<N: AegisNodeFn>(&mut self, node: N) -> &mut Self {
+        let _ = node;
+        self.add_node(N::ID, N::node_spec());
+        __macro_support::attach_aegis::<N>(self);
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::aegis::{RetryPolicy, TimeoutPolicy};
+    use crate::graph::{END, NodeId, START};
+    use crate::state::{BattlefieldSchema, DispatchRule, FieldName, FieldSpec, StateDelta};
+    use crate::{EngineLimits, NextStep};
+    use std::time::Duration;
+
+    async fn double(state: &Battlefield, _: &NodeContext) -> Result<StateDelta, &'static str> {
+        let n = state
+            .get("n")
+            .and_then(serde_json::Value::as_i64)
+            .ok_or("n is not set")?;
+        let mut delta = StateDelta::new();
+        delta.set("n", n * 2).map_err(|_| "unwritable")?;
+        Ok(delta)
+    }
+
+    #[allow(non_camel_case_types)]
+    struct double {}
+
+    impl AegisNodeFn for double {
+        const ID: &'static str = "double";
+        const KIND: &'static str = "tests::double";
+        fn aegis() -> Aegis {
+            Aegis {
+                retry: Some(RetryPolicy::default()),
+                ..Aegis::default()
+            }
+        }
+        fn run<'a>(
+            state: &'a Battlefield,
+            ctx: &'a NodeContext,
+        ) -> BoxFuture<'a, Result<Directive, StateNodeError>> {
+            Box::pin(async move {
+                __macro_support::NodeReturn::into_node_result(double(state, ctx).await)
+            })
+        }
+    }
+
+    #[allow(non_camel_case_types)]
+    struct plain {}
+
+    impl AegisNodeFn for plain {
+        const ID: &'static str = "plain";
+        const KIND: &'static str = "tests::plain";
+        fn aegis() -> Aegis {
+            Aegis::default()
+        }
+        fn run<'a>(
+            _: &'a Battlefield,
+            _: &'a NodeContext,
+        ) -> BoxFuture<'a, Result<Directive, StateNodeError>> {
+            Box::pin(async { Ok(Directive::end(StateDelta::new())) })
+        }
+    }
+
+    fn schema() -> BattlefieldSchema {
+        BattlefieldSchema::new(vec![FieldSpec::new(
+            FieldName::new("n").unwrap(),
+            DispatchRule::LastWrite,
+            None,
+            false,
+        )])
+    }
+
+    #[tokio::test]
+    async fn the_adapter_converts_deltas_and_errors() {
+        let node = AegisFnNode::<double>::new();
+        let ctx = NodeContext::detached("double");
+        let state = crate::state::initial_state(&schema(), &serde_json::json!({"n": 21})).unwrap();
+        let directive = node.run(&state, &ctx).await.unwrap();
+        assert_eq!(directive.next, NextStep::Edges);
+        assert_eq!(directive.delta.get("n"), Some(&serde_json::json!(42)));
+
+        let empty = crate::state::initial_state(&schema(), &serde_json::json!({})).unwrap();
+        let err = node.run(&empty, &ctx).await.unwrap_err();
+        assert_eq!(err, StateNodeError::new("n is not set"));
+        assert_eq!(node.kind_name(), "tests::double");
+    }
+
+    #[test]
+    fn add_aegis_node_declares_the_node_and_its_aegis() {
+        let mut graph = WarGraph::new(schema(), EngineLimits::default());
+        graph.add_aegis_node(double {}).add_aegis_node(plain {});
+        graph
+            .add_edge(START, "double")
+            .add_edge("double", "plain")
+            .add_edge("plain", END);
+        graph.validate().unwrap();
+        assert!(
+            matches!(graph.node("double"), Some(NodeSpec::Function(n)) if n.kind_name() == "tests::double")
+        );
+        assert_eq!(
+            graph.aegis_for(&NodeId::new("double")),
+            Some(&double::aegis())
+        );
+        // A bare #[aegis] attaches nothing: the default still governs it.
+        let default = Aegis {
+            timeout: Some(TimeoutPolicy {
+                run_timeout: Some(Duration::from_secs(1)),
+                idle_timeout: None,
+            }),
+            ..Aegis::default()
+        };
+        graph.with_default_aegis(default.clone());
+        assert_eq!(graph.aegis_for(&NodeId::new("plain")), Some(&default));
+    }
+}

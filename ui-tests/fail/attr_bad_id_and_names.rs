@@ -1,0 +1,13 @@
+use aegis::prelude::*;
+
+#[aegis(id = "", on_error(route = "cancel"), cache(ttl = "1m", key = fields("q")))]
+async fn book(_: &Battlefield, _: &NodeContext) -> Result<StateDelta, StateNodeError> {
+    Ok(StateDelta::new())
+}
+
+#[aegis(id = "book-v2", on_error(route = cancel))]
+async fn cancel(_: &Battlefield, _: &NodeContext) -> Result<StateDelta, StateNodeError> {
+    Ok(StateDelta::new())
+}
+
+fn main() {}

@@ -1,0 +1,8 @@
+use aegis::prelude::*;
+
+#[aegis(retry(max = 2, max = 3), timeout(run = "1s"), timeout(idle = "1s"))]
+async fn book(_: &Battlefield, _: &NodeContext) -> Result<StateDelta, StateNodeError> {
+    Ok(StateDelta::new())
+}
+
+fn main() {}

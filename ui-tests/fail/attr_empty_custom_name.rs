@@ -1,0 +1,8 @@
+use aegis::prelude::*;
+
+#[aegis(retry(on = ""), on_error(custom = ""))]
+async fn book(_: &Battlefield, _: &NodeContext) -> Result<StateDelta, StateNodeError> {
+    Ok(StateDelta::new())
+}
+
+fn main() {}

@@ -1,0 +1,8 @@
+use aegis::prelude::*;
+
+#[aegis(timeout(), on_error())]
+async fn book(_: &Battlefield, _: &NodeContext) -> Result<StateDelta, StateNodeError> {
+    Ok(StateDelta::new())
+}
+
+fn main() {}

@@ -1,0 +1,13 @@
+use aegis::prelude::*;
+
+#[aegis(retry(initial = "2m", max_interval = "1m"))]
+async fn book(_: &Battlefield, _: &NodeContext) -> Result<StateDelta, StateNodeError> {
+    Ok(StateDelta::new())
+}
+
+#[aegis(retry(initial = "90s"))]
+async fn cancel(_: &Battlefield, _: &NodeContext) -> Result<StateDelta, StateNodeError> {
+    Ok(StateDelta::new())
+}
+
+fn main() {}

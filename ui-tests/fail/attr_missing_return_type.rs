@@ -1,0 +1,6 @@
+use aegis::prelude::*;
+
+#[aegis]
+async fn book(_: &Battlefield, _: &NodeContext) {}
+
+fn main() {}

@@ -1,0 +1,8 @@
+use aegis::prelude::*;
+
+#[aegis]
+async fn book(_: &Battlefield, _: &NodeContext) -> StateDelta {
+    StateDelta::new()
+}
+
+fn main() {}

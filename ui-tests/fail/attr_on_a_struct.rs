@@ -1,0 +1,6 @@
+use aegis::prelude::*;
+
+#[aegis]
+struct Book;
+
+fn main() {}

@@ -1,0 +1,10 @@
+use aegis::prelude::*;
+
+struct MyError;
+
+#[aegis]
+async fn book(_: &Battlefield, _: &NodeContext) -> Result<StateDelta, MyError> {
+    Err(MyError)
+}
+
+fn main() {}

@@ -1,0 +1,14 @@
+use aegis::prelude::*;
+
+#[aegis]
+async fn book(_: &Battlefield) -> Result<StateDelta, StateNodeError> {
+    Ok(StateDelta::new())
+}
+
+#[aegis]
+async fn cancel(state: Battlefield, ctx: &mut NodeContext) -> Result<StateDelta, StateNodeError> {
+    let _ = (state, ctx);
+    Ok(StateDelta::new())
+}
+
+fn main() {}

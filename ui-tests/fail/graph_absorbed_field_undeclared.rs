@@ -1,0 +1,14 @@
+use aegis::prelude::*;
+
+#[aegis(on_error(absorb(summary = "unavailable")))]
+async fn book(_: &Battlefield, _: &NodeContext) -> Result<StateDelta, StateNodeError> {
+    Ok(StateDelta::new())
+}
+
+fn main() {
+    let _ = graph! {
+        schema { booking: LastWrite }
+        nodes { book }
+        edges { START -> book -> END }
+    };
+}

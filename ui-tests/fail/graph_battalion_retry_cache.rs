@@ -1,0 +1,16 @@
+use aegis::prelude::*;
+
+fn child() -> WarGraph {
+    WarGraph::new(BattlefieldSchema::default(), EngineLimits::default())
+}
+
+fn main() {
+    let _ = graph! {
+        schema { request: LastWrite, result: LastWrite }
+        nodes {
+            #[aegis(retry(max = 3), timeout(run = "1m"), cache(ttl = "5m"))]
+            sub = battalion(child(), inputs(request -> input), outputs(output -> result)),
+        }
+        edges { START -> sub -> END }
+    };
+}

@@ -1,0 +1,20 @@
+use aegis::prelude::*;
+
+fn child() -> WarGraph {
+    WarGraph::new(BattlefieldSchema::default(), EngineLimits::default())
+}
+
+fn approval() -> NodeSpec {
+    unimplemented!()
+}
+
+fn main() {
+    let _ = graph! {
+        nodes {
+            sub = battalion(child()),
+            approve = gate(approval()),
+        }
+        default_aegis { retry(max = 2), timeout(run = "30s") }
+        edges { START -> sub -> approve -> END }
+    };
+}

@@ -1,0 +1,19 @@
+use aegis::prelude::*;
+
+#[aegis(on_error(route = cancel))]
+async fn book(_: &Battlefield, _: &NodeContext) -> Result<StateDelta, StateNodeError> {
+    Ok(StateDelta::new())
+}
+
+#[aegis]
+async fn cancel(_: &Battlefield, _: &NodeContext) -> Result<StateDelta, StateNodeError> {
+    Ok(StateDelta::new())
+}
+
+fn main() {
+    let _ = graph! {
+        schema { booking: LastWrite }
+        nodes { book, cancel }
+        edges { START -> book -> END }
+    };
+}

@@ -1,0 +1,12 @@
+use aegis::prelude::*;
+
+async fn book(_: &Battlefield, _: &NodeContext) -> Result<StateDelta, StateNodeError> {
+    Ok(StateDelta::new())
+}
+
+fn main() {
+    let _ = graph! {
+        nodes { book }
+        edges { START -> book -> END }
+    };
+}

@@ -1,0 +1,12 @@
+use aegis::prelude::*;
+
+fn main() {
+    let _ = graph! {
+        schema { question: LastWrite }
+        nodes {
+            writer = paladin(aegis::Paladin::new("Writer"), "Answer {qestion} in {locale}" -> answer),
+            reader = paladin(aegis::Paladin::new("Reader"), "Read {question" -> question),
+        }
+        edges { START -> writer -> reader -> END }
+    };
+}

@@ -1,0 +1,14 @@
+use aegis::prelude::*;
+
+#[aegis(retry(max = 5), timeout(idle = "10s"), on_error(route = cancel))]
+async fn book(_: &Battlefield, _: &NodeContext) -> Result<StateDelta, StateNodeError> {
+    Ok(StateDelta::new())
+}
+
+fn main() {
+    let _ = graph! {
+        schema { book_error: LastWrite }
+        nodes { book }
+        edges { START -> book -> END }
+    };
+}

@@ -1,0 +1,18 @@
+use aegis::prelude::*;
+
+#[aegis]
+async fn book(_: &Battlefield, _: &NodeContext) -> Result<StateDelta, StateNodeError> {
+    Ok(StateDelta::new())
+}
+
+fn main() {
+    let _ = graph! {
+        schema { item: LastWrite, score: Append, book_error: LastWrite }
+        nodes {
+            #[aegis(on_error(route = score))]
+            book,
+            worker score = paladin(aegis::Paladin::new("Scorer"), "Score {item}" -> score),
+        }
+        edges { START -> book -> END }
+    };
+}

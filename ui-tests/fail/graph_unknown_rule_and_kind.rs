@@ -1,0 +1,9 @@
+use aegis::prelude::*;
+
+fn main() {
+    let _ = graph! {
+        schema { a: LastWrites, b: Apend = [], c: Sum requird }
+        nodes { x = paladn(1), y = node(2, 3) }
+        edges { START -> x -> END }
+    };
+}

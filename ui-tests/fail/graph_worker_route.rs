@@ -1,0 +1,18 @@
+use aegis::prelude::*;
+
+#[aegis]
+async fn cancel(_: &Battlefield, _: &NodeContext) -> Result<StateDelta, StateNodeError> {
+    Ok(StateDelta::new())
+}
+
+fn main() {
+    let _ = graph! {
+        schema { item: LastWrite, score: Append, score_error: LastWrite }
+        nodes {
+            #[aegis(on_error(route = cancel))]
+            worker score = paladin(aegis::Paladin::new("Scorer"), "Score {item}" -> score),
+            cancel,
+        }
+        edges { START -> cancel -> END }
+    };
+}
