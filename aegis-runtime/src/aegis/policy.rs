@@ -144,6 +144,17 @@ pub enum ErrorHandlerSpec {
     Custom(String),
 }
 
+impl ErrorHandlerSpec {
+    /// The shape's name: `"route"`, `"absorb"` or `"custom"`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ErrorHandlerSpec::Route { .. } => "route",
+            ErrorHandlerSpec::Absorb { .. } => "absorb",
+            ErrorHandlerSpec::Custom(_) => "custom",
+        }
+    }
+}
+
 /// Serve a node's result from the engine's node cache.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CachePolicy {

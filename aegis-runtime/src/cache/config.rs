@@ -8,8 +8,6 @@ use std::time::Duration;
 use super::{InMemoryNodeCache, NodeCache, NodeCacheError, TtlCeiling};
 use crate::engine::ConfigError;
 
-/// What `Debug` prints in place of a secret.
-
 /// The default Redis command timeout, in milliseconds.
 const DEFAULT_COMMAND_TIMEOUT_MS: u64 = 250;
 

@@ -23,7 +23,6 @@ pub fn delta_is_cacheable(schema: &BattlefieldSchema, delta: &StateDelta) -> boo
 /// the default under `None`, own entries under their node) and
 /// `CacheOutputFieldDenied` (checked on the policy each Paladin node
 /// actually gets).
-#[allow(dead_code)] // called from `WarGraph::validate` once the engine wires caching in
 pub(crate) fn cache_problems(graph: &WarGraph) -> Vec<EngineError> {
     let schema = graph.schema();
     let entries = graph
@@ -85,7 +84,6 @@ pub(crate) fn cached_nodes(graph: &WarGraph) -> Vec<NodeId> {
 
 /// `CachePolicyWithoutCacheBackend` for an engine without a node cache,
 /// naming every cached node; `None` when no node is cached.
-#[allow(dead_code)] // raised by `WarEngine::start`/`resume` once the engine wires caching in
 pub(crate) fn missing_backend_error(graph: &WarGraph) -> Option<EngineError> {
     let nodes = cached_nodes(graph);
     (!nodes.is_empty()).then_some(EngineError::CachePolicyWithoutCacheBackend { nodes })

@@ -13,11 +13,12 @@ use super::{
     HeartbeatHandle, InterceptorDecision, NodeContext, NodeExecutionRecord, NodeStatus, WarEngine,
     record::AttemptRecord,
 };
-use crate::aegis::{RetryPolicy, RetryPredicate, TimeoutPolicy};
+use crate::aegis::{CachePolicy, ErrorHandlerSpec, RetryPolicy, RetryPredicate, TimeoutPolicy};
+use crate::cache::{CacheKey, derive_key};
 use crate::error::{NodeError, NodeErrorSource, PaladinError, TimeoutKind, Transience};
-use crate::graph::{Directive, NodeId, NodeSpec};
+use crate::graph::{Directive, NextStep, NodeId, NodeSpec};
 use crate::paladin::parse_and_check;
-use crate::state::{Battlefield, StateDelta};
+use crate::state::{Battlefield, BattlefieldSchema, StateDelta};
 use crate::trace::{AttemptStatus, TraceEvent};
 use crate::waypoint::{Activation, WaypointStore};
 
@@ -61,14 +62,20 @@ pub(crate) struct StepCtx<'a> {
     pub(crate) superstep: u32,
     pub(crate) budget: Budget,
     pub(crate) spec: &'a NodeSpec,
+    pub(crate) fingerprint: &'a str,
+    pub(crate) schema: &'a BattlefieldSchema,
+    pub(crate) cache: Option<&'a CachePolicy>,
     pub(crate) retry: Option<&'a RetryPolicy>,
+    pub(crate) on_error: Option<&'a ErrorHandlerSpec>,
     pub(crate) timeout: Option<&'a TimeoutPolicy>,
     pub(crate) shutdown_grace: Duration,
 }
 
 /// How one activation ended.
 pub(crate) enum ActivationResult {
-    Succeeded {
+    /// Contributes a directive: the node's own success, or, after a final
+    /// failure, what its error handler decided (the record then reads Failed).
+    Done {
         directive: Directive,
         record: NodeExecutionRecord,
     },
@@ -160,9 +167,23 @@ impl<S: WaypointStore> WarEngine<S> {
         let node_id = &activation.node_id;
         let span =
             tracing::debug_span!("aegis.node", node_id = %node_id, superstep = step.superstep);
-        self.attempt_loop(step, state, node_id)
+        let result = self
+            .attempt_loop(step, state, node_id)
             .instrument(span)
-            .await
+            .await;
+        match (result, step.on_error) {
+            // The handler runs on the final failure only; never when the run
+            // budget is gone (there is no time left to compensate in).
+            (
+                ActivationResult::Failed {
+                    error,
+                    record,
+                    budget_exhausted: false,
+                },
+                Some(handler),
+            ) => self.handle_failure(handler, error, record, state).await,
+            (other, _) => other,
+        }
     }
 
     async fn attempt_loop(
@@ -195,6 +216,28 @@ impl<S: WaypointStore> WarEngine<S> {
             ),
         };
 
+        // The cache is consulted once, before attempt 1 and outside the
+        // interceptor chain: a hit executes nothing.
+        let cache_key = self.cache_key(step, state, node_id);
+        if let (Some(key), Some(cache)) = (&cache_key, &self.node_cache)
+            && let Some(entry) = cache.lookup(key).await.into_hit()
+        {
+            self.emit(TraceEvent::NodeFinished {
+                node_id: node_id.clone(),
+                task_key: None,
+                attempt: 1,
+                status: AttemptStatus::Succeeded,
+                cache_hit: true,
+                duration: t0.elapsed(),
+            });
+            let mut rec = record(NodeStatus::Succeeded, 1, failed);
+            rec.cache_hit = true;
+            return ActivationResult::Done {
+                directive: Directive::edges(entry.delta),
+                record: rec,
+            };
+        }
+
         let mut attempt = 1;
         loop {
             if self.cancellation.is_cancelled() {
@@ -203,7 +246,7 @@ impl<S: WaypointStore> WarEngine<S> {
             match self.before_hooks(node_id, state).await {
                 InterceptorDecision::Continue => {}
                 InterceptorDecision::Skip => {
-                    return ActivationResult::Succeeded {
+                    return ActivationResult::Done {
                         directive: Directive::edges(StateDelta::new()),
                         record: record(
                             NodeStatus::Skipped {
@@ -257,11 +300,20 @@ impl<S: WaypointStore> WarEngine<S> {
             let error = match end {
                 AttemptEnd::Done(directive) => {
                     return match self.after_hooks(node_id, &directive).await {
-                        InterceptorDecision::Continue => ActivationResult::Succeeded {
-                            directive,
-                            record: record(NodeStatus::Succeeded, attempt, failed),
-                        },
-                        InterceptorDecision::Skip => ActivationResult::Succeeded {
+                        InterceptorDecision::Continue => {
+                            // Only the node's own Edges-routed success is stored;
+                            // the handle refuses any other directive.
+                            if let (Some(key), Some(cache), Some(policy)) =
+                                (&cache_key, &self.node_cache, step.cache)
+                            {
+                                cache.store(step.schema, key, &directive, policy.ttl).await;
+                            }
+                            ActivationResult::Done {
+                                directive,
+                                record: record(NodeStatus::Succeeded, attempt, failed),
+                            }
+                        }
+                        InterceptorDecision::Skip => ActivationResult::Done {
                             directive: Directive::edges(StateDelta::new()),
                             record: record(
                                 NodeStatus::Skipped {
@@ -326,6 +378,33 @@ impl<S: WaypointStore> WarEngine<S> {
                         budget_exhausted: true,
                     };
                 }
+            }
+        }
+    }
+
+    /// The node's cache key, when it has a cache policy and the engine a
+    /// backend. A key that cannot be derived (an input that does not render)
+    /// is a miss that is never stored.
+    fn cache_key(
+        &self,
+        step: &StepCtx<'_>,
+        state: &Battlefield,
+        node_id: &NodeId,
+    ) -> Option<CacheKey> {
+        let policy = step.cache?;
+        self.node_cache.as_ref()?;
+        match derive_key(
+            step.fingerprint,
+            node_id,
+            step.spec,
+            &policy.key,
+            state,
+            None,
+        ) {
+            Ok(key) => Some(key),
+            Err(e) => {
+                tracing::warn!(node_id = %node_id, error = %e, "no cache key; running uncached");
+                None
             }
         }
     }
@@ -531,5 +610,53 @@ impl<S: WaypointStore> WarEngine<S> {
                 Ok(Directive::edges(delta))
             }
         }
+    }
+}
+
+impl<S: WaypointStore> WarEngine<S> {
+    /// Applies a node's `on_error` to its final failure.
+    async fn handle_failure(
+        &self,
+        handler: &ErrorHandlerSpec,
+        error: NodeError,
+        record: NodeExecutionRecord,
+        state: &Battlefield,
+    ) -> ActivationResult {
+        let unhandled = |error| ActivationResult::Failed {
+            error,
+            record: record.clone(),
+            budget_exhausted: false,
+        };
+        let directive = match handler {
+            ErrorHandlerSpec::Route { to, error_field } => {
+                let mut delta = StateDelta::new();
+                if let Err(e) = delta.set(error_field, &error) {
+                    tracing::error!(node_id = %error.node_id, error = %e,
+                        "could not serialise the node error for its route");
+                    return unhandled(error);
+                }
+                Directive {
+                    delta,
+                    next: NextStep::Goto(to.clone()),
+                }
+            }
+            ErrorHandlerSpec::Absorb { fallback_delta } => Directive::edges(fallback_delta.clone()),
+            ErrorHandlerSpec::Custom(name) => {
+                // Registration is checked at start/resume.
+                let Some(custom) = self.error_handlers.get(name) else {
+                    return unhandled(error);
+                };
+                match custom.handle(&error, state).await {
+                    Ok(directive) => directive,
+                    Err(handler_error) => {
+                        tracing::warn!(handler = %name, node_id = %error.node_id,
+                            error = %handler_error, "error handler failed");
+                        return unhandled(handler_error);
+                    }
+                }
+            }
+        };
+        tracing::info!(node_id = %error.node_id, handler = handler.kind(), "error handled");
+        ActivationResult::Done { directive, record }
     }
 }

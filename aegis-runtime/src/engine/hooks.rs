@@ -68,3 +68,15 @@ pub trait NodeInterceptor: Send + Sync + 'static {
         InterceptorDecision::Continue
     }
 }
+
+/// A custom error handler, registered with `WarEngine::with_error_handler`
+/// and named by `ErrorHandlerSpec::Custom(name)`. It runs on a node's final
+/// failure and decides what happens next.
+#[async_trait]
+pub trait ErrorHandler: Send + Sync + 'static {
+    /// `err` is the structured failure; `state` the snapshot the failed
+    /// superstep started from (the failed attempts wrote nothing). The
+    /// returned directive takes the node's place; an `Err` fails the run with
+    /// that error.
+    async fn handle(&self, err: &NodeError, state: &Battlefield) -> Result<Directive, NodeError>;
+}

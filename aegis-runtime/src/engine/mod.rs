@@ -12,8 +12,8 @@ mod run;
 pub use config::{ConfigError, EngineConfig, EngineLimits};
 pub use context::{HeartbeatHandle, NodeContext, ParleyResponse};
 pub use hooks::{
-    EdgeConditionEvaluator, InterceptorDecision, NodeInterceptor, RetryPredicateError,
-    RetryPredicateEvaluator,
+    EdgeConditionEvaluator, ErrorHandler, InterceptorDecision, NodeInterceptor,
+    RetryPredicateError, RetryPredicateEvaluator,
 };
 pub use outcome::RunOutcome;
 pub use record::{AttemptRecord, NodeExecutionRecord, NodeStatus};
@@ -24,7 +24,8 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use crate::aegis::{Aegis, RetryPredicate};
+use crate::aegis::{Aegis, ErrorHandlerSpec, RetryPredicate};
+use crate::cache::{NodeCache, NodeCacheHandle};
 use crate::error::{EngineError, PolicyOffender};
 use crate::graph::{NodeId, WarGraph};
 use crate::paladin::PaladinPort;
@@ -45,9 +46,11 @@ pub struct WarEngine<S = InMemoryWaypointStore> {
     pub(crate) store: Arc<S>,
     pub(crate) retry_predicates: HashMap<String, Arc<dyn RetryPredicateEvaluator>>,
     pub(crate) edge_evaluators: HashMap<String, Arc<dyn EdgeConditionEvaluator>>,
+    pub(crate) error_handlers: HashMap<String, Arc<dyn ErrorHandler>>,
     pub(crate) trace_sinks: Vec<Arc<dyn TraceSink>>,
     pub(crate) interceptors: Vec<Arc<dyn NodeInterceptor>>,
     pub(crate) cancellation: CancellationToken,
+    pub(crate) node_cache: Option<NodeCacheHandle>,
 }
 
 impl<S> fmt::Debug for WarEngine<S> {
@@ -59,9 +62,18 @@ impl<S> fmt::Debug for WarEngine<S> {
         f.debug_struct("WarEngine")
             .field("retry_predicates", &predicates)
             .field("edge_evaluators", &evaluators)
+            .field("error_handlers", &{
+                let mut h: Vec<_> = self.error_handlers.keys().collect();
+                h.sort();
+                h
+            })
             .field("trace_sinks", &self.trace_sinks.len())
             .field("interceptors", &self.interceptors.len())
             .field("cancelled", &self.cancellation.is_cancelled())
+            .field(
+                "node_cache",
+                &self.node_cache.as_ref().map(|c| c.backend().backend_name()),
+            )
             .finish_non_exhaustive()
     }
 }
@@ -75,10 +87,20 @@ impl<S: WaypointStore> WarEngine<S> {
             store,
             retry_predicates: HashMap::new(),
             edge_evaluators: HashMap::new(),
+            error_handlers: HashMap::new(),
             trace_sinks: Vec::new(),
             interceptors: Vec::new(),
             cancellation: CancellationToken::new(),
+            node_cache: None,
         }
+    }
+
+    /// Serves nodes with a `CachePolicy` from `cache`. Without a backend,
+    /// any cache policy in a graph fails `start`/`resume` with
+    /// `CachePolicyWithoutCacheBackend` before a node runs.
+    pub fn with_node_cache(mut self, cache: Arc<dyn NodeCache>) -> Self {
+        self.node_cache = Some(NodeCacheHandle::new(cache));
+        self
     }
 
     /// Registers a retry predicate for `RetryPredicate::Custom(name)`.
@@ -98,6 +120,16 @@ impl<S: WaypointStore> WarEngine<S> {
         evaluator: Arc<dyn EdgeConditionEvaluator>,
     ) -> Self {
         self.edge_evaluators.insert(name.into(), evaluator);
+        self
+    }
+
+    /// Registers a handler for `ErrorHandlerSpec::Custom(name)`.
+    pub fn with_error_handler(
+        mut self,
+        name: impl Into<String>,
+        handler: Arc<dyn ErrorHandler>,
+    ) -> Self {
+        self.error_handlers.insert(name.into(), handler);
         self
     }
 
@@ -179,6 +211,24 @@ impl<S: WaypointStore> WarEngine<S> {
             });
         }
 
+        let unregistered: Vec<PolicyOffender> = entries
+            .iter()
+            .filter_map(|(node, aegis)| match &aegis.on_error {
+                Some(ErrorHandlerSpec::Custom(name)) if !self.error_handlers.contains_key(name) => {
+                    Some(PolicyOffender::new(
+                        *node,
+                        format!("error handler `{name}` is not registered"),
+                    ))
+                }
+                _ => None,
+            })
+            .collect();
+        if !unregistered.is_empty() {
+            problems.push(EngineError::UnregisteredErrorHandler {
+                offenders: unregistered,
+            });
+        }
+
         let mut evaluators: Vec<String> = graph
             .conditional
             .iter()
@@ -189,6 +239,11 @@ impl<S: WaypointStore> WarEngine<S> {
         evaluators.dedup();
         if !evaluators.is_empty() {
             problems.push(EngineError::UnregisteredEdgeEvaluator { names: evaluators });
+        }
+        if self.node_cache.is_none()
+            && let Some(missing) = crate::cache::validate::missing_backend_error(graph)
+        {
+            problems.push(missing);
         }
         EngineError::from_problems(problems)
     }

@@ -9,6 +9,7 @@ use std::time::SystemTime;
 use super::attempt::{ActivationResult, Budget, StepCtx};
 use super::index::GraphIndex;
 use super::{NodeExecutionRecord, RunOutcome, WarEngine};
+use crate::aegis::ErrorHandlerSpec;
 use crate::error::{EngineError, NodeError};
 use crate::graph::{END, NextStep, NodeId};
 use crate::state::{Battlefield, Writer, merge};
@@ -185,7 +186,7 @@ impl<S: WaypointStore> WarEngine<S> {
             let mut records: Vec<NodeExecutionRecord> = Vec::new();
             for (activation, result) in results {
                 match result {
-                    ActivationResult::Succeeded { directive, record } => {
+                    ActivationResult::Done { directive, record } => {
                         cur.completed.push(CompletedActivation {
                             activation,
                             directive,
@@ -278,6 +279,10 @@ impl<S: WaypointStore> WarEngine<S> {
                 superstep: cur.superstep,
                 budget,
                 spec: entry.spec,
+                fingerprint: &cur.fingerprint,
+                schema: &index.graph.schema,
+                cache: entry.aegis.and_then(|a| a.cache.as_ref()),
+                on_error: entry.aegis.and_then(|a| a.on_error.as_ref()),
                 retry: entry.aegis.and_then(|a| a.retry.as_ref()),
                 timeout: entry.aegis.and_then(|a| a.timeout.as_ref()),
                 shutdown_grace: limits.shutdown_grace,
@@ -352,7 +357,13 @@ impl<S: WaypointStore> WarEngine<S> {
                     if target.as_str() == END {
                         continue;
                     }
-                    let allowed = entry.successors.contains(target)
+                    // A Route target is eligible by declaration.
+                    let routed = matches!(
+                        entry.aegis.and_then(|a| a.on_error.as_ref()),
+                        Some(ErrorHandlerSpec::Route { to, .. }) if to == target
+                    );
+                    let allowed = routed
+                        || entry.successors.contains(target)
                         || index.graph.dynamic_targets.contains(target);
                     if !allowed {
                         return Err(EngineError::InvalidGoto {

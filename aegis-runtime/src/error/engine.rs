@@ -161,6 +161,36 @@ pub enum EngineError {
         /// Every missing evaluator name.
         names: Vec<String>,
     },
+    /// Custom error handlers no one registered on the engine.
+    #[error("error handlers not registered on the engine: {}", list(offenders))]
+    UnregisteredErrorHandler {
+        /// Every offender, naming the missing handler.
+        offenders: Vec<PolicyOffender>,
+    },
+    /// Route handlers whose target is not a declared node.
+    #[error("route targets that are not declared nodes: {}", list(offenders))]
+    RouteTargetUnknown {
+        /// Every offender.
+        offenders: Vec<PolicyOffender>,
+    },
+    /// Route handlers whose error field is not declared.
+    #[error("route error fields that are not declared: {}", list(offenders))]
+    RouteErrorFieldUndeclared {
+        /// Every offender.
+        offenders: Vec<PolicyOffender>,
+    },
+    /// Route handlers whose error field is `Sum` (an error object cannot be summed).
+    #[error("route error fields with Sum dispatch: {}", list(offenders))]
+    RouteErrorFieldDispatchInvalid {
+        /// Every offender.
+        offenders: Vec<PolicyOffender>,
+    },
+    /// Absorb deltas writing undeclared fields or values their dispatch cannot take.
+    #[error("absorb deltas that do not fit the schema: {}", list(offenders))]
+    AbsorbDeltaSchemaInvalid {
+        /// Every offender.
+        offenders: Vec<PolicyOffender>,
+    },
 
     /// The initial input does not fit the schema.
     #[error("invalid input: {0}")]

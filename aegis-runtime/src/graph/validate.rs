@@ -3,8 +3,9 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use super::{END, NodeId, NodeKind, NodeSpec, START, WarGraph};
-use crate::aegis::{Aegis, retry_problems, timeout_problems};
+use crate::aegis::{Aegis, ErrorHandlerSpec, retry_problems, timeout_problems};
 use crate::error::{EdgeRef, EngineError, PolicyOffender};
+use crate::state::DispatchRule;
 
 impl WarGraph {
     /// Checks the graph before any node runs and reports every problem found,
@@ -105,15 +106,24 @@ impl WarGraph {
         }
 
         errors.extend(self.aegis_problems(&declared));
+        errors.extend(crate::cache::validate::cache_problems(self));
         errors
     }
 
-    /// Every node reachable from START through static and conditional edges;
-    /// dynamic targets count as reachable (any node may `Goto` them).
+    /// Every node reachable from START through static and conditional edges
+    /// and error routes; dynamic targets count as reachable (any node may
+    /// `Goto` them), and so do Route targets (eligible by declaration).
     pub(crate) fn reachable(&self) -> BTreeSet<NodeId> {
         let mut succ: BTreeMap<&NodeId, Vec<&NodeId>> = BTreeMap::new();
         for (a, b) in &self.edges {
             succ.entry(a).or_default().push(b);
+        }
+        for (id, _) in &self.nodes {
+            if let Some(ErrorHandlerSpec::Route { to, .. }) =
+                self.aegis_for(id).and_then(|a| a.on_error.as_ref())
+            {
+                succ.entry(id).or_default().push(to);
+            }
         }
         for c in &self.conditional {
             succ.entry(&c.from).or_default().extend(c.targets.iter());
@@ -211,6 +221,8 @@ impl WarGraph {
             errors.push(EngineError::TimeoutPolicyInvalid { offenders: timeout });
         }
 
+        errors.extend(self.handler_problems(&entries, declared));
+
         // The support matrix applies to the policy each node actually gets.
         let mut unsupported = Vec::new();
         for (id, spec) in &self.nodes {
@@ -227,6 +239,75 @@ impl WarGraph {
             errors.push(EngineError::AegisUnsupportedForNodeKind {
                 offenders: unsupported,
             });
+        }
+        errors
+    }
+}
+
+impl WarGraph {
+    /// Route and Absorb wiring: targets, error fields, fallback deltas.
+    fn handler_problems(
+        &self,
+        entries: &[(Option<&NodeId>, &Aegis)],
+        declared: &BTreeSet<&NodeId>,
+    ) -> Vec<EngineError> {
+        let (mut unknown, mut undeclared, mut summed, mut absorb) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for (node, aegis) in entries {
+            match &aegis.on_error {
+                Some(ErrorHandlerSpec::Route { to, error_field }) => {
+                    if !declared.contains(to) {
+                        unknown.push(PolicyOffender::new(
+                            *node,
+                            format!("routes to undeclared node `{to}`"),
+                        ));
+                    }
+                    match self.schema.field(error_field.as_str()) {
+                        None => undeclared.push(PolicyOffender::new(
+                            *node,
+                            format!("error field `{error_field}` is not declared"),
+                        )),
+                        Some(f) if f.dispatch == DispatchRule::Sum => summed.push(PolicyOffender::new(
+                            *node,
+                            format!("error field `{error_field}` is Sum; use LastWrite, Append or Merge"),
+                        )),
+                        Some(_) => {}
+                    }
+                }
+                Some(ErrorHandlerSpec::Absorb { fallback_delta }) => {
+                    for (field, value) in fallback_delta.iter() {
+                        let problem = match self.schema.field(field.as_str()) {
+                            None => Some(format!("writes undeclared field `{field}`")),
+                            Some(f) if f.dispatch == DispatchRule::Sum && !value.is_number() => {
+                                Some(format!("writes a non-number to Sum field `{field}`"))
+                            }
+                            Some(f) if f.dispatch == DispatchRule::Merge && !value.is_object() => {
+                                Some(format!("writes a non-object to Merge field `{field}`"))
+                            }
+                            Some(_) => None,
+                        };
+                        if let Some(p) = problem {
+                            absorb.push(PolicyOffender::new(*node, p));
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        let mut errors = Vec::new();
+        if !unknown.is_empty() {
+            errors.push(EngineError::RouteTargetUnknown { offenders: unknown });
+        }
+        if !undeclared.is_empty() {
+            errors.push(EngineError::RouteErrorFieldUndeclared {
+                offenders: undeclared,
+            });
+        }
+        if !summed.is_empty() {
+            errors.push(EngineError::RouteErrorFieldDispatchInvalid { offenders: summed });
+        }
+        if !absorb.is_empty() {
+            errors.push(EngineError::AbsorbDeltaSchemaInvalid { offenders: absorb });
         }
         errors
     }
