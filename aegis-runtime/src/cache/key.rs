@@ -85,6 +85,14 @@ pub enum CacheKeyError {
         /// The template's error.
         source: TemplateError,
     },
+    /// The node's kind cannot be cached (validation rejects such policies).
+    #[error("node `{node}` is a {kind} node, which cannot be cached")]
+    UnsupportedNodeKind {
+        /// The node.
+        node: NodeId,
+        /// Its kind.
+        kind: crate::graph::NodeKind,
+    },
 }
 
 fn graph_scope(graph_fingerprint: &str) -> String {
@@ -157,6 +165,12 @@ pub fn derive_key(
         .str(node_id.as_str());
 
     match spec {
+        NodeSpec::Battalion { .. } | NodeSpec::Gate { .. } => {
+            return Err(CacheKeyError::UnsupportedNodeKind {
+                node: node_id.clone(),
+                kind: spec.kind(),
+            });
+        }
         NodeSpec::Paladin { paladin, input, .. } => {
             let rendered =
                 input

@@ -16,7 +16,9 @@ use super::{
 use crate::aegis::{CachePolicy, ErrorHandlerSpec, RetryPolicy, RetryPredicate, TimeoutPolicy};
 use crate::cache::{CacheKey, derive_key};
 use crate::error::{NodeError, NodeErrorSource, PaladinError, TimeoutKind, Transience};
-use crate::graph::{Directive, NextStep, NodeId, NodeSpec};
+use crate::graph::{
+    Directive, MusterTask, NextStep, NodeId, NodeSpec, ParleyRequest, ParleyResponse,
+};
 use crate::paladin::parse_and_check;
 use crate::state::{Battlefield, BattlefieldSchema, StateDelta};
 use crate::trace::{AttemptStatus, TraceEvent};
@@ -67,6 +69,10 @@ pub(crate) struct StepCtx<'a> {
     pub(crate) cache: Option<&'a CachePolicy>,
     pub(crate) retry: Option<&'a RetryPolicy>,
     pub(crate) on_error: Option<&'a ErrorHandlerSpec>,
+    pub(crate) task: Option<&'a MusterTask>,
+    pub(crate) parley_response: Option<&'a ParleyResponse>,
+    /// How often this node has been activated in the thread (1 = first).
+    pub(crate) visit: u32,
     pub(crate) timeout: Option<&'a TimeoutPolicy>,
     pub(crate) shutdown_grace: Duration,
 }
@@ -198,7 +204,7 @@ impl<S: WaypointStore> WarEngine<S> {
         let mut failed: Vec<AttemptRecord> = Vec::new();
         let record = |status, attempt, failed: Vec<AttemptRecord>| NodeExecutionRecord {
             node_id: node_id.clone(),
-            task_key: None,
+            task_key: step.task.map(|t| t.task_key.clone()),
             status,
             attempt,
             attempts: failed,
@@ -224,7 +230,7 @@ impl<S: WaypointStore> WarEngine<S> {
         {
             self.emit(TraceEvent::NodeFinished {
                 node_id: node_id.clone(),
-                task_key: None,
+                task_key: step.task.map(|t| t.task_key.clone()),
                 attempt: 1,
                 status: AttemptStatus::Succeeded,
                 cache_hit: true,
@@ -274,7 +280,7 @@ impl<S: WaypointStore> WarEngine<S> {
 
             self.emit(TraceEvent::NodeStarted {
                 node_id: node_id.clone(),
-                task_key: None,
+                task_key: step.task.map(|t| t.task_key.clone()),
                 attempt,
             });
             let attempt_started = SystemTime::now();
@@ -290,7 +296,7 @@ impl<S: WaypointStore> WarEngine<S> {
             };
             self.emit(TraceEvent::NodeFinished {
                 node_id: node_id.clone(),
-                task_key: None,
+                task_key: step.task.map(|t| t.task_key.clone()),
                 attempt,
                 status,
                 cache_hit: false,
@@ -399,7 +405,7 @@ impl<S: WaypointStore> WarEngine<S> {
             step.spec,
             &policy.key,
             state,
-            None,
+            step.task.map(|t| (t.task_key.as_str(), &t.payload)),
         ) {
             Ok(key) => Some(key),
             Err(e) => {
@@ -499,7 +505,8 @@ impl<S: WaypointStore> WarEngine<S> {
             attempt,
             heartbeat: heartbeat.clone(),
             cancellation: self.cancellation.clone(),
-            parley_response: None,
+            parley_response: step.parley_response.cloned(),
+            task: step.task.cloned(),
         };
         let now = Instant::now();
         let run_deadline = step
@@ -523,6 +530,13 @@ impl<S: WaypointStore> WarEngine<S> {
         let finish =
             |r: Result<Result<Directive, NodeError>, Box<dyn std::any::Any + Send>>| match r {
                 Ok(Ok(d)) => AttemptEnd::Done(d),
+                // A child run halted by the shared token: this attempt shuts down too.
+                Ok(Err(e))
+                    if e.source == NodeErrorSource::Cancelled
+                        && self.cancellation.is_cancelled() =>
+                {
+                    AttemptEnd::Shutdown
+                }
                 Ok(Err(e)) => AttemptEnd::Error(e),
                 Err(payload) => AttemptEnd::Error(NodeError {
                     node_id: node_id.clone(),
@@ -534,7 +548,7 @@ impl<S: WaypointStore> WarEngine<S> {
                 }),
             };
 
-        let fut = AssertUnwindSafe(self.execute(step.spec, state, &ctx)).catch_unwind();
+        let fut = AssertUnwindSafe(self.execute(step.spec, state, &ctx, step.visit)).catch_unwind();
         tokio::pin!(fut);
         tokio::select! {
             biased;
@@ -568,6 +582,7 @@ impl<S: WaypointStore> WarEngine<S> {
         spec: &NodeSpec,
         state: &Battlefield,
         ctx: &NodeContext,
+        visit: u32,
     ) -> Result<Directive, NodeError> {
         let fail = |transience, source| NodeError {
             node_id: ctx.node_id.clone(),
@@ -608,6 +623,36 @@ impl<S: WaypointStore> WarEngine<S> {
                     .set(output_field, value)
                     .map_err(|e| paladin_error(PaladinError::ConfigurationError(e.to_string())))?;
                 Ok(Directive::edges(delta))
+            }
+            NodeSpec::Gate {
+                prompt,
+                expires_after,
+                on_expire,
+                approve,
+                reject,
+            } => Ok(match &ctx.parley_response {
+                None => Directive::parley(ParleyRequest {
+                    prompt: prompt.clone(),
+                    payload: serde_json::Value::Null,
+                    expires_after: *expires_after,
+                    on_expire: on_expire.clone(),
+                }),
+                Some(answer) => {
+                    let target = if answer.is_approval() {
+                        approve
+                    } else {
+                        reject
+                    };
+                    Directive::goto(StateDelta::new(), target.clone())
+                }
+            }),
+            NodeSpec::Battalion {
+                child,
+                inputs,
+                outputs,
+            } => {
+                // Boxed: a child run is an engine run, so the future recurses.
+                Box::pin(self.run_battalion(child, inputs, outputs, state, ctx, visit)).await
             }
         }
     }

@@ -6,7 +6,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::graph::NodeId;
+use crate::graph::{MusterTask, NodeId, ParleyResponse};
 
 /// Reports an attempt's progress to its idle timeout.
 ///
@@ -81,20 +81,6 @@ impl HeartbeatHandle {
     }
 }
 
-/// A human's answer to a parley, handed to the node on resume.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct ParleyResponse {
-    /// The answer.
-    pub value: serde_json::Value,
-}
-
-impl ParleyResponse {
-    /// An answer.
-    pub fn new(value: serde_json::Value) -> Self {
-        ParleyResponse { value }
-    }
-}
-
 /// What a node sees of the engine during one attempt.
 #[derive(Debug, Clone)]
 pub struct NodeContext {
@@ -105,6 +91,7 @@ pub struct NodeContext {
     pub(crate) heartbeat: HeartbeatHandle,
     pub(crate) cancellation: CancellationToken,
     pub(crate) parley_response: Option<ParleyResponse>,
+    pub(crate) task: Option<MusterTask>,
 }
 
 impl NodeContext {
@@ -118,6 +105,7 @@ impl NodeContext {
             heartbeat: HeartbeatHandle::noop(),
             cancellation: CancellationToken::new(),
             parley_response: None,
+            task: None,
         }
     }
 
@@ -159,5 +147,10 @@ impl NodeContext {
     /// The human's answer, on the re-run after a parley.
     pub fn parley_response(&self) -> Option<&ParleyResponse> {
         self.parley_response.as_ref()
+    }
+
+    /// The task, when this node runs as a mustered task of a worker template.
+    pub fn task(&self) -> Option<&MusterTask> {
+        self.task.as_ref()
     }
 }

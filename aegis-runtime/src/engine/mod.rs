@@ -1,6 +1,7 @@
 //! The `WarEngine`: the superstep loop and the Aegis attempt loop.
 
 mod attempt;
+mod battalion;
 mod config;
 mod context;
 mod hooks;
@@ -10,7 +11,7 @@ mod record;
 mod run;
 
 pub use config::{ConfigError, EngineConfig, EngineLimits};
-pub use context::{HeartbeatHandle, NodeContext, ParleyResponse};
+pub use context::{HeartbeatHandle, NodeContext};
 pub use hooks::{
     EdgeConditionEvaluator, ErrorHandler, InterceptorDecision, NodeInterceptor,
     RetryPredicateError, RetryPredicateEvaluator,
@@ -27,11 +28,13 @@ use tracing::Instrument;
 use crate::aegis::{Aegis, ErrorHandlerSpec, RetryPredicate};
 use crate::cache::{NodeCache, NodeCacheHandle};
 use crate::error::{EngineError, PolicyOffender};
-use crate::graph::{NodeId, WarGraph};
+use crate::graph::{NodeId, NodeSpec, ParleyExpiry, ParleyResponse, WarGraph};
 use crate::paladin::PaladinPort;
 use crate::state::initial_state;
 use crate::trace::{TraceEvent, TraceSink, log_event};
-use crate::waypoint::{Chronicle, InMemoryWaypointStore, WaypointStatus, WaypointStore};
+use crate::waypoint::{
+    Chronicle, InMemoryWaypointStore, ParleyDelivery, WaypointStatus, WaypointStore,
+};
 use attempt::Budget;
 use index::GraphIndex;
 use run::Cursor;
@@ -51,6 +54,9 @@ pub struct WarEngine<S = InMemoryWaypointStore> {
     pub(crate) interceptors: Vec<Arc<dyn NodeInterceptor>>,
     pub(crate) cancellation: CancellationToken,
     pub(crate) node_cache: Option<NodeCacheHandle>,
+    /// Beaten after every superstep: a Battalion child beats its parent
+    /// attempt's heartbeat this way.
+    pub(crate) superstep_beat: Option<HeartbeatHandle>,
 }
 
 impl<S> fmt::Debug for WarEngine<S> {
@@ -92,6 +98,7 @@ impl<S: WaypointStore> WarEngine<S> {
             interceptors: Vec::new(),
             cancellation: CancellationToken::new(),
             node_cache: None,
+            superstep_beat: None,
         }
     }
 
@@ -182,6 +189,24 @@ impl<S: WaypointStore> WarEngine<S> {
     /// every registered name it uses.
     pub fn validate(&self, graph: &WarGraph) -> Result<(), EngineError> {
         let mut problems = graph.problems();
+        problems.extend(self.registry_problems(graph));
+        EngineError::from_problems(problems)
+    }
+
+    /// What only this engine can know: registered names and the cache
+    /// backend, for `graph` and every Battalion child in it.
+    fn registry_problems(&self, graph: &WarGraph) -> Vec<EngineError> {
+        let mut problems = Vec::new();
+        for (id, spec) in &graph.nodes {
+            if let NodeSpec::Battalion { child, .. } = spec
+                && let Err(error) = EngineError::from_problems(self.registry_problems(child))
+            {
+                problems.push(EngineError::BattalionChildInvalid {
+                    node: id.clone(),
+                    error: Box::new(error),
+                });
+            }
+        }
 
         let entries: Vec<(Option<&NodeId>, &Aegis)> = graph
             .default_aegis
@@ -245,7 +270,7 @@ impl<S: WaypointStore> WarEngine<S> {
         {
             problems.push(missing);
         }
-        EngineError::from_problems(problems)
+        problems
     }
 
     /// Starts a new thread with `input` (a JSON object of field values).
@@ -278,6 +303,7 @@ impl<S: WaypointStore> WarEngine<S> {
             vanguard,
             interrupted: false,
             completed: Vec::new(),
+            parley: None,
             visits: Default::default(),
         };
         let status = if cursor.vanguard.is_empty() {
@@ -318,15 +344,53 @@ impl<S: WaypointStore> WarEngine<S> {
                 found,
             });
         }
-        if response.is_some() {
-            return Err(EngineError::UnexpectedParleyResponse {
-                thread_id: thread_id.to_string(),
-            });
-        }
         let index = GraphIndex::new(graph);
         let budget = Budget::new(graph.limits.run_timeout);
-        self.run(&index, Cursor::from_waypoint(latest), budget, true)
-            .await
+        let created_at = latest.created_at;
+        let requests = match &latest.status {
+            WaypointStatus::AwaitingInput { requests } => Some(requests.clone()),
+            _ => None,
+        };
+        let mut cursor = Cursor::from_waypoint(latest);
+        match (requests, response) {
+            (None, None) => {}
+            (None, Some(_)) => {
+                return Err(EngineError::UnexpectedParleyResponse {
+                    thread_id: thread_id.to_string(),
+                });
+            }
+            (Some(_), None) => {
+                return Err(EngineError::ParleyResponseRequired {
+                    thread_id: thread_id.to_string(),
+                });
+            }
+            (Some(requests), Some(mut response)) => {
+                // Expiry is measured from the waypoint that asked.
+                let age = std::time::SystemTime::now()
+                    .duration_since(created_at)
+                    .unwrap_or_default();
+                for (node, request) in &requests {
+                    let expired = request.expires_after.is_some_and(|after| age >= after);
+                    if !expired {
+                        continue;
+                    }
+                    match &request.on_expire {
+                        ParleyExpiry::Fail => {
+                            let error = EngineError::ParleyExpired { node: node.clone() };
+                            return self.fail(cursor, error, None, Vec::new()).await;
+                        }
+                        ParleyExpiry::Proceed(default) => {
+                            response = ParleyResponse::new(default.clone());
+                        }
+                    }
+                }
+                cursor.parley = Some(ParleyDelivery {
+                    nodes: requests.into_iter().map(|(n, _)| n).collect(),
+                    response,
+                });
+            }
+        }
+        self.run(&index, cursor, budget, true).await
     }
 
     async fn run(

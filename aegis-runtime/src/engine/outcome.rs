@@ -1,7 +1,7 @@
 //! What `start` and `resume` return for a run that executed.
 
 use crate::error::{EngineError, NodeError};
-use crate::graph::NodeId;
+use crate::graph::{NodeId, ParleyRequest};
 use crate::state::Battlefield;
 
 /// How a `start` or `resume` call ended.
@@ -24,6 +24,15 @@ pub enum RunOutcome {
         /// Why.
         error: EngineError,
     },
+    /// The run waits for a human; `resume` it with a `ParleyResponse`.
+    AwaitingInput {
+        /// The thread.
+        thread_id: String,
+        /// The state so far (the other activations of the superstep merged).
+        state: Battlefield,
+        /// Each node that parleyed, with its question.
+        requests: Vec<(NodeId, ParleyRequest)>,
+    },
     /// The run was cancelled; `resume` continues it.
     Halted {
         /// The thread.
@@ -41,6 +50,7 @@ impl RunOutcome {
         match self {
             RunOutcome::Completed { state, .. }
             | RunOutcome::Failed { state, .. }
+            | RunOutcome::AwaitingInput { state, .. }
             | RunOutcome::Halted { state, .. } => state,
         }
     }
@@ -50,6 +60,7 @@ impl RunOutcome {
         match self {
             RunOutcome::Completed { thread_id, .. }
             | RunOutcome::Failed { thread_id, .. }
+            | RunOutcome::AwaitingInput { thread_id, .. }
             | RunOutcome::Halted { thread_id, .. } => thread_id,
         }
     }
@@ -70,6 +81,7 @@ impl RunOutcome {
         match self {
             RunOutcome::Completed { .. } => "Completed",
             RunOutcome::Failed { .. } => "Failed",
+            RunOutcome::AwaitingInput { .. } => "AwaitingInput",
             RunOutcome::Halted { .. } => "Halted",
         }
     }
@@ -80,11 +92,20 @@ impl RunOutcome {
     }
 
     /// The final state of a completed run, the error of a failed one; a
-    /// halted run is `Err(EngineError::Halted)`.
+    /// halted run is `Err(EngineError::Halted)`, a waiting one
+    /// `Err(EngineError::AwaitingInput)`.
     pub fn into_result(self) -> Result<Battlefield, EngineError> {
         match self {
             RunOutcome::Completed { state, .. } => Ok(state),
             RunOutcome::Failed { error, .. } => Err(error),
+            RunOutcome::AwaitingInput {
+                thread_id,
+                requests,
+                ..
+            } => Err(EngineError::AwaitingInput {
+                thread_id,
+                nodes: requests.into_iter().map(|(n, _)| n).collect(),
+            }),
             RunOutcome::Halted {
                 thread_id,
                 vanguard,

@@ -2,7 +2,7 @@
 //! barrier in vanguard order, write a waypoint, compute the next vanguard.
 
 use futures::StreamExt;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -11,10 +11,12 @@ use super::index::GraphIndex;
 use super::{NodeExecutionRecord, RunOutcome, WarEngine};
 use crate::aegis::ErrorHandlerSpec;
 use crate::error::{EngineError, NodeError};
-use crate::graph::{END, NextStep, NodeId};
+use crate::graph::{END, MusterTask, NextStep, NodeId, NodeSpec, ParleyRequest};
 use crate::state::{Battlefield, Writer, merge};
 use crate::trace::TraceEvent;
-use crate::waypoint::{Activation, CompletedActivation, Waypoint, WaypointStatus, WaypointStore};
+use crate::waypoint::{
+    Activation, CompletedActivation, ParleyDelivery, Waypoint, WaypointStatus, WaypointStore,
+};
 
 /// Where a thread stands between two waypoint writes.
 pub(crate) struct Cursor {
@@ -29,6 +31,7 @@ pub(crate) struct Cursor {
     /// (its visits counted), rather than the next one.
     pub(crate) interrupted: bool,
     pub(crate) completed: Vec<CompletedActivation>,
+    pub(crate) parley: Option<ParleyDelivery>,
     pub(crate) visits: BTreeMap<NodeId, u32>,
 }
 
@@ -43,6 +46,7 @@ impl Cursor {
             vanguard: w.vanguard,
             interrupted: w.interrupted,
             completed: w.completed,
+            parley: w.parley,
             visits: w.visits,
         }
     }
@@ -63,10 +67,29 @@ impl Cursor {
             interrupted: self.interrupted,
             completed: self.completed.clone(),
             records,
+            parley: self.parley.clone(),
             visits: self.visits.clone(),
             fingerprint: self.fingerprint.clone(),
             created_at: SystemTime::now(),
         }
+    }
+}
+
+/// What every activation of one superstep shares, owned so that the run
+/// loop may update the cursor (progress waypoints) while activations run.
+struct StepEnv {
+    thread_id: Arc<str>,
+    superstep: u32,
+    state: Battlefield,
+    parley: Option<ParleyDelivery>,
+    fingerprint: String,
+    visits: BTreeMap<NodeId, u32>,
+}
+
+fn writer(a: &Activation) -> Writer {
+    Writer {
+        node: a.node_id.to_string(),
+        task_key: a.task_key().map(str::to_string),
     }
 }
 
@@ -83,7 +106,7 @@ impl<S: WaypointStore> WarEngine<S> {
         Ok(())
     }
 
-    async fn fail(
+    pub(crate) async fn fail(
         &self,
         mut cur: Cursor,
         error: EngineError,
@@ -119,7 +142,7 @@ impl<S: WaypointStore> WarEngine<S> {
         })
     }
 
-    /// Drives a thread until it completes, fails or halts.
+    /// Drives a thread until it completes, fails, halts or waits for input.
     pub(crate) async fn drive(
         &self,
         index: &GraphIndex<'_>,
@@ -148,12 +171,15 @@ impl<S: WaypointStore> WarEngine<S> {
                     };
                     return self.fail(cur, e, None, Vec::new()).await;
                 }
+                // A visit is a node's activation in a superstep, however
+                // many tasks a muster gives it.
+                let nodes: BTreeSet<&NodeId> = cur.vanguard.iter().map(|a| &a.node_id).collect();
                 let mut over = None;
-                for a in &cur.vanguard {
-                    let v = cur.visits.entry(a.node_id.clone()).or_insert(0);
+                for node in nodes {
+                    let v = cur.visits.entry(node.clone()).or_insert(0);
                     *v += 1;
                     if *v > limits.max_node_visits && over.is_none() {
-                        over = Some(a.node_id.clone());
+                        over = Some(node.clone());
                     }
                 }
                 if let Some(node) = over {
@@ -179,12 +205,12 @@ impl<S: WaypointStore> WarEngine<S> {
                 .filter(|a| !done.contains(a))
                 .cloned()
                 .collect();
-            let results = self.run_vanguard(index, &cur, budget, todo).await;
+            let unfinished = self.run_vanguard(index, &mut cur, budget, todo).await?;
 
             let mut failures: Vec<(NodeError, bool)> = Vec::new();
             let mut pending: Vec<NodeId> = Vec::new();
             let mut records: Vec<NodeExecutionRecord> = Vec::new();
-            for (activation, result) in results {
+            for (activation, result) in unfinished {
                 match result {
                     ActivationResult::Done { directive, record } => {
                         cur.completed.push(CompletedActivation {
@@ -210,7 +236,7 @@ impl<S: WaypointStore> WarEngine<S> {
             cur.completed
                 .sort_by(|a, b| a.activation.cmp(&b.activation));
             records.extend(cur.completed.iter().map(|c| c.record.clone()));
-            records.sort_by(|a, b| a.node_id.cmp(&b.node_id));
+            records.sort_by(|a, b| (&a.node_id, &a.task_key).cmp(&(&b.node_id, &b.task_key)));
 
             if let Some((error, _)) = failures.first() {
                 let run_error = if failures.iter().any(|(_, budget)| *budget) {
@@ -224,31 +250,71 @@ impl<S: WaypointStore> WarEngine<S> {
             if !pending.is_empty() {
                 return self.halt(cur, pending, records).await;
             }
+            if let Some(e) = task_violation(&cur.completed) {
+                return self.fail(cur, e, None, records).await;
+            }
 
-            let writes = cur.completed.iter().map(|c| {
-                (
-                    Writer::node(c.activation.node_id.as_str()),
-                    &c.directive.delta,
-                )
-            });
+            // A parleying activation's delta is discarded: it runs again,
+            // with the answer, after resume.
+            let requests: Vec<(NodeId, ParleyRequest)> = cur
+                .completed
+                .iter()
+                .filter_map(|c| match &c.directive.next {
+                    NextStep::Parley(r) => Some((c.activation.node_id.clone(), r.clone())),
+                    _ => None,
+                })
+                .collect();
+            let writes = cur
+                .completed
+                .iter()
+                .filter(|c| !matches!(c.directive.next, NextStep::Parley(_)))
+                .map(|c| (writer(&c.activation), &c.directive.delta));
             let merged = match merge(&index.graph.schema, &cur.state, writes) {
                 Ok(s) => s,
                 Err(e) => return self.fail(cur, e.into(), None, records).await,
             };
-            let next = match self.successors(index, &cur.completed, &merged).await {
+            let mut next = match self.successors(index, &cur.completed, &merged).await {
                 Ok(n) => n,
                 Err(e) => return self.fail(cur, e, None, records).await,
             };
             cur.state = merged;
-            cur.vanguard = next;
             cur.completed.clear();
             cur.interrupted = false;
+            cur.parley = None;
+
+            if !requests.is_empty() {
+                // The re-run after the answer continues the same visit (a
+                // Battalion finds its child thread by it).
+                for (node, _) in &requests {
+                    if let Some(v) = cur.visits.get_mut(node) {
+                        *v = v.saturating_sub(1);
+                    }
+                }
+                next.extend(requests.iter().map(|(n, _)| Activation::node(n.clone())));
+                next.sort();
+                next.dedup();
+                cur.vanguard = next;
+                let status = WaypointStatus::AwaitingInput {
+                    requests: requests.clone(),
+                };
+                self.write(&mut cur, status, records).await?;
+                return Ok(RunOutcome::AwaitingInput {
+                    thread_id: cur.thread_id.to_string(),
+                    state: cur.state,
+                    requests,
+                });
+            }
+
+            cur.vanguard = next;
             let status = if cur.vanguard.is_empty() {
                 WaypointStatus::Completed
             } else {
                 WaypointStatus::Running
             };
             self.write(&mut cur, status, records).await?;
+            if let Some(beat) = &self.superstep_beat {
+                beat.beat();
+            }
             self.emit(TraceEvent::SuperstepFinished {
                 thread_id: cur.thread_id.to_string(),
                 superstep: cur.superstep,
@@ -258,15 +324,28 @@ impl<S: WaypointStore> WarEngine<S> {
     }
 
     /// Runs activations concurrently (at most `max_concurrency` at once)
-    /// against one snapshot; returns them in the order given.
+    /// against one snapshot. Finished activations go straight into
+    /// `cur.completed`; the others are returned. In a superstep of mustered
+    /// tasks, progress waypoints listing the finished tasks are written as
+    /// they finish (at most about 16 per superstep), so a crash or halt
+    /// re-runs only the rest.
     async fn run_vanguard(
         &self,
         index: &GraphIndex<'_>,
-        cur: &Cursor,
+        cur: &mut Cursor,
         budget: Budget,
         todo: Vec<Activation>,
-    ) -> Vec<(Activation, ActivationResult)> {
+    ) -> Result<Vec<(Activation, ActivationResult)>, EngineError> {
         let limits = &index.graph.limits;
+        let env = StepEnv {
+            thread_id: cur.thread_id.clone(),
+            superstep: cur.superstep,
+            state: cur.state.clone(),
+            parley: cur.parley.clone(),
+            fingerprint: cur.fingerprint.clone(),
+            visits: cur.visits.clone(),
+        };
+        let env = &env;
         let one = |activation: Activation| async move {
             let Some(entry) = index.node(activation.node_id.as_str()) else {
                 // Only a waypoint store returning another graph's vanguard
@@ -274,44 +353,78 @@ impl<S: WaypointStore> WarEngine<S> {
                 let result = ActivationResult::undeclared(&activation.node_id);
                 return (activation, result);
             };
+            let parley_response = env
+                .parley
+                .as_ref()
+                .filter(|p| p.nodes.contains(&activation.node_id))
+                .map(|p| &p.response);
             let step = StepCtx {
-                thread_id: &cur.thread_id,
-                superstep: cur.superstep,
+                thread_id: &env.thread_id,
+                superstep: env.superstep,
                 budget,
                 spec: entry.spec,
-                fingerprint: &cur.fingerprint,
+                fingerprint: &env.fingerprint,
                 schema: &index.graph.schema,
                 cache: entry.aegis.and_then(|a| a.cache.as_ref()),
-                on_error: entry.aegis.and_then(|a| a.on_error.as_ref()),
                 retry: entry.aegis.and_then(|a| a.retry.as_ref()),
+                on_error: entry.aegis.and_then(|a| a.on_error.as_ref()),
+                task: activation.task.as_ref(),
+                parley_response,
+                visit: env.visits.get(&activation.node_id).copied().unwrap_or(1),
                 timeout: entry.aegis.and_then(|a| a.timeout.as_ref()),
                 shutdown_grace: limits.shutdown_grace,
             };
-            let result = self.run_activation(&step, &cur.state, &activation).await;
+            let result = self.run_activation(&step, &env.state, &activation).await;
             (activation, result)
         };
+
+        let mut unfinished = Vec::new();
         // One activation (every superstep of a chain) needs no stream.
-        let mut todo = todo;
-        if todo.len() == 1
-            && let Some(a) = todo.pop()
-        {
-            return vec![one(a).await];
+        if todo.len() == 1 {
+            if let Some(a) = todo.into_iter().next() {
+                let (activation, result) = one(a).await;
+                unfinished.push((activation, result));
+            }
+            return Ok(unfinished);
         }
-        let mut results: Vec<(usize, (Activation, ActivationResult))> =
-            futures::stream::iter(todo.into_iter().enumerate())
-                .map(|(i, a)| {
-                    let f = one(a);
-                    async move { (i, f.await) }
-                })
-                .buffer_unordered(limits.max_concurrency.max(1))
-                .collect()
-                .await;
-        results.sort_by_key(|(i, _)| *i);
-        results.into_iter().map(|(_, r)| r).collect()
+        let tasks = todo.iter().filter(|a| a.task.is_some()).count();
+        let progress_every = if tasks > 0 {
+            tasks.div_ceil(16).max(1)
+        } else {
+            usize::MAX
+        };
+        let mut since_progress = 0;
+        let mut results = futures::stream::iter(todo)
+            .map(one)
+            .buffer_unordered(limits.max_concurrency.max(1));
+        while let Some((activation, result)) = results.next().await {
+            match result {
+                ActivationResult::Done { directive, record } => {
+                    let is_task = activation.task.is_some();
+                    cur.completed.push(CompletedActivation {
+                        activation,
+                        directive,
+                        record,
+                    });
+                    if is_task {
+                        since_progress += 1;
+                        if since_progress >= progress_every {
+                            since_progress = 0;
+                            cur.completed
+                                .sort_by(|a, b| a.activation.cmp(&b.activation));
+                            self.write(cur, WaypointStatus::Running, Vec::new()).await?;
+                        }
+                    }
+                }
+                other => unfinished.push((activation, other)),
+            }
+        }
+        Ok(unfinished)
     }
 
-    /// The next vanguard: every completed activation's successors, in node-id
-    /// order, each node once.
+    /// The next vanguard: every completed activation's successors in
+    /// vanguard order (node id, then task index), each node once, plus the
+    /// tasks of any muster.
     async fn successors(
         &self,
         index: &GraphIndex<'_>,
@@ -319,6 +432,8 @@ impl<S: WaypointStore> WarEngine<S> {
         merged: &Battlefield,
     ) -> Result<Vec<Activation>, EngineError> {
         let mut next: BTreeSet<NodeId> = BTreeSet::new();
+        let mut tasks: Vec<Activation> = Vec::new();
+        let mut task_keys: HashMap<NodeId, BTreeSet<String>> = HashMap::new();
         for c in completed {
             let node = &c.activation.node_id;
             let Some(entry) = index.node(node.as_str()) else {
@@ -357,12 +472,17 @@ impl<S: WaypointStore> WarEngine<S> {
                     if target.as_str() == END {
                         continue;
                     }
-                    // A Route target is eligible by declaration.
+                    // Route and Gate targets are eligible by declaration.
                     let routed = matches!(
                         entry.aegis.and_then(|a| a.on_error.as_ref()),
                         Some(ErrorHandlerSpec::Route { to, .. }) if to == target
                     );
+                    let gated = matches!(
+                        entry.spec,
+                        NodeSpec::Gate { approve, reject, .. } if approve == target || reject == target
+                    );
                     let allowed = routed
+                        || gated
                         || entry.successors.contains(target)
                         || index.graph.dynamic_targets.contains(target);
                     if !allowed {
@@ -373,9 +493,69 @@ impl<S: WaypointStore> WarEngine<S> {
                     }
                     next.insert(target.clone());
                 }
-                NextStep::End => {}
+                NextStep::Muster {
+                    worker,
+                    tasks: list,
+                } => {
+                    if !index.graph.is_worker_template(worker) {
+                        return Err(EngineError::MusterWorkerNotTemplate {
+                            node: node.clone(),
+                            worker: worker.clone(),
+                        });
+                    }
+                    let keys = task_keys.entry(worker.clone()).or_default();
+                    for (key, payload) in list {
+                        let task_index = u32::try_from(keys.len()).unwrap_or(u32::MAX);
+                        if !keys.insert(key.clone()) {
+                            return Err(EngineError::DuplicateTaskKey {
+                                node: node.clone(),
+                                worker: worker.clone(),
+                                task_key: key.clone(),
+                            });
+                        }
+                        tasks.push(Activation::task(
+                            worker.clone(),
+                            MusterTask {
+                                task_key: key.clone(),
+                                payload: payload.clone(),
+                                index: task_index,
+                            },
+                        ));
+                    }
+                }
+                NextStep::End | NextStep::Parley(_) => {}
             }
         }
-        Ok(next.into_iter().map(Activation::node).collect())
+        let mut out: Vec<Activation> = next.into_iter().map(Activation::node).collect();
+        out.extend(tasks);
+        out.sort();
+        Ok(out)
     }
+}
+
+/// A mustered task contributes a delta only: anything but Edges from the
+/// task itself, or from its error handler, fails the run before any routing.
+fn task_violation(completed: &[CompletedActivation]) -> Option<EngineError> {
+    completed.iter().find_map(|c| {
+        let task = c.activation.task.as_ref()?;
+        if matches!(c.directive.next, NextStep::Edges) {
+            return None;
+        }
+        let node = c.activation.node_id.clone();
+        let task_key = task.task_key.clone();
+        let returned = c.directive.next.name().to_string();
+        Some(if c.record.status == super::NodeStatus::Failed {
+            EngineError::MusterHandlerMustBeDeltaOnly {
+                node,
+                task_key,
+                returned,
+            }
+        } else {
+            EngineError::MusterTaskMustReturnEdges {
+                node,
+                task_key,
+                returned,
+            }
+        })
+    })
 }

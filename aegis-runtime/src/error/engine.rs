@@ -191,6 +191,47 @@ pub enum EngineError {
         /// Every offender.
         offenders: Vec<PolicyOffender>,
     },
+    /// Worker templates with edges into them (they run only as musters).
+    #[error(
+        "worker templates with incoming edges (they run only as mustered tasks): {}",
+        ids(nodes)
+    )]
+    WorkerTemplateHasIncomingEdges {
+        /// Every such template.
+        nodes: Vec<NodeId>,
+    },
+    /// Route handlers targeting a worker template.
+    #[error("route targets that are worker templates: {}", list(offenders))]
+    RouteTargetIsWorkerTemplate {
+        /// Every offender.
+        offenders: Vec<PolicyOffender>,
+    },
+    /// Route handlers on worker templates (a task may only contribute a delta).
+    #[error(
+        "handlers not allowed on worker templates (use Absorb or a Custom handler returning Edges): {}",
+        list(offenders)
+    )]
+    HandlerNotAllowedOnWorkerTemplate {
+        /// Every offender.
+        offenders: Vec<PolicyOffender>,
+    },
+    /// Battalion field mappings naming undeclared fields.
+    #[error(
+        "battalion field mappings naming undeclared fields: {}",
+        list(offenders)
+    )]
+    BattalionMappingInvalid {
+        /// Every offender.
+        offenders: Vec<PolicyOffender>,
+    },
+    /// A Battalion node's child graph does not validate.
+    #[error("the child graph of battalion `{node}` is invalid: {error}")]
+    BattalionChildInvalid {
+        /// The Battalion node.
+        node: NodeId,
+        /// The child's validation error.
+        error: Box<EngineError>,
+    },
 
     /// The initial input does not fit the schema.
     #[error("invalid input: {0}")]
@@ -323,6 +364,71 @@ pub enum EngineError {
         thread_id: String,
         /// The activations `resume` will run.
         vanguard: Vec<NodeId>,
+    },
+    /// `RunOutcome::into_result` of a run waiting for a human.
+    #[error(
+        "thread `{thread_id}` is awaiting input from {}; resume it with a ParleyResponse",
+        ids(nodes)
+    )]
+    AwaitingInput {
+        /// The thread.
+        thread_id: String,
+        /// The nodes that parleyed.
+        nodes: Vec<NodeId>,
+    },
+    /// `resume` without a response on a thread that is awaiting one.
+    #[error("thread `{thread_id}` is awaiting input: resume it with a ParleyResponse")]
+    ParleyResponseRequired {
+        /// The thread.
+        thread_id: String,
+    },
+    /// A parley was answered after it expired, and its policy is to fail.
+    #[error("the parley of `{node}` expired before it was answered")]
+    ParleyExpired {
+        /// The node that parleyed.
+        node: NodeId,
+    },
+    /// A Muster named a worker that is not a declared worker template.
+    #[error("`{node}` mustered `{worker}`, which is not a worker template")]
+    MusterWorkerNotTemplate {
+        /// The mustering node.
+        node: NodeId,
+        /// The named worker.
+        worker: NodeId,
+    },
+    /// A Muster repeated a task key.
+    #[error("`{node}` mustered task key `{task_key}` of `{worker}` twice")]
+    DuplicateTaskKey {
+        /// The mustering node.
+        node: NodeId,
+        /// The worker.
+        worker: NodeId,
+        /// The repeated key.
+        task_key: String,
+    },
+    /// A mustered task returned something other than an Edges directive.
+    #[error(
+        "mustered task `{node}[{task_key}]` returned {returned}; a task contributes a delta only (return Edges)"
+    )]
+    MusterTaskMustReturnEdges {
+        /// The worker.
+        node: NodeId,
+        /// The task.
+        task_key: String,
+        /// What it returned.
+        returned: String,
+    },
+    /// A custom error handler of a mustered task returned routing.
+    #[error(
+        "the error handler of mustered task `{node}[{task_key}]` returned {returned}; on a worker template a handler may only contribute a delta (Edges). Handle it at the aggregator instead"
+    )]
+    MusterHandlerMustBeDeltaOnly {
+        /// The worker.
+        node: NodeId,
+        /// The task.
+        task_key: String,
+        /// What the handler returned.
+        returned: String,
     },
     /// A parley response was given to a thread that is not awaiting one.
     #[error("thread `{thread_id}` is not awaiting input; resume it without a response")]

@@ -58,6 +58,13 @@ pub enum NodeErrorSource {
     Timeout(TimeoutKind),
     /// The attempt was cancelled.
     Cancelled,
+    /// A Battalion node's child run failed.
+    Battalion {
+        /// The child's thread.
+        child_thread: String,
+        /// Why it failed.
+        message: String,
+    },
     /// A `NodeInterceptor` failed the node; never retried.
     Interceptor {
         /// The interceptor's reason.
@@ -88,6 +95,10 @@ impl fmt::Display for NodeErrorSource {
             NodeErrorSource::Timeout(kind) => write!(f, "{kind} elapsed"),
             NodeErrorSource::Cancelled => f.write_str("cancelled"),
             NodeErrorSource::Interceptor { message } => write!(f, "interceptor: {message}"),
+            NodeErrorSource::Battalion {
+                child_thread,
+                message,
+            } => write!(f, "child run `{child_thread}`: {message}"),
         }
     }
 }

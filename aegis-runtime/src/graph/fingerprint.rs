@@ -99,7 +99,32 @@ impl WarGraph {
                         .str(output_field.as_str())
                         .json(output_schema);
                 }
+                NodeSpec::Battalion {
+                    child,
+                    inputs,
+                    outputs,
+                } => {
+                    c.str("battalion")
+                        .str(&child.fingerprint())
+                        .json(inputs)
+                        .json(outputs);
+                }
+                NodeSpec::Gate {
+                    prompt,
+                    expires_after,
+                    on_expire,
+                    approve,
+                    reject,
+                } => {
+                    c.str("gate")
+                        .str(prompt)
+                        .json(expires_after)
+                        .json(on_expire)
+                        .str(approve.as_str())
+                        .str(reject.as_str());
+                }
             }
+            c.u64(u64::from(self.worker_templates.contains(id)));
             let aegis = self.aegis_for(id);
             c.json(&aegis.and_then(|a| a.on_error.as_ref()))
                 .json(&aegis.and_then(|a| a.cache.as_ref()));

@@ -5,11 +5,12 @@ use serde_json::Value;
 use std::fmt;
 use std::sync::Arc;
 
-use super::{InputMapping, NodeId};
+use super::{InputMapping, NodeId, ParleyExpiry, ParleyRequest, WarGraph};
 use crate::engine::NodeContext;
 use crate::error::StateNodeError;
 use crate::paladin::Paladin;
 use crate::state::{Battlefield, FieldName, StateDelta};
+use std::time::Duration;
 
 /// Where the run goes after a node.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -22,6 +23,32 @@ pub enum NextStep {
     Goto(NodeId),
     /// This branch contributes no successors.
     End,
+    /// Suspend the run for human input. The superstep's other activations
+    /// merge; this node's delta is discarded and the node is re-run, as a
+    /// fresh attempt 1, with `NodeContext::parley_response` set on resume.
+    Parley(ParleyRequest),
+    /// Fan out: run `worker` (a worker template) once per `(task_key,
+    /// payload)` in the next superstep; their deltas merge in task order,
+    /// then the template's static successors run.
+    Muster {
+        /// The worker template.
+        worker: NodeId,
+        /// One `(task_key, payload)` per task; keys must be unique.
+        tasks: Vec<(String, Value)>,
+    },
+}
+
+impl NextStep {
+    /// The variant's name, for error messages.
+    pub fn name(&self) -> &'static str {
+        match self {
+            NextStep::Edges => "Edges",
+            NextStep::Goto(_) => "Goto",
+            NextStep::End => "End",
+            NextStep::Parley(_) => "Parley",
+            NextStep::Muster { .. } => "Muster",
+        }
+    }
 }
 
 /// What a node returns: the writes it makes and where the run goes next.
@@ -47,6 +74,29 @@ impl Directive {
         Directive {
             delta,
             next: NextStep::Goto(target.into()),
+        }
+    }
+
+    /// A directive that suspends the run for human input.
+    pub fn parley(request: ParleyRequest) -> Self {
+        Directive {
+            delta: StateDelta::new(),
+            next: NextStep::Parley(request),
+        }
+    }
+
+    /// A directive that fans out one task per `(key, payload)` to `worker`.
+    pub fn muster(
+        delta: StateDelta,
+        worker: impl Into<NodeId>,
+        tasks: impl IntoIterator<Item = (String, Value)>,
+    ) -> Self {
+        Directive {
+            delta,
+            next: NextStep::Muster {
+                worker: worker.into(),
+                tasks: tasks.into_iter().collect(),
+            },
         }
     }
 
@@ -105,6 +155,31 @@ pub enum NodeSpec {
         /// When set, the output must be JSON of this shape, and is stored parsed.
         output_schema: Option<Value>,
     },
+    /// A child graph run as one node, in its own thread
+    /// `{parent_thread}/{node_id}`.
+    Battalion {
+        /// The child graph.
+        child: Arc<WarGraph>,
+        /// `(parent field, child field)`: the child's input.
+        inputs: Vec<(FieldName, FieldName)>,
+        /// `(child field, parent field)`: the node's delta from the child's
+        /// final state.
+        outputs: Vec<(FieldName, FieldName)>,
+    },
+    /// A human approval point: it parleys, then routes to `approve` or
+    /// `reject` by the answer (`ParleyResponse::is_approval`).
+    Gate {
+        /// What to ask.
+        prompt: String,
+        /// How long the question stays open.
+        expires_after: Option<Duration>,
+        /// What an expired question does.
+        on_expire: ParleyExpiry,
+        /// Where an approval goes.
+        approve: NodeId,
+        /// Where anything else goes.
+        reject: NodeId,
+    },
 }
 
 impl NodeSpec {
@@ -123,6 +198,35 @@ impl NodeSpec {
         }
     }
 
+    /// A Battalion node running `child` with the given field mappings
+    /// (`inputs`: parent → child, `outputs`: child → parent).
+    pub fn battalion(
+        child: WarGraph,
+        inputs: Vec<(FieldName, FieldName)>,
+        outputs: Vec<(FieldName, FieldName)>,
+    ) -> Self {
+        NodeSpec::Battalion {
+            child: Arc::new(child),
+            inputs,
+            outputs,
+        }
+    }
+
+    /// A Gate node that never expires.
+    pub fn gate(
+        prompt: impl Into<String>,
+        approve: impl Into<NodeId>,
+        reject: impl Into<NodeId>,
+    ) -> Self {
+        NodeSpec::Gate {
+            prompt: prompt.into(),
+            expires_after: None,
+            on_expire: ParleyExpiry::Fail,
+            approve: approve.into(),
+            reject: reject.into(),
+        }
+    }
+
     /// Sets the output schema of a Paladin node (no effect on other kinds).
     pub fn with_output_schema(mut self, schema: Value) -> Self {
         if let NodeSpec::Paladin { output_schema, .. } = &mut self {
@@ -136,6 +240,8 @@ impl NodeSpec {
         match self {
             NodeSpec::Function(_) => NodeKind::Function,
             NodeSpec::Paladin { .. } => NodeKind::Paladin,
+            NodeSpec::Battalion { .. } => NodeKind::Battalion,
+            NodeSpec::Gate { .. } => NodeKind::Gate,
         }
     }
 }
@@ -156,6 +262,30 @@ impl fmt::Debug for NodeSpec {
                 .field("output_field", output_field)
                 .field("output_schema", output_schema)
                 .finish(),
+            NodeSpec::Battalion {
+                child,
+                inputs,
+                outputs,
+            } => f
+                .debug_struct("Battalion")
+                .field("child", &child.fingerprint())
+                .field("inputs", inputs)
+                .field("outputs", outputs)
+                .finish(),
+            NodeSpec::Gate {
+                prompt,
+                expires_after,
+                on_expire,
+                approve,
+                reject,
+            } => f
+                .debug_struct("Gate")
+                .field("prompt", prompt)
+                .field("expires_after", expires_after)
+                .field("on_expire", on_expire)
+                .field("approve", approve)
+                .field("reject", reject)
+                .finish(),
         }
     }
 }
@@ -168,6 +298,10 @@ pub enum NodeKind {
     Function,
     /// `NodeSpec::Paladin`.
     Paladin,
+    /// `NodeSpec::Battalion`.
+    Battalion,
+    /// `NodeSpec::Gate`.
+    Gate,
 }
 
 impl fmt::Display for NodeKind {
@@ -175,6 +309,8 @@ impl fmt::Display for NodeKind {
         f.write_str(match self {
             NodeKind::Function => "Function",
             NodeKind::Paladin => "Paladin",
+            NodeKind::Battalion => "Battalion",
+            NodeKind::Gate => "Gate",
         })
     }
 }

@@ -4,46 +4,84 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use super::{END, NodeSpec, START, WarGraph};
+use crate::aegis::ErrorHandlerSpec;
+
+fn label(s: &str) -> String {
+    s.replace('"', "#quot;")
+}
 
 impl WarGraph {
-    /// Renders the graph as a Mermaid flowchart: nodes (Paladin nodes as
-    /// rounded boxes), static edges as arrows, conditional edges dotted and
-    /// labelled with their evaluator, dynamic targets and error routes dashed.
+    /// Renders the graph as a Mermaid flowchart: Function nodes as boxes,
+    /// Paladin nodes rounded (with their model), worker templates as
+    /// parallelograms, Gates as diamonds with labelled approve/reject edges,
+    /// Battalions as subgraphs holding their child graph; static edges as
+    /// arrows, conditional edges dotted and labelled with their evaluator,
+    /// error routes dashed, dynamic targets dashed-outlined.
     pub fn to_mermaid(&self) -> String {
+        let mut out = String::from("flowchart TD\n");
+        self.render_into(&mut out, "", 1);
+        let _ = writeln!(out, "    classDef dynamic stroke-dasharray: 5 5");
+        let _ = writeln!(out, "    classDef worker fill:#eef,stroke:#55a");
+        out
+    }
+
+    fn render_into(&self, out: &mut String, prefix: &str, depth: usize) {
+        let pad = "    ".repeat(depth);
         // Mermaid ids must be simple; node ids may be anything, so number them.
         let mut ids: BTreeMap<&str, String> = BTreeMap::new();
-        ids.insert(START, "start".to_string());
-        ids.insert(END, "end_".to_string());
+        ids.insert(START, format!("{prefix}start"));
+        ids.insert(END, format!("{prefix}end_"));
         for (i, (id, _)) in self.nodes.iter().enumerate() {
-            ids.entry(id.as_str()).or_insert_with(|| format!("n{i}"));
+            ids.entry(id.as_str())
+                .or_insert_with(|| format!("{prefix}n{i}"));
         }
-        let id_of = |n: &str| ids.get(n).cloned().unwrap_or_else(|| "unknown".to_string());
-        let label = |s: &str| s.replace('"', "#quot;");
+        let id_of = |n: &str| {
+            ids.get(n)
+                .cloned()
+                .unwrap_or_else(|| format!("{prefix}unknown"))
+        };
 
-        let mut out = String::from("flowchart TD\n");
-        let _ = writeln!(out, "    start([START])");
-        let _ = writeln!(out, "    end_([END])");
+        let _ = writeln!(out, "{pad}{}([START])", id_of(START));
+        let _ = writeln!(out, "{pad}{}([END])", id_of(END));
         for (id, spec) in &self.nodes {
-            let shape = match spec {
-                NodeSpec::Function(_) => format!("[\"{}\"]", label(id.as_str())),
-                NodeSpec::Paladin { paladin, .. } => {
-                    format!(
-                        "(\"{}<br/><i>{}</i>\")",
-                        label(id.as_str()),
-                        label(&paladin.model)
-                    )
+            let me = id_of(id.as_str());
+            let name = label(id.as_str());
+            match spec {
+                NodeSpec::Function(_) if self.worker_templates.contains(id) => {
+                    let _ = writeln!(out, "{pad}{me}[/\"{name}\"/]:::worker");
                 }
-            };
-            let _ = writeln!(out, "    {}{shape}", id_of(id.as_str()));
+                NodeSpec::Function(_) => {
+                    let _ = writeln!(out, "{pad}{me}[\"{name}\"]");
+                }
+                NodeSpec::Paladin { paladin, .. } => {
+                    let _ = writeln!(
+                        out,
+                        "{pad}{me}(\"{name}<br/><i>{}</i>\")",
+                        label(&paladin.model)
+                    );
+                }
+                NodeSpec::Gate {
+                    approve, reject, ..
+                } => {
+                    let _ = writeln!(out, "{pad}{me}{{\"{name}\"}}");
+                    let _ = writeln!(out, "{pad}{me} -->|approve| {}", id_of(approve.as_str()));
+                    let _ = writeln!(out, "{pad}{me} -->|reject| {}", id_of(reject.as_str()));
+                }
+                NodeSpec::Battalion { child, .. } => {
+                    let _ = writeln!(out, "{pad}subgraph {me}[\"{name} (battalion)\"]");
+                    child.render_into(out, &format!("{me}_"), depth + 1);
+                    let _ = writeln!(out, "{pad}end");
+                }
+            }
         }
         for (a, b) in &self.edges {
-            let _ = writeln!(out, "    {} --> {}", id_of(a.as_str()), id_of(b.as_str()));
+            let _ = writeln!(out, "{pad}{} --> {}", id_of(a.as_str()), id_of(b.as_str()));
         }
         for c in &self.conditional {
             for t in &c.targets {
                 let _ = writeln!(
                     out,
-                    "    {} -.->|{}| {}",
+                    "{pad}{} -.->|{}| {}",
                     id_of(c.from.as_str()),
                     label(&c.evaluator),
                     id_of(t.as_str())
@@ -51,23 +89,19 @@ impl WarGraph {
             }
         }
         for t in &self.dynamic_targets {
-            let _ = writeln!(out, "    {}:::dynamic", id_of(t.as_str()));
+            let _ = writeln!(out, "{pad}{}:::dynamic", id_of(t.as_str()));
         }
         for (id, _) in &self.nodes {
-            if let Some(crate::aegis::ErrorHandlerSpec::Route { to, .. }) =
+            if let Some(ErrorHandlerSpec::Route { to, .. }) =
                 self.aegis_for(id).and_then(|a| a.on_error.as_ref())
             {
                 let _ = writeln!(
                     out,
-                    "    {} -. on_error .-> {}",
+                    "{pad}{} -. on_error .-> {}",
                     id_of(id.as_str()),
                     id_of(to.as_str())
                 );
             }
         }
-        if !self.dynamic_targets.is_empty() {
-            let _ = writeln!(out, "    classDef dynamic stroke-dasharray: 5 5");
-        }
-        out
     }
 }

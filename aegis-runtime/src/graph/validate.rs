@@ -69,6 +69,35 @@ impl WarGraph {
                 }
             }
         }
+        // A gate's approve and reject targets are edges too.
+        for (id, spec) in &self.nodes {
+            if let NodeSpec::Gate {
+                approve, reject, ..
+            } = spec
+            {
+                for t in [approve, reject] {
+                    if !is_target(t) {
+                        bad_edges.push(EdgeRef {
+                            from: id.clone(),
+                            to: t.clone(),
+                        });
+                    }
+                }
+            }
+        }
+        let into_templates: BTreeSet<NodeId> = self
+            .edges
+            .iter()
+            .map(|(_, b)| b)
+            .chain(self.conditional.iter().flat_map(|c| c.targets.iter()))
+            .filter(|t| self.worker_templates.contains(*t))
+            .cloned()
+            .collect();
+        if !into_templates.is_empty() {
+            errors.push(EngineError::WorkerTemplateHasIncomingEdges {
+                nodes: into_templates.into_iter().collect(),
+            });
+        }
         if !bad_edges.is_empty() {
             bad_edges.sort();
             bad_edges.dedup();
@@ -100,6 +129,8 @@ impl WarGraph {
             }
         }
 
+        errors.extend(self.battalion_problems());
+
         let paladin = self.paladin_problems();
         if !paladin.is_empty() {
             errors.push(EngineError::PaladinFieldUndeclared { offenders: paladin });
@@ -118,11 +149,17 @@ impl WarGraph {
         for (a, b) in &self.edges {
             succ.entry(a).or_default().push(b);
         }
-        for (id, _) in &self.nodes {
+        for (id, spec) in &self.nodes {
             if let Some(ErrorHandlerSpec::Route { to, .. }) =
                 self.aegis_for(id).and_then(|a| a.on_error.as_ref())
             {
                 succ.entry(id).or_default().push(to);
+            }
+            if let NodeSpec::Gate {
+                approve, reject, ..
+            } = spec
+            {
+                succ.entry(id).or_default().extend([approve, reject]);
             }
         }
         for c in &self.conditional {
@@ -132,6 +169,8 @@ impl WarGraph {
         let start = NodeId::new(START);
         let mut queue: VecDeque<&NodeId> = VecDeque::from([&start]);
         queue.extend(self.dynamic_targets.iter());
+        // Worker templates run when something musters them.
+        queue.extend(self.worker_templates.iter());
         while let Some(n) = queue.pop_front() {
             if !seen.insert(n.clone()) {
                 continue;
@@ -294,9 +333,46 @@ impl WarGraph {
                 _ => {}
             }
         }
+        let mut to_template = Vec::new();
+        for (node, aegis) in entries {
+            if let Some(ErrorHandlerSpec::Route { to, .. }) = &aegis.on_error
+                && self.worker_templates.contains(to)
+            {
+                to_template.push(PolicyOffender::new(
+                    *node,
+                    format!("routes to worker template `{to}`"),
+                ));
+            }
+        }
+        let on_template: Vec<PolicyOffender> = self
+            .worker_templates
+            .iter()
+            .filter(|t| {
+                matches!(
+                    self.aegis_for(t).and_then(|a| a.on_error.as_ref()),
+                    Some(ErrorHandlerSpec::Route { .. })
+                )
+            })
+            .map(|t| {
+                PolicyOffender::new(
+                    Some(t),
+                    "a Route handler on a worker template; a task may only contribute a delta",
+                )
+            })
+            .collect();
         let mut errors = Vec::new();
         if !unknown.is_empty() {
             errors.push(EngineError::RouteTargetUnknown { offenders: unknown });
+        }
+        if !to_template.is_empty() {
+            errors.push(EngineError::RouteTargetIsWorkerTemplate {
+                offenders: to_template,
+            });
+        }
+        if !on_template.is_empty() {
+            errors.push(EngineError::HandlerNotAllowedOnWorkerTemplate {
+                offenders: on_template,
+            });
         }
         if !undeclared.is_empty() {
             errors.push(EngineError::RouteErrorFieldUndeclared {
@@ -313,11 +389,86 @@ impl WarGraph {
     }
 }
 
+impl WarGraph {
+    /// Battalion children validate on their own; their mappings name
+    /// declared fields on each side.
+    fn battalion_problems(&self) -> Vec<EngineError> {
+        let mut errors = Vec::new();
+        let mut mapping = Vec::new();
+        for (id, spec) in &self.nodes {
+            let NodeSpec::Battalion {
+                child,
+                inputs,
+                outputs,
+            } = spec
+            else {
+                continue;
+            };
+            if let Err(error) = child.validate() {
+                errors.push(EngineError::BattalionChildInvalid {
+                    node: id.clone(),
+                    error: Box::new(error),
+                });
+            }
+            let sides = inputs
+                .iter()
+                .map(|(p, c)| (p, c, "input"))
+                .chain(outputs.iter().map(|(c, p)| (p, c, "output")));
+            for (parent, child_field, side) in sides {
+                if self.schema.field(parent.as_str()).is_none() {
+                    mapping.push(PolicyOffender::new(
+                        Some(id),
+                        format!("{side} mapping names `{parent}`, not a field of this graph"),
+                    ));
+                }
+                if child.schema.field(child_field.as_str()).is_none() {
+                    mapping.push(PolicyOffender::new(
+                        Some(id),
+                        format!("{side} mapping names `{child_field}`, not a field of the child"),
+                    ));
+                }
+            }
+        }
+        if !mapping.is_empty() {
+            errors.push(EngineError::BattalionMappingInvalid { offenders: mapping });
+        }
+        errors
+    }
+}
+
 /// The node-kind support matrix: which parts of an Aegis a kind rejects.
 fn unsupported_parts(kind: NodeKind, aegis: &Aegis) -> Vec<&'static str> {
-    let _ = aegis;
+    let mut parts = Vec::new();
     match kind {
         // Function and Paladin nodes support every part of an Aegis.
-        NodeKind::Function | NodeKind::Paladin => Vec::new(),
+        NodeKind::Function | NodeKind::Paladin => {}
+        // A child run is the attempt unit: a timeout cancels it and a handler
+        // compensates it, but child waypoints are durable, so retrying or
+        // replaying it from a cache has no sound meaning yet.
+        NodeKind::Battalion => {
+            if aegis.retry.is_some() {
+                parts.push("retry");
+            }
+            if aegis.cache.is_some() {
+                parts.push("cache");
+            }
+        }
+        // A gate has no attempt to retry, time or cache; its expiry is the
+        // parley's `on_expire`.
+        NodeKind::Gate => {
+            if aegis.retry.is_some() {
+                parts.push("retry");
+            }
+            if aegis.timeout.is_some() {
+                parts.push("timeout");
+            }
+            if aegis.on_error.is_some() {
+                parts.push("on_error");
+            }
+            if aegis.cache.is_some() {
+                parts.push("cache");
+            }
+        }
     }
+    parts
 }

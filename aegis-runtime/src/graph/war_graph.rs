@@ -54,6 +54,7 @@ pub struct WarGraph {
     pub(crate) edges: Vec<(NodeId, NodeId)>,
     pub(crate) conditional: Vec<ConditionalEdges>,
     pub(crate) dynamic_targets: BTreeSet<NodeId>,
+    pub(crate) worker_templates: BTreeSet<NodeId>,
     pub(crate) aegis: BTreeMap<NodeId, Aegis>,
     pub(crate) default_aegis: Option<Aegis>,
 }
@@ -68,6 +69,7 @@ impl WarGraph {
             edges: Vec::new(),
             conditional: Vec::new(),
             dynamic_targets: BTreeSet::new(),
+            worker_templates: BTreeSet::new(),
             aegis: BTreeMap::new(),
             default_aegis: None,
         }
@@ -77,6 +79,21 @@ impl WarGraph {
     pub fn add_node(&mut self, id: impl Into<NodeId>, spec: NodeSpec) -> &mut Self {
         self.nodes.push((id.into(), spec));
         self
+    }
+
+    /// Declares a worker template: a node only ever run as the tasks of a
+    /// `NextStep::Muster`, never scheduled by edges into it. Its static
+    /// successors run once all its tasks have merged.
+    pub fn add_worker_template(&mut self, id: impl Into<NodeId>, spec: NodeSpec) -> &mut Self {
+        let id = id.into();
+        self.worker_templates.insert(id.clone());
+        self.nodes.push((id, spec));
+        self
+    }
+
+    /// Whether `id` is a worker template.
+    pub fn is_worker_template(&self, id: &NodeId) -> bool {
+        self.worker_templates.contains(id)
     }
 
     /// Adds a static edge; `START` and `END` are the virtual endpoints.

@@ -8,4 +8,4 @@ mod types;
 pub use chronicle::Chronicle;
 pub use memory::InMemoryWaypointStore;
 pub use store::{StoreError, WaypointStore};
-pub use types::{Activation, CompletedActivation, Waypoint, WaypointStatus};
+pub use types::{Activation, CompletedActivation, ParleyDelivery, Waypoint, WaypointStatus};

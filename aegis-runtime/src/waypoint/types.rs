@@ -4,14 +4,17 @@ use std::time::SystemTime;
 
 use crate::engine::NodeExecutionRecord;
 use crate::error::NodeError;
-use crate::graph::{Directive, NodeId};
+use crate::graph::{Directive, MusterTask, NodeId, ParleyRequest, ParleyResponse};
 use crate::state::Battlefield;
 
-/// One activation due in a superstep.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+/// One activation due in a superstep: a node, or one mustered task of a
+/// worker template. Ordered by node id, then task index (vanguard order).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Activation {
     /// The node to run.
     pub node_id: NodeId,
+    /// The task, when the node runs as a mustered task.
+    pub task: Option<MusterTask>,
 }
 
 impl Activation {
@@ -19,8 +22,47 @@ impl Activation {
     pub fn node(node_id: impl Into<NodeId>) -> Self {
         Activation {
             node_id: node_id.into(),
+            task: None,
         }
     }
+
+    /// A mustered task of the worker template `node_id`.
+    pub fn task(node_id: impl Into<NodeId>, task: MusterTask) -> Self {
+        Activation {
+            node_id: node_id.into(),
+            task: Some(task),
+        }
+    }
+
+    /// The task key, for a mustered task.
+    pub fn task_key(&self) -> Option<&str> {
+        self.task.as_ref().map(|t| t.task_key.as_str())
+    }
+
+    fn order_key(&self) -> (&NodeId, Option<u32>) {
+        (&self.node_id, self.task.as_ref().map(|t| t.index))
+    }
+}
+
+impl PartialOrd for Activation {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Activation {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.order_key().cmp(&other.order_key())
+    }
+}
+
+/// A parley answer on its way to the activations that asked for it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ParleyDelivery {
+    /// The nodes that parleyed.
+    pub nodes: Vec<NodeId>,
+    /// The answer they get on their re-run.
+    pub response: ParleyResponse,
 }
 
 /// An activation that finished inside a superstep the run has not closed yet
@@ -55,6 +97,11 @@ pub enum WaypointStatus {
         /// Why.
         reason: String,
     },
+    /// The run waits for a human: `resume` with a `ParleyResponse`.
+    AwaitingInput {
+        /// Each node that parleyed, with its question.
+        requests: Vec<(NodeId, ParleyRequest)>,
+    },
 }
 
 impl WaypointStatus {
@@ -65,6 +112,7 @@ impl WaypointStatus {
             WaypointStatus::Completed => "Completed",
             WaypointStatus::Failed { .. } => "Failed",
             WaypointStatus::Halted { .. } => "Halted",
+            WaypointStatus::AwaitingInput { .. } => "AwaitingInput",
         }
     }
 }
@@ -97,6 +145,8 @@ pub struct Waypoint {
     pub completed: Vec<CompletedActivation>,
     /// The node records of this superstep.
     pub records: Vec<NodeExecutionRecord>,
+    /// A parley answer to hand to the next superstep's activations.
+    pub parley: Option<ParleyDelivery>,
     /// How often each node has been activated in this thread.
     pub visits: BTreeMap<NodeId, u32>,
     /// The fingerprint of the graph that wrote it.

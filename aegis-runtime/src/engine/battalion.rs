@@ -1,0 +1,130 @@
+//! Battalion nodes: a child graph run as one node, in its own durable thread.
+
+use std::sync::Arc;
+
+use super::{HeartbeatHandle, NodeContext, RunOutcome, WarEngine};
+use crate::error::{EngineError, NodeError, NodeErrorSource, Transience};
+use crate::graph::{Directive, ParleyRequest, WarGraph};
+use crate::state::{Battlefield, FieldName, StateDelta};
+use crate::waypoint::{WaypointStatus, WaypointStore};
+
+impl<S: WaypointStore> WarEngine<S> {
+    /// An engine for a child run: the same store, port, registries, sinks
+    /// and cache; a child of the cancellation token; and the parent
+    /// attempt's heartbeat, beaten once per child superstep.
+    fn child_engine(&self, heartbeat: HeartbeatHandle) -> WarEngine<S> {
+        WarEngine {
+            paladin_port: self.paladin_port.clone(),
+            store: self.store.clone(),
+            retry_predicates: self.retry_predicates.clone(),
+            edge_evaluators: self.edge_evaluators.clone(),
+            error_handlers: self.error_handlers.clone(),
+            trace_sinks: self.trace_sinks.clone(),
+            interceptors: self.interceptors.clone(),
+            cancellation: self.cancellation.child_token(),
+            node_cache: self.node_cache.clone(),
+            superstep_beat: Some(heartbeat),
+        }
+    }
+
+    /// One attempt of a Battalion node: start the child thread, or continue
+    /// it (after a parley, a halt, or a parent crash), and map its outcome.
+    pub(crate) async fn run_battalion(
+        &self,
+        child: &Arc<WarGraph>,
+        inputs: &[(FieldName, FieldName)],
+        outputs: &[(FieldName, FieldName)],
+        state: &Battlefield,
+        ctx: &NodeContext,
+        visit: u32,
+    ) -> Result<Directive, NodeError> {
+        // Each visit of the node is its own child thread; the first keeps the
+        // plain `{parent}/{node}` name.
+        let thread = if visit <= 1 {
+            format!("{}/{}", ctx.thread_id, ctx.node_id)
+        } else {
+            format!("{}/{}#{visit}", ctx.thread_id, ctx.node_id)
+        };
+        let fail = |transience, message: String| NodeError {
+            node_id: ctx.node_id.clone(),
+            attempt: ctx.attempt,
+            transience,
+            source: NodeErrorSource::Battalion {
+                child_thread: thread.clone(),
+                message,
+            },
+        };
+        let engine = self.child_engine(ctx.heartbeat.clone());
+        // A timed-out parent attempt drops this future; the guard then
+        // cancels the child's token too.
+        let _guard = engine.cancellation.clone().drop_guard();
+        let latest = engine
+            .store
+            .latest(&thread)
+            .await
+            .map_err(|e| fail(Transience::Transient, e.to_string()))?;
+        let outcome = match latest.map(|w| w.status) {
+            None => {
+                let mut input = serde_json::Map::new();
+                for (parent, child_field) in inputs {
+                    if let Some(v) = state.get(parent.as_str()) {
+                        input.insert(child_field.to_string(), v.clone());
+                    }
+                }
+                engine
+                    .start(child, &thread, serde_json::Value::Object(input))
+                    .await
+            }
+            Some(WaypointStatus::AwaitingInput { .. }) => {
+                engine
+                    .resume(child, &thread, ctx.parley_response.clone())
+                    .await
+            }
+            Some(_) => engine.resume(child, &thread, None).await,
+        };
+        match outcome {
+            Ok(RunOutcome::Completed { state: out, .. }) => {
+                let mut delta = StateDelta::new();
+                for (child_field, parent) in outputs {
+                    if let Some(v) = out.get(child_field.as_str()) {
+                        delta
+                            .set(parent, v)
+                            .map_err(|e| fail(Transience::Permanent, e.to_string()))?;
+                    }
+                }
+                Ok(Directive::edges(delta))
+            }
+            Ok(RunOutcome::AwaitingInput { requests, .. }) => {
+                // The parent suspends with the child's question; its answer
+                // is routed back down on resume.
+                let (node, first) = requests.into_iter().next().ok_or_else(|| {
+                    fail(Transience::Unknown, "a parley without a request".into())
+                })?;
+                Ok(Directive::parley(ParleyRequest {
+                    prompt: first.prompt,
+                    payload: serde_json::json!({
+                        "child_thread": thread,
+                        "node": node,
+                        "payload": first.payload,
+                    }),
+                    expires_after: first.expires_after,
+                    on_expire: first.on_expire,
+                }))
+            }
+            Ok(RunOutcome::Halted { .. }) => Err(NodeError {
+                node_id: ctx.node_id.clone(),
+                attempt: ctx.attempt,
+                transience: Transience::Transient,
+                source: NodeErrorSource::Cancelled,
+            }),
+            Ok(RunOutcome::Failed { error, .. }) => {
+                let transience = error
+                    .node_error()
+                    .map_or(Transience::Unknown, |e| e.transience);
+                Err(fail(transience, error.to_string()))
+            }
+            Err(e @ EngineError::Store(_)) => Err(fail(Transience::Transient, e.to_string())),
+            Err(e) => Err(fail(Transience::Permanent, e.to_string())),
+        }
+    }
+}
