@@ -111,5 +111,93 @@ fn bench(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench);
+/// A muster of `n` trivial tasks: one split node, `n` tasks, one join.
+pub fn muster(n: u32) -> WarGraph {
+    let split = NodeSpec::from_fn("split", move |_, _| {
+        Box::pin(async move {
+            let tasks = (0..n).map(|i| (format!("t{i}"), json!(i)));
+            Ok(Directive::muster(StateDelta::new(), "worker", tasks))
+        })
+    });
+    let mut g = WarGraph::new(schema(), limits(4));
+    g.add_node("split", split)
+        .add_worker_template("worker", add_one())
+        .add_node("join", add_one())
+        .add_edge(START, "split")
+        .add_edge("worker", "join")
+        .add_edge("join", END);
+    g
+}
+
+fn bench_muster(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    let mut group = c.benchmark_group("muster");
+    group.sample_size(10);
+    for n in [1_000u32, 10_000, 100_000] {
+        let graph = muster(n);
+        group.throughput(Throughput::Elements(u64::from(n)));
+        group.bench_with_input(BenchmarkId::from_parameter(n), &graph, |b, g| {
+            b.iter(|| {
+                rt.block_on(async {
+                    let engine = WarEngine::new(
+                        Arc::new(UnconfiguredPaladinPort),
+                        Arc::new(InMemoryWaypointStore::new()),
+                    );
+                    let out = engine.start(g, "bench", json!({})).await.unwrap();
+                    assert!(out.is_completed());
+                })
+            })
+        });
+    }
+    group.finish();
+}
+
+/// One trivial node: executing versus served from the in-memory cache.
+fn bench_cache(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    let mut group = c.benchmark_group("cache");
+    for cached in [false, true] {
+        let mut g = chain(1, false);
+        if cached {
+            g.set_aegis(
+                "n00000",
+                Aegis {
+                    cache: Some(CachePolicy {
+                        ttl: Duration::from_secs(3600),
+                        key: CacheKeySpec::Default,
+                    }),
+                    ..Aegis::default()
+                },
+            );
+        }
+        let engine = WarEngine::new(
+            Arc::new(UnconfiguredPaladinPort),
+            Arc::new(InMemoryWaypointStore::new()),
+        )
+        .with_node_cache(Arc::new(InMemoryNodeCache::new()));
+        let mut thread = 0u64;
+        let label = if cached { "hit" } else { "execute" };
+        group.bench_function(label, |b| {
+            b.iter(|| {
+                thread += 1;
+                rt.block_on(async {
+                    let out = engine
+                        .start(&g, &format!("t{thread}"), json!({}))
+                        .await
+                        .unwrap();
+                    assert!(out.is_completed());
+                })
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench, bench_muster, bench_cache);
 criterion_main!(benches);

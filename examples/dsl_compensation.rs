@@ -148,12 +148,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("outcome: {}", outcome.name());
     if let Some(error) = outcome.node_error() {
         println!("node error: {error}");
-        if outcome.state().get("booking").is_none() {
-            // Said out loud so the output is not mistaken for the DSL's doing.
-            println!(
-                "(this engine build does not run on_error handlers yet: the Aegis above is attached, and `cancel` runs once they land)"
-            );
-        }
     }
     for field in ["booking", "booking_error"] {
         let value = outcome

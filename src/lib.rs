@@ -7,9 +7,10 @@ pub use aegis_runtime::*;
 pub mod prelude {
     pub use aegis_macros::{aegis, graph};
     pub use aegis_runtime::{
-        Aegis, Battlefield, BattlefieldSchema, CacheKeySpec, CachePolicy, Directive, DispatchRule,
-        END, EngineLimits, ErrorHandlerSpec, FieldName, FieldSpec, InputMapping, NextStep,
-        NodeContext, NodeError, NodeErrorSource, NodeId, NodeSpec, RetryPolicy, RetryPredicate,
+        Aegis, Battlefield, BattlefieldSchema, CacheKeySpec, CacheMarker, CachePolicy, Directive,
+        DispatchRule, END, EngineLimits, ErrorHandler, ErrorHandlerSpec, FieldName, FieldSpec,
+        InputMapping, MusterTask, NextStep, NodeContext, NodeError, NodeErrorSource, NodeId,
+        NodeSpec, ParleyExpiry, ParleyRequest, ParleyResponse, RetryPolicy, RetryPredicate,
         RunOutcome, START, StateDelta, StateNode, StateNodeError, TimeoutKind, TimeoutPolicy,
         Transience, WarEngine, WarGraph, async_trait,
     };
