@@ -851,3 +851,70 @@ async fn a_custom_handler_may_parley_and_the_rerun_is_a_fresh_attempt_one() {
     assert_eq!(state.get("out"), Some(&json!("fixed")));
     assert_eq!(*seen.lock().unwrap(), [(1, false), (2, false), (1, true)]);
 }
+
+#[tokio::test]
+async fn battalion_children_are_validated_with_their_parent() {
+    let mut child = child_graph(write("y", json!(1)));
+    child.set_aegis(
+        "double",
+        Aegis {
+            cache: Some(CachePolicy {
+                ttl: Duration::from_secs(60),
+                key: CacheKeySpec::Default,
+            }),
+            ..Aegis::default()
+        },
+    );
+    let g = parent_graph(child);
+    // A cache policy inside the child needs the (inherited) backend too.
+    let err = engine()
+        .start(&g, "p", json!({"input": 1}))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, EngineError::BattalionChildInvalid { node, error } if node.as_str() == "sub"
+            && matches!(**error, EngineError::CachePolicyWithoutCacheBackend { .. })),
+        "{err:?}"
+    );
+    // With a backend on the parent engine, the child's node is cached.
+    let e = engine().with_node_cache(Arc::new(InMemoryNodeCache::new()));
+    e.start(&g, "p1", json!({"input": 1}))
+        .await
+        .unwrap()
+        .into_result()
+        .unwrap();
+    e.start(&g, "p2", json!({"input": 1}))
+        .await
+        .unwrap()
+        .into_result()
+        .unwrap();
+    let hits: Vec<bool> = records(&e, "p2/sub")
+        .await
+        .iter()
+        .map(|r| r.cache_hit)
+        .collect();
+    assert_eq!(hits, [true, false]);
+
+    let mut bad = WarGraph::new(schema(&[("input", LastWrite)]), EngineLimits::default());
+    bad.add_node(
+        "sub",
+        NodeSpec::battalion(
+            child_graph(write("y", json!(1))),
+            vec![(
+                FieldName::new("nope").unwrap(),
+                FieldName::new("x").unwrap(),
+            )],
+            vec![(
+                FieldName::new("zzz").unwrap(),
+                FieldName::new("input").unwrap(),
+            )],
+        ),
+    )
+    .add_edge(START, "sub")
+    .add_edge("sub", END);
+    let err = bad.validate().unwrap_err();
+    let EngineError::BattalionMappingInvalid { offenders } = err else {
+        panic!("{err:?}")
+    };
+    assert_eq!(offenders.len(), 2, "{offenders:?}");
+}

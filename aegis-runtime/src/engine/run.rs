@@ -5,6 +5,7 @@ use futures::StreamExt;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::SystemTime;
+use tracing::Instrument;
 
 use super::attempt::{ActivationResult, Budget, StepCtx};
 use super::index::GraphIndex;
@@ -205,7 +206,11 @@ impl<S: WaypointStore> WarEngine<S> {
                 .filter(|a| !done.contains(a))
                 .cloned()
                 .collect();
-            let unfinished = self.run_vanguard(index, &mut cur, budget, todo).await?;
+            let span = tracing::debug_span!("aegis.superstep", superstep = cur.superstep);
+            let unfinished = self
+                .run_vanguard(index, &mut cur, budget, todo)
+                .instrument(span)
+                .await?;
 
             let mut failures: Vec<(NodeError, bool)> = Vec::new();
             let mut pending: Vec<NodeId> = Vec::new();
