@@ -1,3 +1,4 @@
+use serde::Deserialize;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::time::SystemTime;
@@ -8,7 +9,7 @@ use crate::graph::{Directive, NodeId};
 use crate::state::Battlefield;
 
 /// One activation due in a superstep.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Activation {
     /// The node to run.
     pub node_id: NodeId,
@@ -25,7 +26,7 @@ impl Activation {
 
 /// An activation that finished inside a superstep the run has not closed yet
 /// (it was halted or failed mid-way): resume reuses it instead of re-running.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CompletedActivation {
     /// What ran.
     pub activation: Activation,
@@ -36,7 +37,7 @@ pub struct CompletedActivation {
 }
 
 /// Where a thread stands.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub enum WaypointStatus {
     /// More supersteps are due.
@@ -77,7 +78,7 @@ impl WaypointStatus {
 /// superstep's vanguard, and the activations of it that already finished, so
 /// that `resume` runs only the rest and then merges exactly as an
 /// uninterrupted run would.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Waypoint {
     /// The thread.
     pub thread_id: String,
