@@ -92,7 +92,9 @@ impl PostgresOptions {
 ///
 /// A row stores what its superstep changed, with a full snapshot now and
 /// then (see [`PostgresOptions::max_delta_chain`]); [`Self::row_stats`]
-/// shows the sizes. Connections are plain TCP (no TLS).
+/// shows the sizes. Connections are plain TCP (no TLS). Thread ids are
+/// PostgreSQL `TEXT`, so one containing a NUL character is refused by the
+/// server (as a [`StoreError::Backend`]).
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), aegis_runtime::StoreError> {
