@@ -5,17 +5,32 @@ use serde_json::json;
 use std::collections::BTreeMap;
 use std::time::SystemTime;
 
-fn temp_db(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "aegis-sqlite-unit-{}-{name}-{}",
-        std::process::id(),
-        SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join("waypoints.sqlite")
+/// A fresh database path in its own directory, removed when dropped.
+struct TempDb(PathBuf);
+
+impl TempDb {
+    fn new(name: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!(
+            "aegis-sqlite-unit-{}-{name}-{}",
+            std::process::id(),
+            SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDb(dir)
+    }
+
+    fn path(&self) -> PathBuf {
+        self.0.join("waypoints.sqlite")
+    }
+}
+
+impl Drop for TempDb {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 fn waypoint(thread: &str, seq: u64, state: serde_json::Value) -> Waypoint {
@@ -48,7 +63,8 @@ fn tables(path: &Path) -> Vec<String> {
 
 #[tokio::test]
 async fn a_new_file_gets_the_schema_in_wal_mode_and_keeps_its_waypoints() {
-    let path = temp_db("fresh");
+    let dir = TempDb::new("fresh");
+    let path = dir.path();
     {
         let store = SqliteWaypointStore::open(&path).await.unwrap();
         store.put(waypoint("t", 0, json!({"a": 1}))).await.unwrap();
@@ -76,7 +92,8 @@ async fn a_new_file_gets_the_schema_in_wal_mode_and_keeps_its_waypoints() {
 
 #[tokio::test]
 async fn a_newer_schema_is_refused_and_the_file_left_untouched() {
-    let path = temp_db("newer");
+    let dir = TempDb::new("newer");
+    let path = dir.path();
     {
         let conn = Connection::open(&path).unwrap();
         conn.execute_batch(
@@ -102,7 +119,8 @@ async fn a_newer_schema_is_refused_and_the_file_left_untouched() {
 
 #[tokio::test]
 async fn a_row_in_a_newer_format_is_refused_by_name() {
-    let path = temp_db("format");
+    let dir = TempDb::new("format");
+    let path = dir.path();
     let store = SqliteWaypointStore::open(&path).await.unwrap();
     store.put(waypoint("t", 0, json!({}))).await.unwrap();
     {
@@ -127,7 +145,8 @@ async fn a_row_in_a_newer_format_is_refused_by_name() {
 
 #[tokio::test]
 async fn two_stores_on_one_file_see_each_others_writes_and_conflicts() {
-    let path = temp_db("shared");
+    let dir = TempDb::new("shared");
+    let path = dir.path();
     let a = SqliteWaypointStore::open(&path).await.unwrap();
     let b = SqliteWaypointStore::open(&path).await.unwrap();
     a.put(waypoint("t", 0, json!({"n": 0}))).await.unwrap();
@@ -160,7 +179,8 @@ async fn two_stores_on_one_file_see_each_others_writes_and_conflicts() {
 
 #[tokio::test]
 async fn rows_are_deltas_after_a_snapshot() {
-    let path = temp_db("deltas");
+    let dir = TempDb::new("deltas");
+    let path = dir.path();
     let store = SqliteWaypointStore::open(&path).await.unwrap();
     let big = "b".repeat(50_000);
     for seq in 0..10u64 {
