@@ -1,5 +1,6 @@
 //! What a waypoint records of each node.
 
+use serde::Deserialize;
 use serde::Serialize;
 use std::time::SystemTime;
 
@@ -7,7 +8,7 @@ use crate::error::NodeError;
 use crate::graph::NodeId;
 
 /// How a node's activation ended.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub enum NodeStatus {
     /// It produced a directive.
@@ -23,7 +24,7 @@ pub enum NodeStatus {
 }
 
 /// One failed attempt.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AttemptRecord {
     /// The attempt, 1-based.
     pub attempt: u32,
@@ -36,7 +37,7 @@ pub struct AttemptRecord {
 }
 
 /// One node activation in one superstep.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeExecutionRecord {
     /// The node.
     pub node_id: NodeId,

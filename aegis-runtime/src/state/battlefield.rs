@@ -153,3 +153,19 @@ impl Serialize for Battlefield {
         map.end()
     }
 }
+
+/// Reads a snapshot from a JSON object of field values. Every value, lists
+/// included, arrives as a plain value: the merge turns a plain array into a
+/// persistent list on the first append, so a restored `Append` field behaves
+/// exactly like one built in memory.
+impl<'de> serde::Deserialize<'de> for Battlefield {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let fields = std::collections::BTreeMap::<FieldName, Value>::deserialize(d)?;
+        Ok(Battlefield {
+            fields: fields
+                .into_iter()
+                .map(|(k, v)| (k, Slot::value(v)))
+                .collect(),
+        })
+    }
+}

@@ -22,6 +22,41 @@ pub enum StoreError {
     /// The backend failed.
     #[error("{0}")]
     Backend(String),
+    /// The store was created by a newer version of aegis. Nothing was
+    /// changed: an older build never rewrites a newer store.
+    #[error(
+        "the waypoint store has schema version {found}, but this build of aegis supports up to version {supported}; upgrade aegis to open it (the store was left untouched)"
+    )]
+    SchemaTooNew {
+        /// The store's schema version.
+        found: u32,
+        /// The newest schema version this build knows.
+        supported: u32,
+    },
+    /// A stored waypoint was written in a newer serialization format.
+    #[error(
+        "thread `{thread_id}`: waypoint #{seq} is in waypoint format {found}, but this build of aegis reads up to format {supported}; upgrade aegis to read it"
+    )]
+    UnsupportedFormat {
+        /// The thread.
+        thread_id: String,
+        /// The waypoint's sequence number.
+        seq: u64,
+        /// The waypoint's format version.
+        found: u32,
+        /// The newest format version this build reads.
+        supported: u32,
+    },
+    /// A stored waypoint cannot be decoded.
+    #[error("thread `{thread_id}`: waypoint #{seq} is unreadable: {message}")]
+    Corrupt {
+        /// The thread.
+        thread_id: String,
+        /// The waypoint's sequence number.
+        seq: u64,
+        /// What is wrong with it.
+        message: String,
+    },
 }
 
 /// Where waypoints live.

@@ -1,4 +1,5 @@
 use imbl::OrdMap;
+use serde::Deserialize;
 use serde::Serialize;
 use std::time::SystemTime;
 
@@ -9,11 +10,12 @@ use crate::state::Battlefield;
 
 /// One activation due in a superstep: a node, or one mustered task of a
 /// worker template. Ordered by node id, then task index (vanguard order).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Activation {
     /// The node to run.
     pub node_id: NodeId,
     /// The task, when the node runs as a mustered task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task: Option<MusterTask>,
 }
 
@@ -57,7 +59,7 @@ impl Ord for Activation {
 }
 
 /// A parley answer on its way to the activations that asked for it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ParleyDelivery {
     /// The nodes that parleyed.
     pub nodes: Vec<NodeId>,
@@ -67,7 +69,7 @@ pub struct ParleyDelivery {
 
 /// An activation that finished inside a superstep the run has not closed yet
 /// (it was halted or failed mid-way): resume reuses it instead of re-running.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CompletedActivation {
     /// What ran.
     pub activation: Activation,
@@ -78,7 +80,7 @@ pub struct CompletedActivation {
 }
 
 /// Where a thread stands.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub enum WaypointStatus {
     /// More supersteps are due.
@@ -125,7 +127,7 @@ impl WaypointStatus {
 /// superstep's vanguard, and the activations of it that already finished, so
 /// that `resume` runs only the rest and then merges exactly as an
 /// uninterrupted run would.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Waypoint {
     /// The thread.
     pub thread_id: String,
