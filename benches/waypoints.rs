@@ -17,7 +17,6 @@ use aegis::{
 };
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use serde_json::json;
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -115,7 +114,8 @@ impl Thread {
             interrupted: false,
             completed: Vec::new(),
             records: Vec::new(),
-            visits: BTreeMap::from([(NodeId::new("n"), self.seq as u32)]),
+            parley: None,
+            visits: [(NodeId::new("n"), self.seq as u32)].into_iter().collect(),
             fingerprint: "bench".to_string(),
             created_at: SystemTime::now(),
         };

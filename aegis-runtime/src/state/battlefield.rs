@@ -111,6 +111,37 @@ impl Battlefield {
         }
     }
 
+    /// The items appended to list field `field` since `older`, when this
+    /// snapshot's list is `older`'s plus a suffix — which the persistent
+    /// vectors show in O(1), without materialising either list. `None` when
+    /// either snapshot does not hold `field` as a list, or the prefix differs.
+    pub fn appended_since(&self, older: &Battlefield, field: &str) -> Option<Vec<Value>> {
+        let (Some(Slot::List { items: new, .. }), Some(Slot::List { items: old, .. })) =
+            (self.fields.get(field), older.fields.get(field))
+        else {
+            return None;
+        };
+        if new.len() < old.len() {
+            return None;
+        }
+        // Appending never touches earlier items: a shared first and last
+        // item means the older list is this one's prefix.
+        let same = |i: usize| match (new.get(i), old.get(i)) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        };
+        let shares_prefix = old.is_empty() || (same(0) && same(old.len() - 1));
+        if !shares_prefix {
+            return None;
+        }
+        Some(
+            new.iter()
+                .skip(old.len())
+                .map(|v| Value::clone(v))
+                .collect(),
+        )
+    }
+
     pub(crate) fn slot(&self, field: &str) -> Option<&Slot> {
         self.fields.get(field)
     }

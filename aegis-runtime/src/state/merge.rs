@@ -428,4 +428,24 @@ mod tests {
         assert!(next.shares_field_with(&base, "log"));
         assert!(!next.shares_field_with(&base, "total"));
     }
+
+    #[test]
+    fn appended_since_reads_only_the_new_suffix() {
+        let s = schema();
+        let base = initial_state(&s, &json!({"log": [1, 2]})).unwrap();
+        let d = delta(&[("log", json!([3, 4]))]);
+        let next = merge(&s, &base, [(Writer::node("n"), &d)]).unwrap();
+        assert_eq!(
+            next.appended_since(&base, "log"),
+            Some(vec![json!(3), json!(4)])
+        );
+        assert_eq!(
+            base.appended_since(&next, "log"),
+            None,
+            "shrinking is not appending"
+        );
+        let other = initial_state(&s, &json!({"log": [1, 2]})).unwrap();
+        assert_eq!(next.appended_since(&other, "log"), None, "a different list");
+        assert_eq!(next.appended_since(&base, "last"), None, "not a list");
+    }
 }

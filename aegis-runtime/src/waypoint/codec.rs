@@ -297,6 +297,13 @@ fn diff(old: &Battlefield, new: &Battlefield) -> StateChanges {
         if new.shares_field_with(old, name) {
             continue;
         }
+        // A list that only grew: read the suffix without materialising it.
+        if let Some(added) = new.appended_since(old, name) {
+            if !added.is_empty() {
+                changes.append.insert(field.clone(), added);
+            }
+            continue;
+        }
         let Some(now) = new.get(name) else { continue };
         let Some(before) = old.get(name) else {
             changes.set.insert(field.clone(), now.clone());

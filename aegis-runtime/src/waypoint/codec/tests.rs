@@ -45,7 +45,8 @@ fn waypoint(seq: u64, state: Battlefield) -> Waypoint {
         interrupted: false,
         completed: Vec::new(),
         records: Vec::new(),
-        visits: BTreeMap::from([(NodeId::new("n"), seq as u32)]),
+        parley: None,
+        visits: imbl::OrdMap::from_iter([(NodeId::new("n"), seq as u32)]),
         fingerprint: "fp".into(),
         created_at: at(1_700_000_000 + seq),
     }
@@ -292,7 +293,8 @@ fn fixture_thread() -> Vec<Waypoint> {
         interrupted: false,
         completed: Vec::new(),
         records: Vec::new(),
-        visits: BTreeMap::new(),
+        parley: None,
+        visits: imbl::OrdMap::new(),
         fingerprint: "v1:0123456789abcdef".into(),
         created_at: at(1_700_000_000),
     };
@@ -302,7 +304,8 @@ fn fixture_thread() -> Vec<Waypoint> {
         state: s1.clone(),
         vanguard: vec![Activation::node("b"), Activation::node("c")],
         records: vec![record("a", NodeStatus::Succeeded, Vec::new())],
-        visits: BTreeMap::from([(NodeId::new("a"), 1)]),
+        parley: None,
+        visits: imbl::OrdMap::from_iter([(NodeId::new("a"), 1u32)]),
         created_at: at(1_700_000_001),
         ..w0.clone()
     };
@@ -333,8 +336,9 @@ fn fixture_thread() -> Vec<Waypoint> {
                 error: node_error,
             }],
         )],
-        visits: BTreeMap::from([
-            (NodeId::new("a"), 1),
+        parley: None,
+        visits: imbl::OrdMap::from_iter([
+            (NodeId::new("a"), 1u32),
             (NodeId::new("b"), 1),
             (NodeId::new("c"), 1),
         ]),

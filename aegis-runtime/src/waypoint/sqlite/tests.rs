@@ -2,7 +2,6 @@ use super::*;
 use crate::state::Battlefield;
 use crate::waypoint::WaypointStatus;
 use serde_json::json;
-use std::collections::BTreeMap;
 use std::time::SystemTime;
 
 /// A fresh database path in its own directory, removed when dropped.
@@ -44,7 +43,8 @@ fn waypoint(thread: &str, seq: u64, state: serde_json::Value) -> Waypoint {
         interrupted: false,
         completed: Vec::new(),
         records: Vec::new(),
-        visits: BTreeMap::new(),
+        parley: None,
+        visits: imbl::OrdMap::new(),
         fingerprint: "fp".into(),
         created_at: SystemTime::now(),
     }
