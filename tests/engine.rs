@@ -724,7 +724,7 @@ async fn one_waypoint_per_superstep_and_chronicle_forks() {
 
     // Fork after superstep 1 and run the rest on the fork.
     let fork = e.chronicle().fork("t", 1, "t-fork").await.unwrap();
-    assert_eq!(fork.vanguard, [Activation::node("b")]);
+    assert_eq!(*fork.vanguard, [Activation::node("b")]);
     let state = e
         .resume(&g, "t-fork", None)
         .await

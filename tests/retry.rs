@@ -509,7 +509,7 @@ async fn cancellation_during_backoff_halts_at_once_and_resume_starts_at_attempt_
             reason: "shutdown".into()
         }
     );
-    assert_eq!(latest.vanguard, [Activation::node("n")]);
+    assert_eq!(*latest.vanguard, [Activation::node("n")]);
 
     healthy.store(true, Ordering::SeqCst);
     let state = engine_on(&store)

@@ -31,9 +31,9 @@ fn waypoint(thread: &str, seq: u64, state: Battlefield) -> Waypoint {
         superstep: seq as u32,
         status: WaypointStatus::Running,
         state,
-        vanguard: vec![Activation::node("next")],
+        vanguard: vec![Activation::node("next")].into(),
         interrupted: false,
-        completed: Vec::new(),
+        completed: Default::default(),
         records: Vec::new(),
         parley: None,
         visits: [(NodeId::new("next"), seq as u32)].into_iter().collect(),
@@ -83,7 +83,7 @@ mod suite {
             let mut w = waypoint("ordered", seq as u64, s);
             if seq == 3 {
                 w.status = WaypointStatus::Completed;
-                w.vanguard.clear();
+                w.vanguard = Vec::new().into();
             }
             store.put(w.clone()).await.unwrap();
             written.push(w);

@@ -300,9 +300,9 @@ impl<S: WaypointStore> WarEngine<S> {
             seq: 0,
             superstep: 0,
             state,
-            vanguard,
+            vanguard: vanguard.into(),
             interrupted: false,
-            completed: Vec::new(),
+            completed: Default::default(),
             parley: None,
             visits: Default::default(),
         };

@@ -2,7 +2,7 @@
 //! barrier in vanguard order, write a waypoint, compute the next vanguard.
 
 use futures::StreamExt;
-use imbl::OrdMap;
+use imbl::{OrdMap, Vector};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -28,11 +28,11 @@ pub(crate) struct Cursor {
     pub(crate) seq: u64,
     pub(crate) superstep: u32,
     pub(crate) state: Battlefield,
-    pub(crate) vanguard: Vec<Activation>,
+    pub(crate) vanguard: Arc<[Activation]>,
     /// Whether `vanguard` is the superstep `superstep` itself, already begun
     /// (its visits counted), rather than the next one.
     pub(crate) interrupted: bool,
-    pub(crate) completed: Vec<CompletedActivation>,
+    pub(crate) completed: Vector<CompletedActivation>,
     pub(crate) parley: Option<ParleyDelivery>,
     pub(crate) visits: OrdMap<NodeId, u32>,
 }
@@ -219,7 +219,7 @@ impl<S: WaypointStore> WarEngine<S> {
             for (activation, result) in unfinished {
                 match result {
                     ActivationResult::Done { directive, record } => {
-                        cur.completed.push(CompletedActivation {
+                        cur.completed.push_back(CompletedActivation {
                             activation,
                             directive,
                             record,
@@ -299,7 +299,7 @@ impl<S: WaypointStore> WarEngine<S> {
                 next.extend(requests.iter().map(|(n, _)| Activation::node(n.clone())));
                 next.sort();
                 next.dedup();
-                cur.vanguard = next;
+                cur.vanguard = next.into();
                 let status = WaypointStatus::AwaitingInput {
                     requests: requests.clone(),
                 };
@@ -311,7 +311,7 @@ impl<S: WaypointStore> WarEngine<S> {
                 });
             }
 
-            cur.vanguard = next;
+            cur.vanguard = next.into();
             let status = if cur.vanguard.is_empty() {
                 WaypointStatus::Completed
             } else {
@@ -407,7 +407,7 @@ impl<S: WaypointStore> WarEngine<S> {
             match result {
                 ActivationResult::Done { directive, record } => {
                     let is_task = activation.task.is_some();
-                    cur.completed.push(CompletedActivation {
+                    cur.completed.push_back(CompletedActivation {
                         activation,
                         directive,
                         record,
@@ -434,7 +434,7 @@ impl<S: WaypointStore> WarEngine<S> {
     async fn successors(
         &self,
         index: &GraphIndex<'_>,
-        completed: &[CompletedActivation],
+        completed: &Vector<CompletedActivation>,
         merged: &Battlefield,
     ) -> Result<Vec<Activation>, EngineError> {
         let mut next: BTreeSet<NodeId> = BTreeSet::new();
@@ -541,7 +541,7 @@ impl<S: WaypointStore> WarEngine<S> {
 
 /// A mustered task contributes a delta only: anything but Edges from the
 /// task itself, or from its error handler, fails the run before any routing.
-fn task_violation(completed: &[CompletedActivation]) -> Option<EngineError> {
+fn task_violation(completed: &Vector<CompletedActivation>) -> Option<EngineError> {
     completed.iter().find_map(|c| {
         let task = c.activation.task.as_ref()?;
         if matches!(c.directive.next, NextStep::Edges) {

@@ -1,6 +1,7 @@
-use imbl::OrdMap;
+use imbl::{OrdMap, Vector};
 use serde::Deserialize;
 use serde::Serialize;
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use crate::engine::NodeExecutionRecord;
@@ -140,11 +141,12 @@ pub struct Waypoint {
     /// The state (see the type's docs for which).
     pub state: Battlefield,
     /// The activations due.
-    pub vanguard: Vec<Activation>,
+    /// Shared: the progress waypoints of one superstep all hold the same one.
+    pub vanguard: Arc<[Activation]>,
     /// Whether this waypoint was written mid-superstep.
     pub interrupted: bool,
     /// The finished part of an interrupted superstep.
-    pub completed: Vec<CompletedActivation>,
+    pub completed: Vector<CompletedActivation>,
     /// The node records of this superstep.
     pub records: Vec<NodeExecutionRecord>,
     /// A parley answer to hand to the next superstep's activations.

@@ -41,9 +41,9 @@ fn waypoint(seq: u64, state: Battlefield) -> Waypoint {
         superstep: seq as u32,
         status: WaypointStatus::Running,
         state,
-        vanguard: vec![Activation::node("n")],
+        vanguard: vec![Activation::node("n")].into(),
         interrupted: false,
-        completed: Vec::new(),
+        completed: Default::default(),
         records: Vec::new(),
         parley: None,
         visits: imbl::OrdMap::from_iter([(NodeId::new("n"), seq as u32)]),
@@ -289,9 +289,9 @@ fn fixture_thread() -> Vec<Waypoint> {
         superstep: 0,
         status: WaypointStatus::Running,
         state: s0,
-        vanguard: vec![Activation::node("a")],
+        vanguard: vec![Activation::node("a")].into(),
         interrupted: false,
-        completed: Vec::new(),
+        completed: Default::default(),
         records: Vec::new(),
         parley: None,
         visits: imbl::OrdMap::new(),
@@ -302,7 +302,7 @@ fn fixture_thread() -> Vec<Waypoint> {
         seq: 1,
         superstep: 1,
         state: s1.clone(),
-        vanguard: vec![Activation::node("b"), Activation::node("c")],
+        vanguard: vec![Activation::node("b"), Activation::node("c")].into(),
         records: vec![record("a", NodeStatus::Succeeded, Vec::new())],
         parley: None,
         visits: imbl::OrdMap::from_iter([(NodeId::new("a"), 1u32)]),
@@ -318,14 +318,14 @@ fn fixture_thread() -> Vec<Waypoint> {
         },
         state: s1.clone(),
         interrupted: true,
-        completed: vec![CompletedActivation {
+        completed: imbl::Vector::from(vec![CompletedActivation {
             activation: Activation::node("c"),
             directive: Directive {
                 delta,
                 next: NextStep::Goto(NodeId::new("a")),
             },
             record: record("c", NodeStatus::Succeeded, Vec::new()),
-        }],
+        }]),
         records: vec![record(
             "b",
             NodeStatus::Failed,
@@ -350,7 +350,7 @@ fn fixture_thread() -> Vec<Waypoint> {
         status: WaypointStatus::Halted {
             reason: "shutdown".into(),
         },
-        completed: Vec::new(),
+        completed: Default::default(),
         records: vec![record(
             "b",
             NodeStatus::Skipped {
@@ -370,7 +370,7 @@ fn fixture_thread() -> Vec<Waypoint> {
         superstep: 3,
         status: WaypointStatus::Completed,
         state: s4,
-        vanguard: Vec::new(),
+        vanguard: Vec::new().into(),
         interrupted: false,
         records: Vec::new(),
         created_at: at(1_700_000_004),
