@@ -842,3 +842,19 @@ async fn interceptors_gate_and_observe() {
         matches!(&err.source, NodeErrorSource::Interceptor { message } if message == "not allowed")
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn simultaneous_failures_name_the_first_node_in_vanguard_order() {
+    let fail_after = |ms: u64| {
+        NodeSpec::from_fn("fail_after", move |_, _| {
+            Box::pin(async move {
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+                Err(StateNodeError::permanent(format!("failed after {ms} ms")))
+            })
+        })
+    };
+    // `b` fails last in time but first in vanguard order.
+    let g = fan_out(fail_after(50), fail_after(10));
+    let out = engine().start(&g, "t", json!({})).await.unwrap();
+    assert_eq!(out.node_error().unwrap().node_id.as_str(), "b");
+}

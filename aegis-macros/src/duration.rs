@@ -81,11 +81,10 @@ pub(crate) fn parse_millis(text: &str) -> Result<u64, DurationError> {
 fn unit_at(rest: &str) -> Option<(usize, &'static str, u64)> {
     let candidates = [(3, "ms"), (0, "h"), (1, "m"), (2, "s")];
     candidates.iter().find_map(|&(rank, unit)| {
-        let follows_digit = rest[unit.len().min(rest.len())..]
-            .bytes()
-            .next()
-            .is_none_or(|b| b.is_ascii_digit());
-        (rest.starts_with(unit) && follows_digit).then_some((rank, unit, UNITS[rank].1))
+        // Only after `starts_with` is `unit.len()` a char boundary of `rest`.
+        let after = rest.strip_prefix(unit)?;
+        let follows_digit = after.bytes().next().is_none_or(|b| b.is_ascii_digit());
+        follows_digit.then_some((rank, unit, UNITS[rank].1))
     })
 }
 

@@ -51,6 +51,8 @@
 
 mod attr;
 mod duration;
+#[cfg(test)]
+mod duration_props;
 mod errors;
 mod graph;
 mod json;

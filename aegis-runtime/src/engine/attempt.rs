@@ -560,7 +560,8 @@ impl<S: WaypointStore> WarEngine<S> {
             _ = self.cancellation.cancelled() => {}
         }
 
-        // Cancelled: the attempt may finish within the shutdown grace.
+        // Cancelled: the attempt may finish within the shutdown grace, still
+        // under its own bounds (a stall past the idle window is no success).
         let grace_end = Instant::now() + step.shutdown_grace;
         let (until, kind) = match hard {
             Some((d, k)) if d < grace_end => (d, Some(k)),
@@ -573,6 +574,7 @@ impl<S: WaypointStore> WarEngine<S> {
                 Some(k) => timed_out(k),
                 None => AttemptEnd::Shutdown,
             },
+            _ = idle_opt(&heartbeat, idle) => timed_out(TimeoutKind::Idle),
         }
     }
 

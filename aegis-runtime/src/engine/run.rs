@@ -208,10 +208,13 @@ impl<S: WaypointStore> WarEngine<S> {
                 .cloned()
                 .collect();
             let span = tracing::debug_span!("aegis.superstep", superstep = cur.superstep);
-            let unfinished = self
+            let mut unfinished = self
                 .run_vanguard(index, &mut cur, budget, todo)
                 .instrument(span)
                 .await?;
+            // Completion order is a race; everything reported is in vanguard
+            // order, so the same failures always name the same node.
+            unfinished.sort_by(|a, b| a.0.cmp(&b.0));
 
             let mut failures: Vec<(NodeError, bool)> = Vec::new();
             let mut pending: Vec<NodeId> = Vec::new();

@@ -1,0 +1,654 @@
+//! The chaos suite: random graphs under random Aegis policies, with faults
+//! injected into every attempt, checked against a fault-free reference
+//! model.
+//!
+//! Each seed generates a graph of 5–50 Function nodes (chains, fan-outs and
+//! joins, conditional edges, `Goto`, `End`; see `chaos/generate.rs`), random
+//! retry/timeout/handler/cache policies, and a script for every attempt
+//! (`chaos/faults.rs`): success, transient / permanent / unknown errors,
+//! panics, hangs past the timeouts, slow heartbeating work. The cache
+//! backend fails a share of its calls, and some runs are cancelled at random
+//! instants and resumed with a fresh engine over the same store. The model
+//! (`chaos/model.rs`) computes from the scripts alone what every activation
+//! comes to and what the run must end with; `chaos/check.rs` holds the
+//! invariants. All on tokio's paused clock: hangs and timeouts cost nothing.
+//!
+//! ```text
+//! cargo test --test chaos                                   # 500 seeds (CI)
+//! AEGIS_CHAOS_SEEDS=10000 cargo test --release --test chaos # the long run
+//! AEGIS_CHAOS_SEED=1234 cargo test --test chaos -- --nocapture  # one seed
+//! ```
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "chaos/check.rs"]
+mod check;
+#[path = "chaos/faults.rs"]
+mod faults;
+#[path = "chaos/generate.rs"]
+mod generate;
+#[path = "chaos/model.rs"]
+mod model;
+
+use aegis::*;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use check::{Exec, Observed, Segment};
+use faults::{End, FaultyCache, PANIC_MARK, Plan};
+use generate::{
+    Body, CUSTOM_HANDLER, CUSTOM_PREDICATE, ERRORS, GraphDef, LOG, MERGED, Next, Shape, cond_choice,
+};
+use model::{ActResult, Expected, Model, custom_allows, custom_ends, custom_token, success_token};
+
+/// The shared facts of one seed: its scripts and what its nodes, handlers
+/// and interceptors saw.
+struct World {
+    seed: u64,
+    fault_rate: f64,
+    def: GraphDef,
+    segment: AtomicUsize,
+    journal: Mutex<Vec<Exec>>,
+    before: Mutex<BTreeMap<usize, usize>>,
+    after: Mutex<BTreeMap<usize, usize>>,
+    custom: Mutex<Vec<(usize, String, u32)>>,
+}
+
+impl World {
+    fn plan(&self, node: usize, superstep: u32, attempt: u32) -> Plan {
+        let bounded = self
+            .def
+            .aegis(node)
+            .and_then(|a| a.timeout.as_ref())
+            .is_some();
+        faults::plan(
+            self.seed,
+            self.fault_rate,
+            node,
+            superstep,
+            attempt,
+            bounded,
+        )
+    }
+
+    fn segment(&self) -> usize {
+        self.segment.load(Ordering::SeqCst)
+    }
+}
+
+fn node_spec(world: Arc<World>, node: usize) -> NodeSpec {
+    NodeSpec::from_fn("chaos", move |_, ctx| {
+        let world = world.clone();
+        Box::pin(async move {
+            let (superstep, attempt) = (ctx.superstep(), ctx.attempt());
+            world.journal.lock().unwrap().push(Exec {
+                segment: world.segment(),
+                node,
+                superstep,
+                attempt,
+            });
+            let plan = world.plan(node, superstep, attempt);
+            if std::env::var_os("AEGIS_CHAOS_DUMP").is_some() {
+                println!(
+                    "exec {} s{superstep} a{attempt} at {:?}: {plan:?}",
+                    world.def.nodes[node].id,
+                    tokio::time::Instant::now()
+                );
+            }
+            for _ in 0..plan.steps {
+                tokio::time::sleep(plan.step).await;
+                if plan.beats {
+                    ctx.heartbeat();
+                }
+            }
+            let def = &world.def.nodes[node];
+            match plan.end {
+                End::Ok => {
+                    let mut delta = StateDelta::new();
+                    delta
+                        .set(LOG, success_token(&def.id, superstep, attempt))?
+                        .set(MERGED, 1)?;
+                    Ok(match def.next {
+                        Next::Edges => Directive::edges(delta),
+                        Next::Goto(t) => Directive::goto(delta, world.def.nodes[t].id.as_str()),
+                        Next::End => Directive::end(delta),
+                    })
+                }
+                End::Transient => Err(StateNodeError::transient("injected transient fault")),
+                End::Permanent => Err(StateNodeError::permanent("injected permanent fault")),
+                End::Unknown => Err(StateNodeError::new("injected unclassified fault")),
+                End::Panic => panic!("{PANIC_MARK} in {}", def.id),
+                End::Hang => {
+                    std::future::pending::<()>().await;
+                    Err(StateNodeError::new("a hang never ends"))
+                }
+            }
+        })
+    })
+}
+
+struct Counter(Arc<World>);
+
+#[async_trait]
+impl NodeInterceptor for Counter {
+    async fn before(&self, _: &NodeId, _: &Battlefield) -> InterceptorDecision {
+        *self
+            .0
+            .before
+            .lock()
+            .unwrap()
+            .entry(self.0.segment())
+            .or_default() += 1;
+        InterceptorDecision::Continue
+    }
+
+    async fn after(&self, _: &NodeId, _: &Directive) -> InterceptorDecision {
+        *self
+            .0
+            .after
+            .lock()
+            .unwrap()
+            .entry(self.0.segment())
+            .or_default() += 1;
+        InterceptorDecision::Continue
+    }
+}
+
+struct Custom(Arc<World>);
+
+#[async_trait]
+impl ErrorHandler for Custom {
+    async fn handle(&self, err: &NodeError, _: &Battlefield) -> Result<Directive, NodeError> {
+        let id = err.node_id.as_str();
+        self.0
+            .custom
+            .lock()
+            .unwrap()
+            .push((self.0.segment(), id.to_string(), err.attempt));
+        let mut delta = StateDelta::new();
+        delta
+            .set(LOG, custom_token(id, err.attempt))
+            .and_then(|d| d.set(MERGED, 1))
+            .expect("declared fields");
+        Ok(if custom_ends(id) {
+            Directive::end(delta)
+        } else {
+            Directive::edges(delta)
+        })
+    }
+}
+
+struct Predicate;
+
+#[async_trait]
+impl RetryPredicateEvaluator for Predicate {
+    async fn allows(&self, err: &NodeError, attempt: u32) -> Result<bool, RetryPredicateError> {
+        Ok(custom_allows(err.transience, attempt))
+    }
+}
+
+struct Cond(Vec<usize>, Vec<NodeId>);
+
+#[async_trait]
+impl EdgeConditionEvaluator for Cond {
+    async fn evaluate(&self, state: &Battlefield) -> Result<Vec<NodeId>, StateNodeError> {
+        let len = state.list_len(LOG).unwrap_or(0);
+        Ok(match cond_choice(&self.0, len) {
+            Some(t) => vec![self.1[t].clone()],
+            None => vec![NodeId::new(END)],
+        })
+    }
+}
+
+fn build_graph(world: &Arc<World>) -> WarGraph {
+    let def = &world.def;
+    let field = |name: &str, rule| FieldSpec::new(FieldName::new(name).unwrap(), rule, None, false);
+    let schema = BattlefieldSchema::new(vec![
+        field(LOG, DispatchRule::Append),
+        field(MERGED, DispatchRule::Sum),
+        field(ERRORS, DispatchRule::Append),
+    ]);
+    let mut g = WarGraph::new(schema, def.limits.clone());
+    for (i, n) in def.nodes.iter().enumerate() {
+        let spec = match n.body {
+            Body::Function => node_spec(world.clone(), i),
+        };
+        g.add_node(n.id.as_str(), spec);
+        for &s in &n.succ {
+            g.add_edge(n.id.as_str(), def.nodes[s].id.as_str());
+        }
+        if n.to_end {
+            g.add_edge(n.id.as_str(), END);
+        }
+        if let Some(targets) = &n.cond {
+            let ids = targets.iter().map(|&t| def.nodes[t].id.as_str());
+            g.add_conditional_edges(n.id.as_str(), format!("cond-{}", n.id), ids);
+        }
+        if let Some(a) = &n.aegis {
+            g.set_aegis(n.id.as_str(), a.clone());
+        }
+    }
+    for &i in &def.entry {
+        g.add_edge(START, def.nodes[i].id.as_str());
+    }
+    for &i in &def.dynamic {
+        g.mark_dynamic_target(def.nodes[i].id.as_str());
+    }
+    if let Some(a) = &def.default_aegis {
+        g.with_default_aegis(a.clone());
+    }
+    g
+}
+
+struct Rig {
+    world: Arc<World>,
+    graph: WarGraph,
+    store: Arc<InMemoryWaypointStore>,
+    cache: Arc<FaultyCache>,
+    segments: usize,
+}
+
+impl Rig {
+    /// A fresh engine over the seed's store and cache.
+    fn engine(&self, token: CancellationToken) -> (WarEngine, Arc<CollectingTraceSink>) {
+        let sink = CollectingTraceSink::new();
+        let ids: Vec<NodeId> = self
+            .world
+            .def
+            .nodes
+            .iter()
+            .map(|n| NodeId::new(n.id.as_str()))
+            .collect();
+        let mut engine = WarEngine::new(Arc::new(UnconfiguredPaladinPort), self.store.clone())
+            .with_node_cache(self.cache.clone())
+            .with_error_handler(CUSTOM_HANDLER, Arc::new(Custom(self.world.clone())))
+            .with_retry_predicate(CUSTOM_PREDICATE, Arc::new(Predicate))
+            .with_interceptor(Arc::new(Counter(self.world.clone())))
+            .with_trace_sink(sink.clone())
+            .with_cancellation(token);
+        for n in &self.world.def.nodes {
+            if let Some(targets) = &n.cond {
+                let cond = Cond(targets.clone(), ids.clone());
+                engine = engine.with_edge_evaluator(format!("cond-{}", n.id), Arc::new(cond));
+            }
+        }
+        (engine, sink)
+    }
+
+    /// Starts `thread`, cancelling call `k` after `cancels[k]`, and resumes
+    /// it with a fresh engine after every halt.
+    async fn run_thread(&mut self, thread: &str, cancels: &[Duration]) -> Vec<Segment> {
+        let mut segments = Vec::new();
+        loop {
+            let index = self.segments;
+            self.segments += 1;
+            self.world.segment.store(index, Ordering::SeqCst);
+            let token = CancellationToken::new();
+            let (engine, sink) = self.engine(token.clone());
+            let fired = token.clone();
+            let canceller = cancels.get(segments.len()).map(|&at| {
+                tokio::spawn(async move {
+                    tokio::time::sleep(at).await;
+                    token.cancel();
+                })
+            });
+            let outcome = if segments.is_empty() {
+                engine.start(&self.graph, thread, json!({})).await
+            } else {
+                engine.resume(&self.graph, thread, None).await
+            }
+            .unwrap_or_else(|e| panic!("{thread}: start/resume refused: {e}"));
+            if let Some(c) = canceller {
+                c.abort();
+            }
+            let halted = matches!(outcome, RunOutcome::Halted { .. });
+            segments.push(Segment {
+                index,
+                events: sink.events(),
+                outcome,
+                cancelled: fired.is_cancelled(),
+            });
+            if !halted {
+                return segments;
+            }
+            assert!(
+                segments.len() <= cancels.len(),
+                "{thread}: halted without being cancelled"
+            );
+        }
+    }
+
+    async fn check(&self, exp: &Expected, thread: &str, segments: &[Segment]) {
+        let cancelled = segments.iter().any(|s| s.cancelled);
+        let last = &segments.last().expect("a segment").outcome;
+        check::outcome_and_state(&self.world.def, exp, thread, last, cancelled);
+        let ours = |s: &usize| segments.iter().any(|seg| seg.index == *s);
+        let history = self.store.history(thread).await.unwrap();
+        if std::env::var_os("AEGIS_CHAOS_DUMP").is_some() {
+            dump(&self.world.def, exp, thread, &history, segments);
+        }
+        let obs = Observed {
+            thread,
+            history: &history,
+            segments,
+            journal: self
+                .world
+                .journal
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|e| ours(&e.segment))
+                .copied()
+                .collect(),
+            before: self.world.before.lock().unwrap().clone(),
+            after: self.world.after.lock().unwrap().clone(),
+            custom: self
+                .world
+                .custom
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|c| ours(&c.0))
+                .map(|c| (c.1.clone(), c.2))
+                .collect(),
+            cancelled,
+        };
+        check::records_trace_journal(&self.world.def, exp, &obs);
+    }
+}
+
+/// Prints a thread's story, for debugging one seed (`AEGIS_CHAOS_DUMP=1`).
+fn dump(def: &GraphDef, exp: &Expected, thread: &str, history: &[Waypoint], segments: &[Segment]) {
+    println!("== thread {thread}\n{def:#?}\n{exp:#?}");
+    for seg in segments {
+        println!("segment {} -> {}", seg.index, seg.outcome.name());
+        for ev in &seg.events {
+            println!("  {ev:?}");
+        }
+    }
+    for w in history {
+        println!(
+            "waypoint #{} superstep {} {} interrupted={} vanguard={:?}",
+            w.seq,
+            w.superstep,
+            w.status.name(),
+            w.interrupted,
+            w.vanguard
+                .iter()
+                .map(|a| a.node_id.as_str())
+                .collect::<Vec<_>>()
+        );
+        println!("  state log: {:?}", w.state.get(LOG));
+        for c in &w.completed {
+            println!("  completed {} {:?}", c.activation.node_id, c.directive);
+        }
+        for r in &w.records {
+            println!(
+                "  {} {:?} attempt {} failed {} hit {}",
+                r.node_id,
+                r.status,
+                r.attempt,
+                r.attempts.len(),
+                r.cache_hit
+            );
+        }
+    }
+}
+
+/// What a set of seeds exercised.
+#[derive(Debug, Default, Clone)]
+struct Stats {
+    seeds: u64,
+    nodes: u64,
+    /// Seeds per shape: chain, fan-out/join, layered.
+    shapes: [u64; 3],
+    completed: u64,
+    failed: u64,
+    halts: u64,
+    attempts: u64,
+    failed_attempts: u64,
+    timeouts: u64,
+    panics: u64,
+    cache_hits: u64,
+    cache_faults: u64,
+    handled: u64,
+}
+
+impl Stats {
+    fn add(&mut self, o: &Stats) {
+        self.seeds += o.seeds;
+        self.nodes += o.nodes;
+        for (a, b) in self.shapes.iter_mut().zip(o.shapes) {
+            *a += b;
+        }
+        self.completed += o.completed;
+        self.failed += o.failed;
+        self.halts += o.halts;
+        self.attempts += o.attempts;
+        self.failed_attempts += o.failed_attempts;
+        self.timeouts += o.timeouts;
+        self.panics += o.panics;
+        self.cache_hits += o.cache_hits;
+        self.cache_faults += o.cache_faults;
+        self.handled += o.handled;
+    }
+
+    fn count(&mut self, segments: &[Segment]) {
+        for seg in segments {
+            match &seg.outcome {
+                RunOutcome::Completed { .. } => self.completed += 1,
+                RunOutcome::Failed { .. } => self.failed += 1,
+                _ => self.halts += 1,
+            }
+            for ev in &seg.events {
+                match ev {
+                    TraceEvent::NodeStarted { .. } => self.attempts += 1,
+                    TraceEvent::NodeFinished {
+                        cache_hit: true, ..
+                    } => self.cache_hits += 1,
+                    TraceEvent::NodeFinished {
+                        status: AttemptStatus::Failed(e),
+                        ..
+                    } => {
+                        self.failed_attempts += 1;
+                        match model::Kind::of(&e.source) {
+                            Some(model::Kind::Timeout(_)) => self.timeouts += 1,
+                            Some(model::Kind::Panic) => self.panics += 1,
+                            _ => {}
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+}
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+async fn run_seed(seed: u64) -> Stats {
+    let mut rng = StdRng::seed_from_u64(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+    let fault_rate = [0.0, 0.05, 0.15, 0.3, 0.5][rng.random_range(0..5)];
+    let cache_faults = [0.0, 0.1, 0.5][rng.random_range(0..3)];
+    let world = Arc::new(World {
+        seed,
+        fault_rate,
+        def: generate::generate(seed),
+        segment: AtomicUsize::new(0),
+        journal: Mutex::default(),
+        before: Mutex::default(),
+        after: Mutex::default(),
+        custom: Mutex::default(),
+    });
+    let exp = Model {
+        def: &world.def,
+        plan: |n, s, a| world.plan(n, s, a),
+    }
+    .run();
+    let mut rig = Rig {
+        graph: build_graph(&world),
+        world: world.clone(),
+        store: Arc::new(InMemoryWaypointStore::new()),
+        cache: Arc::new(FaultyCache::new(seed, cache_faults)),
+        segments: 0,
+    };
+    let cancels: Vec<Duration> = if rng.random_bool(0.35) {
+        (0..rng.random_range(1..=3))
+            .map(|_| ms(rng.random_range(0..4000)))
+            .collect()
+    } else {
+        Vec::new()
+    };
+
+    let mut stats = Stats {
+        seeds: 1,
+        nodes: world.def.nodes.len() as u64,
+        ..Stats::default()
+    };
+    stats.shapes[match world.def.shape {
+        Shape::Chain => 0,
+        Shape::FanOutJoin => 1,
+        Shape::Layered => 2,
+    }] = 1;
+    // Thread `a` under faults and cancellations, resumed to its end.
+    let a = rig.run_thread("a", &cancels).await;
+    rig.check(&exp, "a", &a).await;
+    stats.count(&a);
+    // Thread `b` on a fresh engine with the cache `a` warmed: hits must
+    // change nothing.
+    let b = rig.run_thread("b", &[]).await;
+    rig.check(&exp, "b", &b).await;
+    stats.count(&b);
+    stats.cache_faults = rig.cache.injected.load(Ordering::Relaxed);
+    stats.handled = exp
+        .steps
+        .iter()
+        .flat_map(|s| &s.acts)
+        .filter(|a| {
+            matches!(
+                a.result,
+                ActResult::Failed {
+                    handled: Some(_),
+                    ..
+                }
+            )
+        })
+        .count() as u64;
+    stats
+}
+
+fn seeds() -> Vec<u64> {
+    if let Ok(one) = std::env::var("AEGIS_CHAOS_SEED") {
+        return vec![one.trim().parse().expect("AEGIS_CHAOS_SEED is a u64")];
+    }
+    let count: u64 = std::env::var("AEGIS_CHAOS_SEEDS")
+        .map(|v| v.trim().parse().expect("AEGIS_CHAOS_SEEDS is a count"))
+        .unwrap_or(500);
+    (0..count).collect()
+}
+
+fn quiet_injected_panics() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let default = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let p = info.payload();
+            let injected = p
+                .downcast_ref::<String>()
+                .is_some_and(|s| s.contains(PANIC_MARK))
+                || p.downcast_ref::<&str>()
+                    .is_some_and(|s| s.contains(PANIC_MARK));
+            if !injected {
+                default(info);
+            }
+        }));
+    });
+}
+
+fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "a non-string panic".to_string())
+}
+
+/// Runs `seeds` on one OS thread, each seed on its own paused runtime.
+fn run_seeds(seeds: Vec<u64>) -> (Stats, Vec<(u64, String)>) {
+    let mut stats = Stats::default();
+    let mut failures = Vec::new();
+    for seed in seeds {
+        let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .start_paused(true)
+                .build()
+                .unwrap()
+                .block_on(run_seed(seed))
+        }));
+        match result {
+            Ok(s) => stats.add(&s),
+            Err(payload) => failures.push((seed, panic_text(&*payload))),
+        }
+    }
+    (stats, failures)
+}
+
+#[test]
+fn chaos_seeds_keep_every_invariant() {
+    quiet_injected_panics();
+    let seeds = seeds();
+    let single = seeds.len() == 1;
+    let workers = std::thread::available_parallelism().map_or(2, |n| n.get().clamp(1, 4));
+    let shares: Vec<Vec<u64>> = (0..workers)
+        .map(|w| seeds.iter().copied().skip(w).step_by(workers).collect())
+        .collect();
+    let handles: Vec<_> = shares
+        .into_iter()
+        .map(|share| std::thread::spawn(move || run_seeds(share)))
+        .collect();
+    let mut stats = Stats::default();
+    let mut failures = Vec::new();
+    for h in handles {
+        let (s, f) = h.join().expect("a chaos worker");
+        stats.add(&s);
+        failures.extend(f);
+    }
+    println!("chaos: {stats:?}");
+    if !failures.is_empty() {
+        failures.sort();
+        let list: Vec<String> = failures
+            .iter()
+            .map(|(seed, why)| format!("  seed {seed}: {why}"))
+            .collect();
+        panic!(
+            "{} of {} chaos seeds failed (rerun one with AEGIS_CHAOS_SEED=<seed> cargo test --test chaos -- --nocapture):\n{}",
+            failures.len(),
+            seeds.len(),
+            list.join("\n")
+        );
+    }
+    // The suite must actually exercise what it claims to.
+    if !single && seeds.len() >= 200 {
+        for (what, n) in [
+            ("completed runs", stats.completed),
+            ("failed runs", stats.failed),
+            ("halts", stats.halts),
+            ("failed attempts", stats.failed_attempts),
+            ("timeouts", stats.timeouts),
+            ("panics", stats.panics),
+            ("cache hits", stats.cache_hits),
+            ("cache faults", stats.cache_faults),
+            ("handled failures", stats.handled),
+        ] {
+            assert!(n > 0, "no {what} in {} seeds: {stats:?}", seeds.len());
+        }
+    }
+}

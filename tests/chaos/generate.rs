@@ -1,0 +1,321 @@
+//! The random graph generator: a plain description of a graph (`GraphDef`)
+//! that both the engine-side builder and the reference model read.
+//!
+//! Graphs are layered: every static edge, conditional target, `Goto` and
+//! `Route` target points from a layer to a later one, so a run always ends
+//! (no limit is needed to stop it) and the model needs no time. A node may
+//! still be activated in several supersteps, through a skip edge.
+//!
+//! Adding node kinds: `Shape` picks the layer layout and `Body` what a node
+//! is. Musters (`NextStep::Muster` to a worker template) and Battalions
+//! (`NodeSpec::battalion`) become new `Body` variants generated in
+//! `node_body`, with their model rules in `model.rs` (`Model::activation`)
+//! and their builder in `chaos.rs` (`build_graph`).
+
+use aegis::*;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+/// The Append field every success and handler writes one token to.
+pub(crate) const LOG: &str = "log";
+/// The Sum field every merged node delta adds 1 to.
+pub(crate) const MERGED: &str = "merged";
+/// The Append field Route handlers write the structured error to.
+pub(crate) const ERRORS: &str = "errors";
+/// The registered custom error handler's name.
+pub(crate) const CUSTOM_HANDLER: &str = "chaos-custom";
+/// The registered custom retry predicate's name.
+pub(crate) const CUSTOM_PREDICATE: &str = "chaos-pred";
+/// The token the default Aegis's Absorb handler writes.
+pub(crate) const DEFAULT_ABSORBED: &str = "default:absorbed";
+
+/// The layer layout of a generated graph.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Shape {
+    /// One node per layer.
+    Chain,
+    /// Alternating one-node and wide layers: fan-out, then join.
+    FanOutJoin,
+    /// Layers of random width.
+    Layered,
+}
+
+/// What a node is. Only Function nodes exist on this branch; Muster and
+/// Battalion bodies go here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Body {
+    /// A scripted Function node (see `faults.rs`).
+    Function,
+}
+
+/// Where a node's own successful directive routes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Next {
+    Edges,
+    Goto(usize),
+    End,
+}
+
+/// One node of a generated graph.
+#[derive(Debug, Clone)]
+pub(crate) struct NodeDef {
+    pub(crate) id: String,
+    pub(crate) layer: usize,
+    pub(crate) body: Body,
+    /// Static successors (node indices).
+    pub(crate) succ: Vec<usize>,
+    pub(crate) to_end: bool,
+    /// Conditional-edge targets, chosen by this node's own evaluator.
+    pub(crate) cond: Option<Vec<usize>>,
+    pub(crate) next: Next,
+    /// The node's own Aegis entry.
+    pub(crate) aegis: Option<Aegis>,
+}
+
+/// A generated graph and its run settings.
+#[derive(Debug, Clone)]
+pub(crate) struct GraphDef {
+    pub(crate) shape: Shape,
+    pub(crate) nodes: Vec<NodeDef>,
+    pub(crate) entry: Vec<usize>,
+    pub(crate) dynamic: BTreeSet<usize>,
+    pub(crate) default_aegis: Option<Aegis>,
+    pub(crate) limits: EngineLimits,
+}
+
+impl GraphDef {
+    /// The Aegis governing node `i`: its own, else the default (wholesale).
+    pub(crate) fn aegis(&self, i: usize) -> Option<&Aegis> {
+        self.nodes[i].aegis.as_ref().or(self.default_aegis.as_ref())
+    }
+
+    pub(crate) fn index(&self, id: &str) -> Option<usize> {
+        self.nodes.iter().position(|n| n.id == id)
+    }
+}
+
+/// The conditional choice of a node with targets `targets`, seeing a merged
+/// log of `log_len` entries: one target, or none (`END`).
+pub(crate) fn cond_choice(targets: &[usize], log_len: usize) -> Option<usize> {
+    let i = log_len % (targets.len() + 1);
+    targets.get(i).copied()
+}
+
+fn pick<T: Copy>(rng: &mut StdRng, items: &[T]) -> T {
+    items[rng.random_range(0..items.len())]
+}
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+fn layer_sizes(rng: &mut StdRng, shape: Shape, n: usize) -> Vec<usize> {
+    let mut sizes = Vec::new();
+    let mut left = n;
+    let mut wide = false;
+    while left > 0 {
+        let want = match shape {
+            Shape::Chain => 1,
+            Shape::FanOutJoin => {
+                wide = !wide;
+                if wide { rng.random_range(2..=8) } else { 1 }
+            }
+            Shape::Layered => rng.random_range(1..=6),
+        };
+        let take = want.min(left);
+        sizes.push(take);
+        left -= take;
+    }
+    sizes
+}
+
+fn random_retry(rng: &mut StdRng) -> RetryPolicy {
+    let initial = pick(rng, &[ms(0), ms(10), ms(100), ms(1000)]);
+    let max_interval = pick(
+        rng,
+        &[initial, initial.max(ms(500)), Duration::from_secs(60)],
+    );
+    let retry_on = match rng.random_range(0..20) {
+        0..8 => RetryPredicate::TransientOnly,
+        8..13 => RetryPredicate::TransientOrUnknown,
+        13..15 => RetryPredicate::Always,
+        15 => RetryPredicate::Never,
+        _ => RetryPredicate::Custom(CUSTOM_PREDICATE.to_string()),
+    };
+    RetryPolicy {
+        max_attempts: rng.random_range(1..=5),
+        initial_interval: initial,
+        backoff_factor: pick(rng, &[1.0, 1.5, 2.0, 3.0]),
+        max_interval,
+        // The engine draws jitter from an unseeded RNG: on, a seed would not
+        // replay the same instants. Jitter bounds are property-tested.
+        jitter: false,
+        retry_on,
+    }
+}
+
+/// Timeouts end in 50 ms and attempt work is whole 100 ms steps, so an
+/// attempt never finishes on the very tick a bound fires: the outcome is
+/// decided by the script alone.
+fn random_timeout(rng: &mut StdRng) -> Option<TimeoutPolicy> {
+    let run = rng
+        .random_bool(0.7)
+        .then(|| pick(rng, &[ms(250), ms(1050), ms(2550), ms(5050)]));
+    let idle = rng
+        .random_bool(0.5)
+        .then(|| pick(rng, &[ms(250), ms(1050), ms(2550)]));
+    (run.is_some() || idle.is_some()).then_some(TimeoutPolicy {
+        run_timeout: run,
+        idle_timeout: idle,
+    })
+}
+
+fn absorb(token: &str) -> ErrorHandlerSpec {
+    let mut fallback_delta = StateDelta::new();
+    fallback_delta
+        .set(LOG, token)
+        .and_then(|d| d.set(MERGED, 1))
+        .expect("static fields");
+    ErrorHandlerSpec::Absorb { fallback_delta }
+}
+
+/// A random Aegis; `route` lists the nodes a Route may target (none for
+/// the graph-wide default), `id` names the node for its Absorb token.
+fn random_aegis(rng: &mut StdRng, id: Option<&str>, route: &[usize], ids: &[String]) -> Aegis {
+    let on_error = rng.random_bool(0.65).then(|| match rng.random_range(0..3) {
+        0 if !route.is_empty() => ErrorHandlerSpec::Route {
+            to: NodeId::new(ids[pick(rng, route)].as_str()),
+            error_field: FieldName::new(ERRORS).expect("valid"),
+        },
+        1 | 0 => match id {
+            Some(id) => absorb(&format!("{id}:absorbed")),
+            None => absorb(DEFAULT_ABSORBED),
+        },
+        _ => ErrorHandlerSpec::Custom(CUSTOM_HANDLER.to_string()),
+    });
+    Aegis {
+        retry: rng.random_bool(0.7).then(|| random_retry(rng)),
+        timeout: if rng.random_bool(0.5) {
+            random_timeout(rng)
+        } else {
+            None
+        },
+        on_error,
+        cache: rng.random_bool(0.3).then(|| CachePolicy {
+            ttl: pick(rng, &[ms(300), Duration::from_secs(3600)]),
+            key: CacheKeySpec::Default,
+        }),
+    }
+}
+
+/// Musters and Battalions are chosen here once the engine has them.
+fn node_body(_rng: &mut StdRng) -> Body {
+    Body::Function
+}
+
+/// The graph of `seed`.
+pub(crate) fn generate(seed: u64) -> GraphDef {
+    let mut rng = StdRng::seed_from_u64(seed ^ 0x6172_6d79_6f66_6e6f);
+    let shape = pick(&mut rng, &[Shape::Chain, Shape::FanOutJoin, Shape::Layered]);
+    let n = rng.random_range(5..=50);
+    let sizes = layer_sizes(&mut rng, shape, n);
+    let mut layers: Vec<Vec<usize>> = Vec::new();
+    let mut next_id = 0;
+    for size in &sizes {
+        layers.push((next_id..next_id + size).collect());
+        next_id += size;
+    }
+    let ids: Vec<String> = (0..n).map(|i| format!("n{i:02}")).collect();
+    let mut nodes: Vec<NodeDef> = Vec::with_capacity(n);
+    for (l, layer) in layers.iter().enumerate() {
+        for &i in layer {
+            nodes.push(NodeDef {
+                id: ids[i].clone(),
+                layer: l,
+                body: node_body(&mut rng),
+                succ: Vec::new(),
+                to_end: l + 1 == layers.len(),
+                cond: None,
+                next: Next::Edges,
+                aegis: None,
+            });
+        }
+    }
+
+    let mut dynamic = BTreeSet::new();
+    for l in 0..layers.len().saturating_sub(1) {
+        let next = &layers[l + 1];
+        for &i in &layers[l] {
+            let k = rng.random_range(1..=next.len().min(3));
+            let mut succ: BTreeSet<usize> = BTreeSet::new();
+            while succ.len() < k {
+                succ.insert(pick(&mut rng, next));
+            }
+            if let Some(skip) = layers.get(l + 2)
+                && rng.random_bool(0.15)
+            {
+                succ.insert(pick(&mut rng, skip));
+            }
+            nodes[i].succ = succ.into_iter().collect();
+            if rng.random_bool(0.2) {
+                let k = rng.random_range(1..=next.len().min(3));
+                let mut targets: BTreeSet<usize> = BTreeSet::new();
+                while targets.len() < k {
+                    targets.insert(pick(&mut rng, next));
+                }
+                nodes[i].cond = Some(targets.into_iter().collect());
+            }
+            nodes[i].next = match rng.random_range(0..20) {
+                0..15 => Next::Edges,
+                15..18 => {
+                    let t = pick(&mut rng, next);
+                    if !nodes[i].succ.contains(&t) {
+                        dynamic.insert(t);
+                    }
+                    Next::Goto(t)
+                }
+                _ => Next::End,
+            };
+        }
+        // Every node has a static predecessor, so all are reachable.
+        for &j in next {
+            if !layers[l].iter().any(|&i| nodes[i].succ.contains(&j)) {
+                let i = pick(&mut rng, &layers[l]);
+                nodes[i].succ.push(j);
+                nodes[i].succ.sort_unstable();
+            }
+        }
+    }
+    if let Some(last) = layers.last() {
+        for &i in last {
+            if rng.random_bool(0.15) {
+                nodes[i].next = Next::End;
+            }
+        }
+    }
+
+    for i in 0..n {
+        if rng.random_bool(0.7) {
+            let route: Vec<usize> = layers.get(nodes[i].layer + 1).cloned().unwrap_or_default();
+            nodes[i].aegis = Some(random_aegis(&mut rng, Some(&ids[i]), &route, &ids));
+        }
+    }
+    let default_aegis = rng
+        .random_bool(0.5)
+        .then(|| random_aegis(&mut rng, None, &[], &ids));
+    let limits = EngineLimits {
+        max_concurrency: pick(&mut rng, &[1, 2, 64]),
+        shutdown_grace: pick(&mut rng, &[ms(0), ms(100), ms(1000), ms(5000)]),
+        ..EngineLimits::default()
+    };
+    GraphDef {
+        shape,
+        nodes,
+        entry: layers[0].clone(),
+        dynamic,
+        default_aegis,
+        limits,
+    }
+}
