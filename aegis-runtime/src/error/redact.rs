@@ -71,7 +71,21 @@ pub fn redact_secrets(text: &str) -> String {
     let mut i = 0;
     while i < bytes.len() {
         match secret_at(bytes, i) {
-            Some((start, end)) => {
+            Some((start, mut end)) => {
+                // A value that is itself a secret's key (`token: "x-api-key":
+                // "..."`) must not hide the secret after it: scanning resumes
+                // after what is redacted, so the span swallows the nested
+                // key-value pairs too.
+                let mut probe = start;
+                for _ in 0..8 {
+                    match keyed_value_at(bytes, probe) {
+                        Some((nested_start, nested_end)) if nested_end > end => {
+                            end = nested_end;
+                            probe = nested_start;
+                        }
+                        _ => break,
+                    }
+                }
                 // Every pattern starts and ends on an ASCII byte or at the end
                 // of the text, so both are char boundaries.
                 out.push_str(&text[copied..start]);
@@ -296,6 +310,21 @@ fn opening_quote(b: &[u8], j: usize) -> (Option<u8>, usize) {
 mod tests {
     use super::*;
     use crate::error::Transience;
+
+    #[test]
+    fn a_key_name_as_a_value_does_not_hide_the_secret_after_it() {
+        // Found by the map_http_status fuzz target.
+        let leaked = "AbcdefSecret0123";
+        for text in [
+            format!("token: \"x-api-key\": \"{leaked}\""),
+            format!("password=api_key={leaked}"),
+            format!("{{\"secret\": \"token\": \"{leaked}\"}}"),
+        ] {
+            let out = redact_secrets(&text);
+            assert!(!out.contains("Secret0123"), "{text:?} -> {out:?}");
+            assert!(out.contains(REDACTED), "{out:?}");
+        }
+    }
 
     #[test]
     fn redacts_each_credential_shape() {
