@@ -2,7 +2,8 @@
 //! barrier in vanguard order, write a waypoint, compute the next vanguard.
 
 use futures::StreamExt;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use imbl::OrdMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -32,7 +33,7 @@ pub(crate) struct Cursor {
     pub(crate) interrupted: bool,
     pub(crate) completed: Vec<CompletedActivation>,
     pub(crate) parley: Option<ParleyDelivery>,
-    pub(crate) visits: BTreeMap<NodeId, u32>,
+    pub(crate) visits: OrdMap<NodeId, u32>,
 }
 
 impl Cursor {
@@ -83,7 +84,7 @@ struct StepEnv {
     state: Battlefield,
     parley: Option<ParleyDelivery>,
     fingerprint: String,
-    visits: BTreeMap<NodeId, u32>,
+    visits: OrdMap<NodeId, u32>,
 }
 
 fn writer(a: &Activation) -> Writer {

@@ -1,5 +1,5 @@
+use imbl::OrdMap;
 use serde::Serialize;
-use std::collections::BTreeMap;
 use std::time::SystemTime;
 
 use crate::engine::NodeExecutionRecord;
@@ -148,7 +148,9 @@ pub struct Waypoint {
     /// A parley answer to hand to the next superstep's activations.
     pub parley: Option<ParleyDelivery>,
     /// How often each node has been activated in this thread.
-    pub visits: BTreeMap<NodeId, u32>,
+    /// A persistent map: writing a waypoint per superstep must not copy
+    /// one entry per node of the graph each time.
+    pub visits: OrdMap<NodeId, u32>,
     /// The fingerprint of the graph that wrote it.
     pub fingerprint: String,
     /// When it was written.
