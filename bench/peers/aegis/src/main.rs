@@ -218,9 +218,13 @@ fn main() -> Result<(), BenchError> {
     });
     let cached = engine().with_node_cache(Arc::new(InMemoryNodeCache::new()));
     let round = std::process::id();
-    r.measure("e_cache_miss_100", &g, &cached, 100, |s| {
-        json!({ "n": u64::from(round) * 1_000 + s as u64 })
-    })?;
+    r.measure(
+        "e_cache_miss_100",
+        &g,
+        &cached,
+        100,
+        |s| json!({ "n": u64::from(round) * 1_000 + s as u64 }),
+    )?;
     r.measure("e_cache_hit_100", &g, &cached, 100, |_| json!({ "n": -1 }))?;
     Ok(())
 }
