@@ -1,0 +1,230 @@
+//! The Aegis side of the peer benchmarks: the five workloads of issue 10,
+//! timed one whole run at a time, printed as
+//! `RESULT <workload> aegis waypoints <µs per node or task>`, one line per
+//! run, for `bench/peers/run.sh` to aggregate.
+//!
+//! Aegis always writes a waypoint per superstep (there is no "no
+//! checkpointing" mode), so every figure here is with the in-memory
+//! waypoint store.
+//!
+//! Usage: `aegis-peer-bench [--samples N]` (default 5 timed runs per
+//! workload, after one warm-up run); `--chain N` runs only workload (a)
+//! with N nodes, for profiling.
+
+use aegis::*;
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+type BenchError = Box<dyn std::error::Error>;
+
+fn schema() -> Result<BattlefieldSchema, BenchError> {
+    Ok(BattlefieldSchema::new(vec![
+        FieldSpec::new(FieldName::new("n")?, DispatchRule::Sum, None, false),
+        FieldSpec::new(FieldName::new("items")?, DispatchRule::Append, None, false),
+    ]))
+}
+
+fn limits(supersteps: u32) -> EngineLimits {
+    EngineLimits {
+        max_supersteps: supersteps + 10,
+        max_node_visits: 10,
+        max_concurrency: 2048,
+        ..EngineLimits::default()
+    }
+}
+
+/// A trivial node: adds 1 to the counter.
+fn add_one() -> NodeSpec {
+    NodeSpec::from_fn("add_one", |_, _| {
+        Box::pin(async {
+            let mut d = StateDelta::new();
+            d.set("n", 1)?;
+            Ok(d.into())
+        })
+    })
+}
+
+/// Adds 1 to the counter, after failing its first attempt with a transient error.
+fn flaky_add_one() -> NodeSpec {
+    NodeSpec::from_fn("flaky_add_one", |_, ctx| {
+        let first = ctx.attempt() == 1;
+        Box::pin(async move {
+            if first {
+                return Err(StateNodeError::transient("transient failure"));
+            }
+            let mut d = StateDelta::new();
+            d.set("n", 1)?;
+            Ok(d.into())
+        })
+    })
+}
+
+fn chain(n: u32, node: fn() -> NodeSpec) -> Result<WarGraph, BenchError> {
+    let mut g = WarGraph::new(schema()?, limits(n));
+    let mut prev = START.to_string();
+    for i in 0..n {
+        let id = format!("n{i:05}");
+        g.add_node(id.as_str(), node());
+        g.add_edge(prev.as_str(), id.as_str());
+        prev = id;
+    }
+    g.add_edge(prev.as_str(), END);
+    Ok(g)
+}
+
+/// (c): a retry policy and a timeout policy on every node.
+fn guarded() -> Aegis {
+    Aegis {
+        retry: Some(RetryPolicy::default()),
+        timeout: Some(TimeoutPolicy {
+            run_timeout: Some(Duration::from_secs(30)),
+            idle_timeout: None,
+        }),
+        ..Aegis::default()
+    }
+}
+
+/// (d): retry transient failures with no backoff.
+fn zero_backoff() -> Aegis {
+    Aegis {
+        retry: Some(RetryPolicy {
+            max_attempts: 3,
+            initial_interval: Duration::ZERO,
+            max_interval: Duration::ZERO,
+            jitter: false,
+            ..RetryPolicy::default()
+        }),
+        ..Aegis::default()
+    }
+}
+
+/// (b): one node musters `n` tasks to one worker, which appends its payload.
+fn muster(n: u32) -> Result<WarGraph, BenchError> {
+    let split = NodeSpec::from_fn("split", move |_, _| {
+        Box::pin(async move {
+            let tasks = (0..n).map(|i| (format!("t{i}"), json!(i)));
+            Ok(Directive::muster(StateDelta::new(), "worker", tasks))
+        })
+    });
+    let worker = NodeSpec::from_fn("worker", |_, ctx| {
+        let payload = ctx.task().map(|t| t.payload.clone()).unwrap_or(Value::Null);
+        Box::pin(async move {
+            let mut d = StateDelta::new();
+            d.set("items", payload)?;
+            Ok(d.into())
+        })
+    });
+    let mut g = WarGraph::new(schema()?, limits(4));
+    g.add_node("split", split)
+        .add_worker_template("worker", worker)
+        .add_edge(START, "split")
+        .add_edge("worker", END);
+    Ok(g)
+}
+
+fn engine() -> WarEngine {
+    WarEngine::new(
+        Arc::new(UnconfiguredPaladinPort),
+        Arc::new(InMemoryWaypointStore::new()),
+    )
+}
+
+struct Runner {
+    rt: tokio::runtime::Runtime,
+    samples: usize,
+    thread: u64,
+}
+
+impl Runner {
+    /// Runs `graph` once per sample (after a warm-up) and prints µs per unit.
+    fn measure(
+        &mut self,
+        workload: &str,
+        graph: &WarGraph,
+        engine: &WarEngine,
+        units: u32,
+        input: impl Fn(usize) -> Value,
+    ) -> Result<(), BenchError> {
+        for sample in 0..=self.samples {
+            self.thread += 1;
+            let thread = format!("t{}", self.thread);
+            let input = input(sample);
+            let t0 = Instant::now();
+            let out = self.rt.block_on(engine.start(graph, &thread, input))?;
+            let elapsed = t0.elapsed();
+            if !out.is_completed() {
+                return Err(format!("{workload}: run ended {}", out.name()).into());
+            }
+            if sample > 0 {
+                let per_unit = elapsed.as_secs_f64() * 1e6 / f64::from(units);
+                println!("RESULT\t{workload}\taegis\twaypoints\t{per_unit:.3}");
+            }
+        }
+        Ok(())
+    }
+}
+
+fn main() -> Result<(), BenchError> {
+    let mut samples = 5usize;
+    let mut only_chain: Option<u32> = None;
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--samples" => samples = args.next().ok_or("--samples needs a value")?.parse()?,
+            // For profiling: only workload (a), with this many nodes.
+            "--chain" => only_chain = Some(args.next().ok_or("--chain needs a value")?.parse()?),
+            other => return Err(format!("unknown argument {other}").into()),
+        }
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()?;
+    let mut r = Runner {
+        rt,
+        samples,
+        thread: 0,
+    };
+    let empty = |_| json!({});
+    if let Some(n) = only_chain {
+        let g = chain(n, add_one)?;
+        return r.measure(&format!("a_chain_{n}"), &g, &engine(), n, empty);
+    }
+
+    for n in [100u32, 1_000, 10_000] {
+        let g = chain(n, add_one)?;
+        r.measure(&format!("a_chain_{n}"), &g, &engine(), n, empty)?;
+    }
+
+    r.measure("b_fanout_1000", &muster(1_000)?, &engine(), 1_000, empty)?;
+
+    let mut g = chain(1_000, add_one)?;
+    g.with_default_aegis(guarded());
+    r.measure("c_policies_1000", &g, &engine(), 1_000, empty)?;
+
+    let mut g = chain(1_000, flaky_add_one)?;
+    g.with_default_aegis(zero_backoff());
+    r.measure("d_retry_once_1000", &g, &engine(), 1_000, empty)?;
+
+    // (e): a 100-node chain, every node cached. A miss runs with an input
+    // never seen before; a hit repeats the input of an earlier run.
+    let mut g = chain(100, add_one)?;
+    g.with_default_aegis(Aegis {
+        cache: Some(CachePolicy {
+            ttl: Duration::from_secs(3600),
+            key: CacheKeySpec::Default,
+        }),
+        ..Aegis::default()
+    });
+    let cached = engine().with_node_cache(Arc::new(InMemoryNodeCache::new()));
+    let round = std::process::id();
+    r.measure(
+        "e_cache_miss_100",
+        &g,
+        &cached,
+        100,
+        |s| json!({ "n": u64::from(round) * 1_000 + s as u64 }),
+    )?;
+    r.measure("e_cache_hit_100", &g, &cached, 100, |_| json!({ "n": -1 }))?;
+    Ok(())
+}
