@@ -5,7 +5,7 @@ fn child() -> WarGraph {
 }
 
 fn approval() -> NodeSpec {
-    unimplemented!()
+    NodeSpec::gate("Ship?", "approve", "approve")
 }
 
 fn main() {

@@ -1,7 +1,7 @@
 use aegis::prelude::*;
 
 fn approval() -> NodeSpec {
-    unimplemented!()
+    NodeSpec::gate("Ship?", "approve", "approve")
 }
 
 fn main() {
