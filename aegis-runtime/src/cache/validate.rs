@@ -25,11 +25,7 @@ pub fn delta_is_cacheable(schema: &BattlefieldSchema, delta: &StateDelta) -> boo
 /// actually gets).
 pub(crate) fn cache_problems(graph: &WarGraph) -> Vec<EngineError> {
     let schema = graph.schema();
-    let entries = graph
-        .default_aegis
-        .iter()
-        .map(|a| (None, a))
-        .chain(graph.aegis.iter().map(|(n, a)| (Some(n), a)));
+    let entries = graph.aegis_entries();
     let mut undeclared = Vec::new();
     for (node, aegis) in entries {
         if let Some(CacheKeySpec::Fields(fields)) = aegis.cache.as_ref().map(|c| &c.key) {

@@ -208,12 +208,7 @@ impl<S: WaypointStore> WarEngine<S> {
             }
         }
 
-        let entries: Vec<(Option<&NodeId>, &Aegis)> = graph
-            .default_aegis
-            .iter()
-            .map(|a| (None, a))
-            .chain(graph.aegis.iter().map(|(n, a)| (Some(n), a)))
-            .collect();
+        let entries: Vec<(Option<&NodeId>, &Aegis)> = graph.aegis_entries().collect();
         let unregistered: Vec<PolicyOffender> = entries
             .iter()
             .filter_map(

@@ -229,12 +229,7 @@ impl WarGraph {
 
         // Each Aegis value is checked once: the default under `None`, own
         // entries under their node.
-        let entries: Vec<(Option<&NodeId>, &Aegis)> = self
-            .default_aegis
-            .iter()
-            .map(|a| (None, a))
-            .chain(self.aegis.iter().map(|(n, a)| (Some(n), a)))
-            .collect();
+        let entries: Vec<(Option<&NodeId>, &Aegis)> = self.aegis_entries().collect();
         let mut retry = Vec::new();
         let mut timeout = Vec::new();
         for (node, aegis) in &entries {

@@ -147,6 +147,16 @@ impl WarGraph {
         self.default_aegis.as_ref()
     }
 
+    /// Every Aegis value in the graph, each once: the default (under `None`),
+    /// then each node's own entry. Policy checks walk these rather than
+    /// `aegis_for` per node, so a bad default is reported once.
+    pub(crate) fn aegis_entries(&self) -> impl Iterator<Item = (Option<&NodeId>, &Aegis)> {
+        self.default_aegis
+            .iter()
+            .map(|a| (None, a))
+            .chain(self.aegis.iter().map(|(n, a)| (Some(n), a)))
+    }
+
     /// The node declared as `id` (the first, if declared twice).
     pub fn node(&self, id: &str) -> Option<&NodeSpec> {
         self.nodes
