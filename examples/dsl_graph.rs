@@ -72,6 +72,7 @@ impl TraceSink for PrintAttempts {
                 node_id,
                 attempt,
                 delay,
+                ..
             } => println!("  {node_id}: attempt {attempt} in {delay:?}"),
             _ => {}
         }

@@ -182,6 +182,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 node_id,
                 attempt,
                 delay,
+                ..
             } => {
                 println!("    {node_id} will retry (attempt {attempt}) after {delay:?}");
             }

@@ -494,6 +494,54 @@ async fn a_battalion_maps_state_both_ways_and_keeps_its_own_waypoints() {
     assert!(g.to_mermaid().contains("subgraph"));
 }
 
+#[tokio::test]
+async fn attempt_events_name_their_thread_and_superstep_child_runs_included() {
+    // One sink sees the parent and its child: only the thread on each
+    // attempt event tells the child's `double` from the parent's `sub`.
+    let g = parent_graph(child_graph(write("y", json!(1))));
+    let sink = CollectingTraceSink::new();
+    let e = engine().with_trace_sink(sink.clone());
+    e.start(&g, "p", json!({"input": 1})).await.unwrap();
+    let attempts: Vec<(String, u32, String)> = sink
+        .events()
+        .into_iter()
+        .filter_map(|ev| match ev {
+            TraceEvent::NodeStarted {
+                thread_id,
+                superstep,
+                node_id,
+                ..
+            } => Some((thread_id, superstep, node_id.to_string())),
+            _ => None,
+        })
+        .collect();
+    let finished: Vec<(String, u32, String)> = sink
+        .events()
+        .into_iter()
+        .filter_map(|ev| match ev {
+            TraceEvent::NodeFinished {
+                thread_id,
+                superstep,
+                node_id,
+                ..
+            } => Some((thread_id, superstep, node_id.to_string())),
+            _ => None,
+        })
+        .collect();
+    let want = [
+        ("p", 1, "sub"),
+        ("p/sub", 1, "double"),
+        ("p/sub", 2, "middle"),
+    ]
+    .map(|(t, s, n)| (t.to_string(), s, n.to_string()));
+    assert_eq!(attempts, want);
+    // Finish order is inside-out: the child's attempts end before the parent's.
+    assert_eq!(
+        finished,
+        [want[1].clone(), want[2].clone(), want[0].clone()]
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_battalion_timeout_fails_the_parent_attempt_with_timeout() {
     let stuck = NodeSpec::from_fn("stuck", |_, _| {

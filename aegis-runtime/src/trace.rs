@@ -44,6 +44,10 @@ pub enum TraceEvent {
     },
     /// An attempt of a node began.
     NodeStarted {
+        /// The thread (a Battalion child's attempts carry the child thread).
+        thread_id: String,
+        /// The superstep of the attempt, in that thread.
+        superstep: u32,
         /// The node.
         node_id: NodeId,
         /// The task key, for a mustered task.
@@ -53,6 +57,10 @@ pub enum TraceEvent {
     },
     /// An attempt of a node ended (or a cache hit was served).
     NodeFinished {
+        /// The thread (a Battalion child's attempts carry the child thread).
+        thread_id: String,
+        /// The superstep of the attempt, in that thread.
+        superstep: u32,
         /// The node.
         node_id: NodeId,
         /// The task key, for a mustered task.
@@ -68,6 +76,10 @@ pub enum TraceEvent {
     },
     /// A failed attempt will be retried after `delay`.
     RetryScheduled {
+        /// The thread (a Battalion child's attempts carry the child thread).
+        thread_id: String,
+        /// The superstep of the attempt, in that thread.
+        superstep: u32,
         /// The node.
         node_id: NodeId,
         /// The attempt about to run.
@@ -156,12 +168,18 @@ pub(crate) fn log_event(event: &TraceEvent) {
             tracing::debug!(superstep, vanguard = ?vanguard, "superstep started");
         }
         TraceEvent::NodeStarted {
-            node_id, attempt, ..
+            thread_id,
+            node_id,
+            task_key,
+            attempt,
+            ..
         } => {
-            tracing::debug!(node_id = %node_id, attempt, "attempt started");
+            tracing::debug!(thread_id, node_id = %node_id, task_key, attempt, "attempt started");
         }
         TraceEvent::NodeFinished {
+            thread_id,
             node_id,
+            task_key,
             attempt,
             status,
             cache_hit,
@@ -169,18 +187,20 @@ pub(crate) fn log_event(event: &TraceEvent) {
             ..
         } => match status {
             AttemptStatus::Failed(e) => {
-                tracing::warn!(node_id = %node_id, attempt, error = %e, ?duration, "attempt failed");
+                tracing::warn!(thread_id, node_id = %node_id, task_key, attempt, error = %e, ?duration, "attempt failed");
             }
             _ => {
-                tracing::debug!(node_id = %node_id, attempt, cache_hit, ?duration, status = ?status, "attempt finished");
+                tracing::debug!(thread_id, node_id = %node_id, task_key, attempt, cache_hit, ?duration, status = ?status, "attempt finished");
             }
         },
         TraceEvent::RetryScheduled {
+            thread_id,
             node_id,
             attempt,
             delay,
+            ..
         } => {
-            tracing::info!(node_id = %node_id, attempt, ?delay, "retry scheduled");
+            tracing::info!(thread_id, node_id = %node_id, attempt, ?delay, "retry scheduled");
         }
         TraceEvent::FallbackHop {
             from_provider,

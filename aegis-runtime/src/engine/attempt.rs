@@ -229,6 +229,8 @@ impl<S: WaypointStore> WarEngine<S> {
             && let Some(entry) = cache.lookup(key).await.into_hit()
         {
             self.emit(TraceEvent::NodeFinished {
+                thread_id: step.thread_id.to_string(),
+                superstep: step.superstep,
                 node_id: node_id.clone(),
                 task_key: step.task.map(|t| t.task_key.clone()),
                 attempt: 1,
@@ -279,6 +281,8 @@ impl<S: WaypointStore> WarEngine<S> {
             }
 
             self.emit(TraceEvent::NodeStarted {
+                thread_id: step.thread_id.to_string(),
+                superstep: step.superstep,
                 node_id: node_id.clone(),
                 task_key: step.task.map(|t| t.task_key.clone()),
                 attempt,
@@ -295,6 +299,8 @@ impl<S: WaypointStore> WarEngine<S> {
                 },
             };
             self.emit(TraceEvent::NodeFinished {
+                thread_id: step.thread_id.to_string(),
+                superstep: step.superstep,
                 node_id: node_id.clone(),
                 task_key: step.task.map(|t| t.task_key.clone()),
                 attempt,
@@ -370,6 +376,8 @@ impl<S: WaypointStore> WarEngine<S> {
             // The RNG must not live across an await: it is not Send.
             let delay = policy.delay_before(attempt + 1, &mut rand::rng());
             self.emit(TraceEvent::RetryScheduled {
+                thread_id: step.thread_id.to_string(),
+                superstep: step.superstep,
                 node_id: node_id.clone(),
                 attempt: attempt + 1,
                 delay,
