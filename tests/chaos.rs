@@ -2,8 +2,9 @@
 //! injected into every attempt, checked against a fault-free reference
 //! model.
 //!
-//! Each seed generates a graph of 5–50 Function nodes (chains, fan-outs and
-//! joins, conditional edges, `Goto`, `End`; see `chaos/generate.rs`), random
+//! Each seed generates a graph of 5–50 nodes (chains, fan-outs and joins,
+//! conditional edges, `Goto`, `End`, Musters of 0–40 tasks, Battalions
+//! running child graphs; see `chaos/generate.rs`), random
 //! retry/timeout/handler/cache policies, and a script for every attempt
 //! (`chaos/faults.rs`): success, transient / permanent / unknown errors,
 //! panics, hangs past the timeouts, slow heartbeating work. The cache
@@ -40,11 +41,15 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use check::{Exec, Observed, Segment};
-use faults::{End, FaultyCache, PANIC_MARK, Plan};
+use faults::{End, FaultyCache, PANIC_MARK, Plan, Scope, Site};
 use generate::{
-    Body, CUSTOM_HANDLER, CUSTOM_PREDICATE, ERRORS, GraphDef, LOG, MERGED, Next, Shape, cond_choice,
+    Body, CUSTOM_HANDLER, CUSTOM_PREDICATE, ERRORS, GraphDef, LOG, MERGED, Next, PARENT_LOG, Shape,
+    cond_choice,
 };
-use model::{ActResult, Expected, Model, custom_allows, custom_ends, custom_token, success_token};
+use model::{
+    ActResult, Expected, Model, Outcome, custom_allows, custom_ends, custom_token, success_token,
+    task_key,
+};
 
 /// The shared facts of one seed: its scripts and what its nodes, handlers
 /// and interceptors saw.
@@ -60,20 +65,18 @@ struct World {
 }
 
 impl World {
-    fn plan(&self, node: usize, superstep: u32, attempt: u32) -> Plan {
+    /// The graph a scope runs.
+    fn def(&self, scope: Scope) -> &GraphDef {
+        self.def.scope(scope)
+    }
+
+    fn plan(&self, site: Site) -> Plan {
         let bounded = self
-            .def
-            .aegis(node)
+            .def(site.scope)
+            .aegis(site.node)
             .and_then(|a| a.timeout.as_ref())
             .is_some();
-        faults::plan(
-            self.seed,
-            self.fault_rate,
-            node,
-            superstep,
-            attempt,
-            bounded,
-        )
+        faults::plan(self.seed, self.fault_rate, site, bounded)
     }
 
     fn segment(&self) -> usize {
@@ -81,22 +84,50 @@ impl World {
     }
 }
 
-fn node_spec(world: Arc<World>, node: usize) -> NodeSpec {
+/// The visit a child thread belongs to: `{parent}/{node}` is the first,
+/// `{parent}/{node}#{visit}` a later one.
+fn visit_of(thread: &str) -> u32 {
+    thread
+        .rsplit_once('#')
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or(1)
+}
+
+/// A scripted node of the graph `parent` names (`None`: the root).
+fn node_spec(world: Arc<World>, parent: Option<usize>, node: usize) -> NodeSpec {
     NodeSpec::from_fn("chaos", move |_, ctx| {
         let world = world.clone();
         Box::pin(async move {
+            let scope = match parent {
+                None => Scope::Root,
+                Some(parent) => Scope::Child {
+                    parent,
+                    visit: visit_of(ctx.thread_id()),
+                },
+            };
+            let task = ctx.task().map(|t| t.index);
             let (superstep, attempt) = (ctx.superstep(), ctx.attempt());
             world.journal.lock().unwrap().push(Exec {
                 segment: world.segment(),
+                thread: ctx.thread_id().to_string(),
+                scope,
                 node,
+                task,
                 superstep,
                 attempt,
             });
-            let plan = world.plan(node, superstep, attempt);
+            let plan = world.plan(Site {
+                scope,
+                node,
+                task,
+                superstep,
+                attempt,
+            });
             if std::env::var_os("AEGIS_CHAOS_DUMP").is_some() {
                 println!(
-                    "exec {} s{superstep} a{attempt} at {:?}: {plan:?}",
-                    world.def.nodes[node].id,
+                    "exec {} {:?} {task:?} s{superstep} a{attempt} at {:?}: {plan:?}",
+                    ctx.thread_id(),
+                    ctx.node_id(),
                     tokio::time::Instant::now()
                 );
             }
@@ -106,23 +137,29 @@ fn node_spec(world: Arc<World>, node: usize) -> NodeSpec {
                     ctx.heartbeat();
                 }
             }
-            let def = &world.def.nodes[node];
+            let def = world.def(scope);
+            let n = &def.nodes[node];
             match plan.end {
                 End::Ok => {
                     let mut delta = StateDelta::new();
                     delta
-                        .set(LOG, success_token(&def.id, superstep, attempt))?
+                        .set(LOG, success_token(&n.id, task, superstep, attempt))?
                         .set(MERGED, 1)?;
-                    Ok(match def.next {
-                        Next::Edges => Directive::edges(delta),
-                        Next::Goto(t) => Directive::goto(delta, world.def.nodes[t].id.as_str()),
-                        Next::End => Directive::end(delta),
+                    Ok(match (&n.body, &n.next) {
+                        (Body::Muster { template, tasks }, _) => Directive::muster(
+                            delta,
+                            def.nodes[*template].id.as_str(),
+                            (0..*tasks).map(|j| (task_key(j), json!(j))),
+                        ),
+                        (_, Next::Edges) => Directive::edges(delta),
+                        (_, Next::Goto(t)) => Directive::goto(delta, def.nodes[*t].id.as_str()),
+                        (_, Next::End) => Directive::end(delta),
                     })
                 }
                 End::Transient => Err(StateNodeError::transient("injected transient fault")),
                 End::Permanent => Err(StateNodeError::permanent("injected permanent fault")),
                 End::Unknown => Err(StateNodeError::new("injected unclassified fault")),
-                End::Panic => panic!("{PANIC_MARK} in {}", def.id),
+                End::Panic => panic!("{PANIC_MARK} in {}", n.id),
                 End::Hang => {
                     std::future::pending::<()>().await;
                     Err(StateNodeError::new("a hang never ends"))
@@ -205,20 +242,43 @@ impl EdgeConditionEvaluator for Cond {
     }
 }
 
-fn build_graph(world: &Arc<World>) -> WarGraph {
-    let def = &world.def;
-    let field = |name: &str, rule| FieldSpec::new(FieldName::new(name).unwrap(), rule, None, false);
-    let schema = BattlefieldSchema::new(vec![
+fn field(name: &str, rule: DispatchRule) -> FieldSpec {
+    FieldSpec::new(FieldName::new(name).unwrap(), rule, None, false)
+}
+
+/// The engine-side graph of `def`, the root (`parent: None`) or the child
+/// of the Battalion node `parent`.
+fn build_graph(world: &Arc<World>, parent: Option<usize>, def: &GraphDef) -> WarGraph {
+    let mut fields = vec![
         field(LOG, DispatchRule::Append),
         field(MERGED, DispatchRule::Sum),
         field(ERRORS, DispatchRule::Append),
-    ]);
-    let mut g = WarGraph::new(schema, def.limits.clone());
+    ];
+    if parent.is_some() {
+        fields.push(field(PARENT_LOG, DispatchRule::Append));
+    }
+    let mut g = WarGraph::new(BattlefieldSchema::new(fields), def.limits.clone());
+    let name = |f: &str| FieldName::new(f).unwrap();
     for (i, n) in def.nodes.iter().enumerate() {
-        let spec = match n.body {
-            Body::Function => node_spec(world.clone(), i),
-        };
-        g.add_node(n.id.as_str(), spec);
+        match &n.body {
+            Body::Function | Body::Muster { .. } => {
+                g.add_node(n.id.as_str(), node_spec(world.clone(), parent, i));
+            }
+            Body::Template => {
+                g.add_worker_template(n.id.as_str(), node_spec(world.clone(), parent, i));
+            }
+            Body::Battalion(child) => {
+                let spec = NodeSpec::battalion(
+                    build_graph(world, Some(i), child),
+                    vec![(name(LOG), name(PARENT_LOG))],
+                    [LOG, MERGED, ERRORS]
+                        .into_iter()
+                        .map(|f| (name(f), name(f)))
+                        .collect(),
+                );
+                g.add_node(n.id.as_str(), spec);
+            }
+        }
         for &s in &n.succ {
             g.add_edge(n.id.as_str(), def.nodes[s].id.as_str());
         }
@@ -245,6 +305,24 @@ fn build_graph(world: &Arc<World>) -> WarGraph {
     g
 }
 
+/// Every conditional edge of `def` and its children: (evaluator, targets
+/// as ids).
+fn conditionals(def: &GraphDef, out: &mut Vec<(String, Cond)>) {
+    let ids: Vec<NodeId> = def
+        .nodes
+        .iter()
+        .map(|n| NodeId::new(n.id.as_str()))
+        .collect();
+    for n in &def.nodes {
+        if let Some(targets) = &n.cond {
+            out.push((format!("cond-{}", n.id), Cond(targets.clone(), ids.clone())));
+        }
+        if let Body::Battalion(child) = &n.body {
+            conditionals(child, out);
+        }
+    }
+}
+
 struct Rig {
     world: Arc<World>,
     graph: WarGraph,
@@ -257,13 +335,6 @@ impl Rig {
     /// A fresh engine over the seed's store and cache.
     fn engine(&self, token: CancellationToken) -> (WarEngine, Arc<CollectingTraceSink>) {
         let sink = CollectingTraceSink::new();
-        let ids: Vec<NodeId> = self
-            .world
-            .def
-            .nodes
-            .iter()
-            .map(|n| NodeId::new(n.id.as_str()))
-            .collect();
         let mut engine = WarEngine::new(Arc::new(UnconfiguredPaladinPort), self.store.clone())
             .with_node_cache(self.cache.clone())
             .with_error_handler(CUSTOM_HANDLER, Arc::new(Custom(self.world.clone())))
@@ -271,11 +342,10 @@ impl Rig {
             .with_interceptor(Arc::new(Counter(self.world.clone())))
             .with_trace_sink(sink.clone())
             .with_cancellation(token);
-        for n in &self.world.def.nodes {
-            if let Some(targets) = &n.cond {
-                let cond = Cond(targets.clone(), ids.clone());
-                engine = engine.with_edge_evaluator(format!("cond-{}", n.id), Arc::new(cond));
-            }
+        let mut conds = Vec::new();
+        conditionals(&self.world.def, &mut conds);
+        for (name, cond) in conds {
+            engine = engine.with_edge_evaluator(name, Arc::new(cond));
         }
         (engine, sink)
     }
@@ -324,17 +394,23 @@ impl Rig {
     }
 
     async fn check(&self, exp: &Expected, thread: &str, segments: &[Segment]) {
+        let def = &self.world.def;
         let cancelled = segments.iter().any(|s| s.cancelled);
         let last = &segments.last().expect("a segment").outcome;
-        check::outcome_and_state(&self.world.def, exp, thread, last, cancelled);
+        check::outcome_and_state(def, exp, thread, last, cancelled);
         let ours = |s: &usize| segments.iter().any(|seg| seg.index == *s);
-        let history = self.store.history(thread).await.unwrap();
+        let mut histories = BTreeMap::new();
+        let children = check::child_runs(def, exp, thread);
+        for name in std::iter::once(thread.to_string()).chain(children.into_iter().map(|c| c.0)) {
+            let history = self.store.history(&name).await.unwrap();
+            histories.insert(name, history);
+        }
         if std::env::var_os("AEGIS_CHAOS_DUMP").is_some() {
-            dump(&self.world.def, exp, thread, &history, segments);
+            dump(def, exp, &histories, segments);
         }
         let obs = Observed {
             thread,
-            history: &history,
+            histories: &histories,
             segments,
             journal: self
                 .world
@@ -343,7 +419,7 @@ impl Rig {
                 .unwrap()
                 .iter()
                 .filter(|e| ours(&e.segment))
-                .copied()
+                .cloned()
                 .collect(),
             before: self.world.before.lock().unwrap().clone(),
             after: self.world.after.lock().unwrap().clone(),
@@ -358,44 +434,54 @@ impl Rig {
                 .collect(),
             cancelled,
         };
-        check::records_trace_journal(&self.world.def, exp, &obs);
+        check::attempts(def, &obs);
+        check::records(def, exp, &obs);
     }
 }
 
 /// Prints a thread's story, for debugging one seed (`AEGIS_CHAOS_DUMP=1`).
-fn dump(def: &GraphDef, exp: &Expected, thread: &str, history: &[Waypoint], segments: &[Segment]) {
-    println!("== thread {thread}\n{def:#?}\n{exp:#?}");
+fn dump(
+    def: &GraphDef,
+    exp: &Expected,
+    histories: &BTreeMap<String, Vec<Waypoint>>,
+    segments: &[Segment],
+) {
+    println!("{def:#?}\n{exp:#?}");
     for seg in segments {
         println!("segment {} -> {}", seg.index, seg.outcome.name());
         for ev in &seg.events {
             println!("  {ev:?}");
         }
     }
-    for w in history {
-        println!(
-            "waypoint #{} superstep {} {} interrupted={} vanguard={:?}",
-            w.seq,
-            w.superstep,
-            w.status.name(),
-            w.interrupted,
-            w.vanguard
-                .iter()
-                .map(|a| a.node_id.as_str())
-                .collect::<Vec<_>>()
-        );
-        println!("  state log: {:?}", w.state.get(LOG));
-        for c in &w.completed {
-            println!("  completed {} {:?}", c.activation.node_id, c.directive);
-        }
-        for r in &w.records {
+    for (thread, history) in histories {
+        println!("== thread {thread}");
+        for w in history {
             println!(
-                "  {} {:?} attempt {} failed {} hit {}",
-                r.node_id,
-                r.status,
-                r.attempt,
-                r.attempts.len(),
-                r.cache_hit
+                "waypoint #{} superstep {} {} interrupted={} vanguard={:?}",
+                w.seq,
+                w.superstep,
+                w.status.name(),
+                w.interrupted,
+                w.vanguard
+                    .iter()
+                    .map(|a| (a.node_id.as_str(), a.task_key()))
+                    .collect::<Vec<_>>()
             );
+            println!("  state log: {:?}", w.state.get(LOG));
+            for c in &w.completed {
+                println!("  completed {} {:?}", c.activation.node_id, c.directive);
+            }
+            for r in &w.records {
+                println!(
+                    "  {} {:?} {:?} attempt {} failed {} hit {}",
+                    r.node_id,
+                    r.task_key,
+                    r.status,
+                    r.attempt,
+                    r.attempts.len(),
+                    r.cache_hit
+                );
+            }
         }
     }
 }
@@ -417,6 +503,16 @@ struct Stats {
     cache_hits: u64,
     cache_faults: u64,
     handled: u64,
+    /// Attempts of mustered tasks.
+    task_attempts: u64,
+    /// Attempts inside Battalion child threads.
+    child_attempts: u64,
+    /// Child runs the model expects (one per Battalion activation).
+    child_runs: u64,
+    /// Runs failed by a task's handler that did not contribute a delta.
+    violations: u64,
+    /// Halts inside a muster superstep that kept finished tasks.
+    muster_halts: u64,
 }
 
 impl Stats {
@@ -436,6 +532,11 @@ impl Stats {
         self.cache_hits += o.cache_hits;
         self.cache_faults += o.cache_faults;
         self.handled += o.handled;
+        self.task_attempts += o.task_attempts;
+        self.child_attempts += o.child_attempts;
+        self.child_runs += o.child_runs;
+        self.violations += o.violations;
+        self.muster_halts += o.muster_halts;
     }
 
     fn count(&mut self, segments: &[Segment]) {
@@ -446,6 +547,15 @@ impl Stats {
                 _ => self.halts += 1,
             }
             for ev in &seg.events {
+                if let TraceEvent::NodeStarted {
+                    thread_id,
+                    task_key,
+                    ..
+                } = ev
+                {
+                    self.task_attempts += u64::from(task_key.is_some());
+                    self.child_attempts += u64::from(thread_id.contains('/'));
+                }
                 match ev {
                     TraceEvent::NodeStarted { .. } => self.attempts += 1,
                     TraceEvent::NodeFinished {
@@ -489,11 +599,12 @@ async fn run_seed(seed: u64) -> Stats {
     });
     let exp = Model {
         def: &world.def,
-        plan: |n, s, a| world.plan(n, s, a),
+        scope: Scope::Root,
+        plan: &|site| world.plan(site),
     }
     .run();
     let mut rig = Rig {
-        graph: build_graph(&world),
+        graph: build_graph(&world, None, &world.def),
         world: world.clone(),
         store: Arc::new(InMemoryWaypointStore::new()),
         cache: Arc::new(FaultyCache::new(seed, cache_faults)),
@@ -527,6 +638,17 @@ async fn run_seed(seed: u64) -> Stats {
     rig.check(&exp, "b", &b).await;
     stats.count(&b);
     stats.cache_faults = rig.cache.injected.load(Ordering::Relaxed);
+    stats.child_runs = 2 * check::child_runs(&world.def, &exp, "a").len() as u64;
+    stats.violations = 2 * u64::from(matches!(exp.outcome, Outcome::Violation { .. }));
+    for w in rig.store.history("a").await.unwrap() {
+        let kept_task = w
+            .records
+            .iter()
+            .any(|r| r.task_key.is_some() && r.status == NodeStatus::Succeeded);
+        if matches!(w.status, WaypointStatus::Halted { .. }) && w.interrupted && kept_task {
+            stats.muster_halts += 1;
+        }
+    }
     stats.handled = exp
         .steps
         .iter()
@@ -647,6 +769,10 @@ fn chaos_seeds_keep_every_invariant() {
             ("cache hits", stats.cache_hits),
             ("cache faults", stats.cache_faults),
             ("handled failures", stats.handled),
+            ("task attempts", stats.task_attempts),
+            ("child attempts", stats.child_attempts),
+            ("task handler violations", stats.violations),
+            ("halts keeping finished tasks", stats.muster_halts),
         ] {
             assert!(n > 0, "no {what} in {} seeds: {stats:?}", seeds.len());
         }

@@ -52,21 +52,44 @@ fn mix(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
+/// Which graph an attempt runs in: the root, or the child thread of the
+/// Battalion node `parent` on its `visit`-th activation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) enum Scope {
+    Root,
+    Child { parent: usize, visit: u32 },
+}
+
+/// Where an attempt runs: everything its script depends on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Site {
+    pub(crate) scope: Scope,
+    pub(crate) node: usize,
+    /// The task index, for a mustered task.
+    pub(crate) task: Option<u32>,
+    pub(crate) superstep: u32,
+    pub(crate) attempt: u32,
+}
+
 /// The script of one attempt. `fault_rate` is the seed's share of faulty
 /// attempts; `bounded` says whether the node has a timeout that can end a
 /// hang (without one a hang would stall the run, so it becomes an error).
-pub(crate) fn plan(
-    seed: u64,
-    fault_rate: f64,
-    node: usize,
-    superstep: u32,
-    attempt: u32,
-    bounded: bool,
-) -> Plan {
-    let key = mix(seed)
-        ^ mix(node as u64 + 1).rotate_left(17)
-        ^ mix(u64::from(superstep) + 1000).rotate_left(33)
-        ^ mix(u64::from(attempt) + 7_000_000);
+pub(crate) fn plan(seed: u64, fault_rate: f64, site: Site, bounded: bool) -> Plan {
+    let (parent, visit) = match site.scope {
+        Scope::Root => (0, 0),
+        Scope::Child { parent, visit } => (parent as u64 + 1, u64::from(visit)),
+    };
+    let parts = [
+        parent,
+        visit,
+        site.node as u64 + 1,
+        site.task.map_or(0, |t| u64::from(t) + 1),
+        u64::from(site.superstep),
+        u64::from(site.attempt),
+    ];
+    let key = parts.iter().enumerate().fold(mix(seed), |k, (i, p)| {
+        mix(k ^ mix(p ^ ((i as u64 + 1) << 56)))
+    });
     let mut rng = StdRng::seed_from_u64(mix(key));
     let step = Duration::from_millis(
         *[100u64, 200, 300, 1000]

@@ -6,13 +6,16 @@
 //! (no limit is needed to stop it) and the model needs no time. A node may
 //! still be activated in several supersteps, through a skip edge.
 //!
-//! Adding node kinds: `Shape` picks the layer layout and `Body` what a node
-//! is. Musters (`NextStep::Muster` to a worker template) and Battalions
-//! (`NodeSpec::battalion`) become new `Body` variants generated in
-//! `node_body`, with their model rules in `model.rs` (`Model::activation`)
-//! and their builder in `chaos.rs` (`build_graph`).
+//! `Shape` picks the layer layout and `Body` what a node is: a scripted
+//! Function, a Muster (its tasks run one superstep later on its own worker
+//! template, whose edges lead on into the next layer), or a Battalion (a
+//! small generated child graph of scripted Functions, run as one node in its
+//! own thread). The model rules for each are in `model.rs`, the engine-side
+//! builder in `chaos.rs` (`build_graph`).
 
 use aegis::*;
+
+use super::faults::Scope;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeSet;
@@ -24,6 +27,9 @@ pub(crate) const LOG: &str = "log";
 pub(crate) const MERGED: &str = "merged";
 /// The Append field Route handlers write the structured error to.
 pub(crate) const ERRORS: &str = "errors";
+/// A Battalion child's Append field, set from the parent's log on entry: a
+/// second visit starts its child from another state (and other cache keys).
+pub(crate) const PARENT_LOG: &str = "parent_log";
 /// The registered custom error handler's name.
 pub(crate) const CUSTOM_HANDLER: &str = "chaos-custom";
 /// The registered custom retry predicate's name.
@@ -42,12 +48,18 @@ pub(crate) enum Shape {
     Layered,
 }
 
-/// What a node is. Only Function nodes exist on this branch; Muster and
-/// Battalion bodies go here.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What a node is.
+#[derive(Debug, Clone)]
 pub(crate) enum Body {
     /// A scripted Function node (see `faults.rs`).
     Function,
+    /// A scripted Function whose success musters `tasks` tasks (keys `k0`,
+    /// `k1`, ..., payload the index) to the worker template `template`.
+    Muster { template: usize, tasks: u32 },
+    /// A worker template: scripted like a Function, run only as tasks.
+    Template,
+    /// A child graph run as one node.
+    Battalion(Box<GraphDef>),
 }
 
 /// Where a node's own successful directive routes.
@@ -89,6 +101,17 @@ impl GraphDef {
     /// The Aegis governing node `i`: its own, else the default (wholesale).
     pub(crate) fn aegis(&self, i: usize) -> Option<&Aegis> {
         self.nodes[i].aegis.as_ref().or(self.default_aegis.as_ref())
+    }
+
+    /// The graph a scope runs: this one, or a Battalion node's child.
+    pub(crate) fn scope(&self, scope: Scope) -> &GraphDef {
+        match scope {
+            Scope::Root => self,
+            Scope::Child { parent, .. } => match &self.nodes[parent].body {
+                Body::Battalion(child) => child,
+                other => panic!("{parent} is a {other:?}, not a Battalion"),
+            },
+        }
     }
 
     pub(crate) fn index(&self, id: &str) -> Option<usize> {
@@ -210,9 +233,53 @@ fn random_aegis(rng: &mut StdRng, id: Option<&str>, route: &[usize], ids: &[Stri
     }
 }
 
-/// Musters and Battalions are chosen here once the engine has them.
-fn node_body(_rng: &mut StdRng) -> Body {
-    Body::Function
+/// What a root-graph node is. Battalions need a shutdown grace: a child
+/// run must halt (within its own, shorter grace) before its parent's
+/// attempt is abandoned, or the child is dropped mid-superstep.
+fn node_body(rng: &mut StdRng, battalions: bool) -> Body {
+    match rng.random_range(0..100) {
+        0..10 => Body::Muster {
+            template: usize::MAX, // numbered once the layers are known
+            tasks: if rng.random_bool(0.15) {
+                // Enough to write progress waypoints mid-superstep.
+                rng.random_range(20..=40)
+            } else {
+                rng.random_range(0..=6)
+            },
+        },
+        10..20 if battalions => Body::Battalion(Box::default()),
+        _ => Body::Function,
+    }
+}
+
+/// A Battalion's child: a chain or a small layered graph of 1-4 scripted
+/// Functions under random policies, halting within less than `grace`.
+fn child(rng: &mut StdRng, parent: &str, grace: Duration) -> GraphDef {
+    let shape = pick(rng, &[Shape::Chain, Shape::Layered]);
+    let n = rng.random_range(1..=4);
+    let graces: Vec<Duration> = [ms(0), ms(50), grace / 2]
+        .into_iter()
+        .filter(|g| *g < grace)
+        .collect();
+    let limits = EngineLimits {
+        max_concurrency: pick(rng, &[1, 2, 64]),
+        shutdown_grace: pick(rng, &graces),
+        ..EngineLimits::default()
+    };
+    layered(rng, &format!("{parent}c"), shape, n, limits, false)
+}
+
+impl Default for GraphDef {
+    fn default() -> Self {
+        GraphDef {
+            shape: Shape::Chain,
+            nodes: Vec::new(),
+            entry: Vec::new(),
+            dynamic: BTreeSet::new(),
+            default_aegis: None,
+            limits: EngineLimits::default(),
+        }
+    }
 }
 
 /// The graph of `seed`.
@@ -220,21 +287,44 @@ pub(crate) fn generate(seed: u64) -> GraphDef {
     let mut rng = StdRng::seed_from_u64(seed ^ 0x6172_6d79_6f66_6e6f);
     let shape = pick(&mut rng, &[Shape::Chain, Shape::FanOutJoin, Shape::Layered]);
     let n = rng.random_range(5..=50);
-    let sizes = layer_sizes(&mut rng, shape, n);
+    let limits = EngineLimits {
+        max_concurrency: pick(&mut rng, &[1, 2, 64]),
+        shutdown_grace: pick(&mut rng, &[ms(0), ms(100), ms(1000), ms(5000)]),
+        ..EngineLimits::default()
+    };
+    layered(&mut rng, "n", shape, n, limits, true)
+}
+
+/// A layered graph of `n` nodes named `{prefix}{i:02}`; `kinds` allows
+/// Musters and Battalions (the root graph), else every node is a Function.
+fn layered(
+    rng: &mut StdRng,
+    prefix: &str,
+    shape: Shape,
+    n: usize,
+    limits: EngineLimits,
+    kinds: bool,
+) -> GraphDef {
+    let sizes = layer_sizes(rng, shape, n);
     let mut layers: Vec<Vec<usize>> = Vec::new();
     let mut next_id = 0;
     for size in &sizes {
         layers.push((next_id..next_id + size).collect());
         next_id += size;
     }
-    let ids: Vec<String> = (0..n).map(|i| format!("n{i:02}")).collect();
+    let mut ids: Vec<String> = (0..n).map(|i| format!("{prefix}{i:02}")).collect();
+    let battalions = kinds && !limits.shutdown_grace.is_zero();
     let mut nodes: Vec<NodeDef> = Vec::with_capacity(n);
     for (l, layer) in layers.iter().enumerate() {
         for &i in layer {
             nodes.push(NodeDef {
                 id: ids[i].clone(),
                 layer: l,
-                body: node_body(&mut rng),
+                body: if kinds {
+                    node_body(rng, battalions)
+                } else {
+                    Body::Function
+                },
                 succ: Vec::new(),
                 to_end: l + 1 == layers.len(),
                 cond: None,
@@ -251,38 +341,42 @@ pub(crate) fn generate(seed: u64) -> GraphDef {
             let k = rng.random_range(1..=next.len().min(3));
             let mut succ: BTreeSet<usize> = BTreeSet::new();
             while succ.len() < k {
-                succ.insert(pick(&mut rng, next));
+                succ.insert(pick(rng, next));
             }
             if let Some(skip) = layers.get(l + 2)
                 && rng.random_bool(0.15)
             {
-                succ.insert(pick(&mut rng, skip));
+                succ.insert(pick(rng, skip));
             }
             nodes[i].succ = succ.into_iter().collect();
             if rng.random_bool(0.2) {
                 let k = rng.random_range(1..=next.len().min(3));
                 let mut targets: BTreeSet<usize> = BTreeSet::new();
                 while targets.len() < k {
-                    targets.insert(pick(&mut rng, next));
+                    targets.insert(pick(rng, next));
                 }
                 nodes[i].cond = Some(targets.into_iter().collect());
             }
-            nodes[i].next = match rng.random_range(0..20) {
-                0..15 => Next::Edges,
-                15..18 => {
-                    let t = pick(&mut rng, next);
-                    if !nodes[i].succ.contains(&t) {
-                        dynamic.insert(t);
+            // Only a Function chooses its own routing; a Muster's success
+            // musters and a Battalion's follows its edges.
+            if matches!(nodes[i].body, Body::Function) {
+                nodes[i].next = match rng.random_range(0..20) {
+                    0..15 => Next::Edges,
+                    15..18 => {
+                        let t = pick(rng, next);
+                        if !nodes[i].succ.contains(&t) {
+                            dynamic.insert(t);
+                        }
+                        Next::Goto(t)
                     }
-                    Next::Goto(t)
-                }
-                _ => Next::End,
-            };
+                    _ => Next::End,
+                };
+            }
         }
         // Every node has a static predecessor, so all are reachable.
         for &j in next {
             if !layers[l].iter().any(|&i| nodes[i].succ.contains(&j)) {
-                let i = pick(&mut rng, &layers[l]);
+                let i = pick(rng, &layers[l]);
                 nodes[i].succ.push(j);
                 nodes[i].succ.sort_unstable();
             }
@@ -290,26 +384,67 @@ pub(crate) fn generate(seed: u64) -> GraphDef {
     }
     if let Some(last) = layers.last() {
         for &i in last {
-            if rng.random_bool(0.15) {
+            if matches!(nodes[i].body, Body::Function) && rng.random_bool(0.15) {
                 nodes[i].next = Next::End;
             }
         }
     }
 
+    // Each Muster gets its own worker template, `t{i:02}` after every
+    // layered node: ids and indices keep the same order, which is the
+    // engine's vanguard order (node id, then task index).
     for i in 0..n {
-        if rng.random_bool(0.7) {
-            let route: Vec<usize> = layers.get(nodes[i].layer + 1).cloned().unwrap_or_default();
-            nodes[i].aegis = Some(random_aegis(&mut rng, Some(&ids[i]), &route, &ids));
+        let Body::Muster { tasks, .. } = nodes[i].body else {
+            continue;
+        };
+        let template = nodes.len();
+        let l = nodes[i].layer;
+        let mut succ = BTreeSet::new();
+        if let Some(next) = layers.get(l + 1) {
+            for _ in 0..rng.random_range(1..=next.len().min(2)) {
+                succ.insert(pick(rng, next));
+            }
+        }
+        let id = format!("t{i:02}");
+        ids.push(id.clone());
+        nodes.push(NodeDef {
+            id,
+            layer: l,
+            body: Body::Template,
+            succ: succ.into_iter().collect(),
+            to_end: l + 1 == layers.len(),
+            cond: None,
+            next: Next::Edges,
+            aegis: None,
+        });
+        nodes[i].body = Body::Muster { template, tasks };
+    }
+
+    for i in 0..nodes.len() {
+        let own = rng.random_bool(0.7);
+        let route: Vec<usize> = match nodes[i].body {
+            // A task may only contribute a delta: no Route on a template.
+            Body::Template => Vec::new(),
+            _ => layers.get(nodes[i].layer + 1).cloned().unwrap_or_default(),
+        };
+        if let Body::Battalion(_) = nodes[i].body {
+            // Retry and cache are refused on a Battalion, and a timeout would
+            // make the outcome depend on time: only a handler, always its
+            // own so the default's retry or cache never applies.
+            let a = random_aegis(rng, Some(&ids[i]), &route, &ids);
+            nodes[i].aegis = Some(Aegis {
+                on_error: a.on_error,
+                ..Aegis::default()
+            });
+            let grace = limits.shutdown_grace;
+            nodes[i].body = Body::Battalion(Box::new(child(rng, &ids[i], grace)));
+        } else if own {
+            nodes[i].aegis = Some(random_aegis(rng, Some(&ids[i]), &route, &ids));
         }
     }
     let default_aegis = rng
         .random_bool(0.5)
-        .then(|| random_aegis(&mut rng, None, &[], &ids));
-    let limits = EngineLimits {
-        max_concurrency: pick(&mut rng, &[1, 2, 64]),
-        shutdown_grace: pick(&mut rng, &[ms(0), ms(100), ms(1000), ms(5000)]),
-        ..EngineLimits::default()
-    };
+        .then(|| random_aegis(rng, None, &[], &ids));
     GraphDef {
         shape,
         nodes,

@@ -1,13 +1,23 @@
 //! The reference model: what a run of a generated graph must end with,
 //! computed from the fault scripts and the policies alone, without an
 //! engine, a clock or faults in the cache.
+//!
+//! Its rules, one per engine promise: a superstep's activations (nodes and
+//! mustered tasks, in vanguard order: node id, then task index) each run
+//! their attempts to a final success or failure; a final failure goes to
+//! the node's handler, if any; an unhandled failure fails the run before
+//! anything of its superstep merges; a task's handler that routes (here, a
+//! Custom handler that ends) fails the run next; otherwise every
+//! contribution merges in vanguard order and the next vanguard is every
+//! contributor's successors. A Battalion's one attempt is its child run,
+//! modelled the same way.
 
 use aegis::*;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use super::faults::{End, Plan};
-use super::generate::{CUSTOM_HANDLER, GraphDef, LOG, Next, cond_choice};
+use super::faults::{End, Plan, Scope, Site};
+use super::generate::{Body, CUSTOM_HANDLER, GraphDef, LOG, Next, cond_choice};
 
 /// How a failed attempt failed, as far as the model can tell.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -15,6 +25,8 @@ pub(crate) enum Kind {
     Function,
     Panic,
     Timeout(TimeoutKind),
+    /// A Battalion's child run failed.
+    Battalion,
 }
 
 impl Kind {
@@ -26,6 +38,7 @@ impl Kind {
             }
             NodeErrorSource::Function { .. } => Some(Kind::Function),
             NodeErrorSource::Timeout(k) => Some(Kind::Timeout(*k)),
+            NodeErrorSource::Battalion { .. } => Some(Kind::Battalion),
             _ => None,
         }
     }
@@ -63,12 +76,18 @@ pub(crate) enum ActResult {
 #[derive(Debug, Clone)]
 pub(crate) struct Act {
     pub(crate) node: usize,
+    /// The task index, for a mustered task.
+    pub(crate) task: Option<u32>,
+    /// The node's activation count in the thread, this one included.
+    pub(crate) visit: u32,
     /// Every failed attempt, in order (the final one included when failed).
     pub(crate) failed: Vec<Failure>,
     pub(crate) result: ActResult,
     /// Whether a successful result may be stored in (and served from) the
     /// cache: the node's own Edges-routed success under a cache policy.
     pub(crate) cacheable: bool,
+    /// A Battalion's child run.
+    pub(crate) child: Option<Box<Expected>>,
 }
 
 #[derive(Debug, Clone)]
@@ -80,7 +99,16 @@ pub(crate) struct Step {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Outcome {
     Completed,
-    Failed { node: usize, error: Failure },
+    Failed {
+        node: usize,
+        error: Failure,
+    },
+    /// The handler of task `task` of template `node` did not contribute a
+    /// plain delta (`MusterHandlerMustBeDeltaOnly`).
+    Violation {
+        node: usize,
+        task: u32,
+    },
 }
 
 /// Everything the model predicts for one thread.
@@ -92,13 +120,22 @@ pub(crate) struct Expected {
     pub(crate) merged: i64,
     /// Route handlers' errors: (node id, attempt).
     pub(crate) errors: Vec<(String, u32)>,
-    /// Custom handler calls: (node id, attempt), in superstep order.
+    /// Custom handler calls: (node id, attempt), in superstep order, child
+    /// runs' included.
     pub(crate) custom: Vec<(String, u32)>,
 }
 
-/// The token a node's success at (superstep, attempt) logs.
-pub(crate) fn success_token(id: &str, superstep: u32, attempt: u32) -> String {
-    format!("{id}@s{superstep}a{attempt}")
+/// A mustered task's key.
+pub(crate) fn task_key(task: u32) -> String {
+    format!("k{task}")
+}
+
+/// The token an activation's success at (superstep, attempt) logs.
+pub(crate) fn success_token(id: &str, task: Option<u32>, superstep: u32, attempt: u32) -> String {
+    match task {
+        Some(t) => format!("{id}[{}]@s{superstep}a{attempt}", task_key(t)),
+        None => format!("{id}@s{superstep}a{attempt}"),
+    }
 }
 
 /// The token the custom handler logs for a node's final failure.
@@ -161,15 +198,39 @@ fn retry_allows(policy: &RetryPolicy, transience: Transience, next: u32) -> bool
     }
 }
 
-pub(crate) struct Model<'a, P> {
-    pub(crate) def: &'a GraphDef,
-    /// The script of (node, superstep, attempt).
-    pub(crate) plan: P,
+/// Where an activation's contribution sends the run next.
+#[derive(Debug, Clone)]
+enum Route {
+    Edges,
+    Goto(usize),
+    End,
+    Muster(usize, u32),
 }
 
-impl<P: Fn(usize, u32, u32) -> Plan> Model<'_, P> {
-    /// One activation's attempts, without its handler.
-    pub(crate) fn attempts(&self, node: usize, superstep: u32) -> (Vec<Failure>, ActResult) {
+/// What one activation merges and where it leads.
+struct Contribution {
+    node: usize,
+    log: Vec<String>,
+    merged: i64,
+    errors: Vec<(String, u32)>,
+    route: Route,
+}
+
+pub(crate) struct Model<'a> {
+    pub(crate) def: &'a GraphDef,
+    pub(crate) scope: Scope,
+    /// The script of every attempt.
+    pub(crate) plan: &'a dyn Fn(Site) -> Plan,
+}
+
+impl Model<'_> {
+    /// One activation's scripted attempts, without its handler.
+    fn attempts(
+        &self,
+        node: usize,
+        task: Option<u32>,
+        superstep: u32,
+    ) -> (Vec<Failure>, ActResult) {
         let aegis = self.def.aegis(node);
         let retry = aegis.and_then(|a| a.retry.as_ref());
         let timeout = aegis.and_then(|a| a.timeout.as_ref());
@@ -177,7 +238,13 @@ impl<P: Fn(usize, u32, u32) -> Plan> Model<'_, P> {
         let mut failed = Vec::new();
         let mut attempt = 1;
         loop {
-            let plan = (self.plan)(node, superstep, attempt);
+            let plan = (self.plan)(Site {
+                scope: self.scope,
+                node,
+                task,
+                superstep,
+                attempt,
+            });
             let Some(mut f) = attempt_result(&plan, timeout) else {
                 return (failed, ActResult::Succeeded { attempt });
             };
@@ -186,11 +253,144 @@ impl<P: Fn(usize, u32, u32) -> Plan> Model<'_, P> {
             let again =
                 attempt < max && retry.is_some_and(|r| retry_allows(r, f.transience, attempt + 1));
             if !again {
-                let handled = aegis.and_then(|a| a.on_error.as_ref()).map(|h| h.kind());
-                return (failed, ActResult::Failed { error: f, handled });
+                return (failed, self.failed(node, f));
             }
             attempt += 1;
         }
+    }
+
+    fn failed(&self, node: usize, error: Failure) -> ActResult {
+        let handled = self
+            .def
+            .aegis(node)
+            .and_then(|a| a.on_error.as_ref())
+            .map(|h| h.kind());
+        ActResult::Failed { error, handled }
+    }
+
+    /// One activation: its attempts, and what it contributes if it does.
+    fn activation(
+        &self,
+        node: usize,
+        task: Option<u32>,
+        visit: u32,
+        superstep: u32,
+    ) -> (Act, Option<Contribution>) {
+        let def = self.def;
+        let n = &def.nodes[node];
+        let id = n.id.as_str();
+        let mut act = Act {
+            node,
+            task,
+            visit,
+            failed: Vec::new(),
+            result: ActResult::Succeeded { attempt: 1 },
+            cacheable: false,
+            child: None,
+        };
+        let own = |log: Vec<String>, merged, errors, route| Contribution {
+            node,
+            log,
+            merged,
+            errors,
+            route,
+        };
+        if let Body::Battalion(child) = &n.body {
+            // No retry on a Battalion: its one attempt is the child run.
+            let exp = Model {
+                def: child,
+                scope: Scope::Child {
+                    parent: node,
+                    visit,
+                },
+                plan: self.plan,
+            }
+            .run();
+            let contribution = match exp.outcome {
+                Outcome::Completed => Some(own(
+                    exp.log.clone(),
+                    exp.merged,
+                    exp.errors.clone(),
+                    Route::Edges,
+                )),
+                Outcome::Failed { error, .. } => {
+                    let f = Failure {
+                        attempt: 1,
+                        transience: error.transience,
+                        kind: Kind::Battalion,
+                    };
+                    act.failed.push(f);
+                    act.result = self.failed(node, f);
+                    None
+                }
+                Outcome::Violation { .. } => unreachable!("children have no musters"),
+            };
+            act.child = Some(Box::new(exp));
+            return (act, contribution);
+        }
+        let (failed, result) = self.attempts(node, task, superstep);
+        act.failed = failed;
+        act.result = result;
+        let ActResult::Succeeded { attempt } = act.result else {
+            return (act, None);
+        };
+        let token = success_token(id, task, superstep, attempt);
+        let route = match (&n.body, &n.next) {
+            (Body::Muster { template, tasks }, _) => Route::Muster(*template, *tasks),
+            (_, Next::Edges) => Route::Edges,
+            (_, Next::Goto(t)) => Route::Goto(*t),
+            (_, Next::End) => Route::End,
+        };
+        act.cacheable =
+            matches!(route, Route::Edges) && def.aegis(node).is_some_and(|a| a.cache.is_some());
+        (act, Some(own(vec![token], 1, Vec::new(), route)))
+    }
+
+    /// What a final failure's handler contributes, if it has one. A Custom
+    /// call is logged in `custom`.
+    fn handler(
+        &self,
+        act: &Act,
+        error: Failure,
+        custom: &mut Vec<(String, u32)>,
+    ) -> Option<Contribution> {
+        let def = self.def;
+        let id = def.nodes[act.node].id.as_str();
+        let c = |log: Vec<String>, errors, route| Contribution {
+            node: act.node,
+            merged: log.len() as i64,
+            log,
+            errors,
+            route,
+        };
+        Some(match def.aegis(act.node)?.on_error.as_ref()? {
+            ErrorHandlerSpec::Route { to, .. } => {
+                let to = def.index(to.as_str()).expect("declared target");
+                c(
+                    Vec::new(),
+                    vec![(id.to_string(), error.attempt)],
+                    Route::Goto(to),
+                )
+            }
+            ErrorHandlerSpec::Absorb { fallback_delta } => {
+                let token = fallback_delta
+                    .get(LOG)
+                    .and_then(|v| v.as_str())
+                    .expect("absorb token")
+                    .to_string();
+                c(vec![token], Vec::new(), Route::Edges)
+            }
+            ErrorHandlerSpec::Custom(name) => {
+                assert_eq!(name, CUSTOM_HANDLER);
+                custom.push((id.to_string(), error.attempt));
+                let route = if custom_ends(id) {
+                    Route::End
+                } else {
+                    Route::Edges
+                };
+                c(vec![custom_token(id, error.attempt)], Vec::new(), route)
+            }
+        })
     }
 
     /// The whole run.
@@ -201,100 +401,80 @@ impl<P: Fn(usize, u32, u32) -> Plan> Model<'_, P> {
         let mut errors = Vec::new();
         let mut custom = Vec::new();
         let mut steps = Vec::new();
-        let mut vanguard: BTreeSet<usize> = def.entry.iter().copied().collect();
+        let mut visits: BTreeMap<usize, u32> = BTreeMap::new();
+        let mut vanguard: BTreeSet<(usize, Option<u32>)> =
+            def.entry.iter().map(|&i| (i, None)).collect();
         let mut superstep = 0;
         let outcome = loop {
             if vanguard.is_empty() {
                 break Outcome::Completed;
             }
             superstep += 1;
+            let nodes: BTreeSet<usize> = vanguard.iter().map(|a| a.0).collect();
+            for n in nodes {
+                *visits.entry(n).or_default() += 1;
+            }
             let mut acts = Vec::new();
             let mut failure = None;
-            // (node, log tokens, error, where next)
-            let mut contributions: Vec<(usize, Option<String>, Option<u32>, Next)> = Vec::new();
-            for &i in &vanguard {
-                let id = def.nodes[i].id.as_str();
-                let (failed, result) = self.attempts(i, superstep);
-                let cacheable = matches!(result, ActResult::Succeeded { .. })
-                    && def.nodes[i].next == Next::Edges
-                    && def.aegis(i).is_some_and(|a| a.cache.is_some());
-                match &result {
-                    ActResult::Succeeded { attempt } => contributions.push((
-                        i,
-                        Some(success_token(id, superstep, *attempt)),
-                        None,
-                        def.nodes[i].next.clone(),
-                    )),
-                    ActResult::Failed { error, .. } => {
-                        match def.aegis(i).and_then(|a| a.on_error.as_ref()) {
-                            None => {
-                                if failure.is_none() {
-                                    failure = Some((i, *error));
-                                }
-                            }
-                            Some(ErrorHandlerSpec::Route { to, .. }) => {
-                                let to = def.index(to.as_str()).expect("declared target");
-                                contributions.push((i, None, Some(error.attempt), Next::Goto(to)));
-                            }
-                            Some(ErrorHandlerSpec::Absorb { fallback_delta }) => {
-                                let token = fallback_delta
-                                    .get(LOG)
-                                    .and_then(|v| v.as_str())
-                                    .expect("absorb token")
-                                    .to_string();
-                                contributions.push((i, Some(token), None, Next::Edges));
-                            }
-                            Some(ErrorHandlerSpec::Custom(name)) => {
-                                assert_eq!(name, CUSTOM_HANDLER);
-                                custom.push((id.to_string(), error.attempt));
-                                let next = if custom_ends(id) {
-                                    Next::End
-                                } else {
-                                    Next::Edges
-                                };
-                                contributions.push((
-                                    i,
-                                    Some(custom_token(id, error.attempt)),
-                                    None,
-                                    next,
-                                ));
-                            }
-                        }
-                    }
+            let mut violation = None;
+            let mut contributions: Vec<Contribution> = Vec::new();
+            for &(i, task) in &vanguard {
+                let (act, contribution) = self.activation(i, task, visits[&i], superstep);
+                if let Some(child) = &act.child {
+                    custom.extend(child.custom.iter().cloned());
                 }
-                acts.push(Act {
-                    node: i,
-                    failed,
-                    result,
-                    cacheable,
-                });
+                let contribution = match (&act.result, contribution) {
+                    (ActResult::Succeeded { .. }, c) => c,
+                    (ActResult::Failed { error, .. }, _) => {
+                        let handled = self.handler(&act, *error, &mut custom);
+                        if handled.is_none() && failure.is_none() {
+                            failure = Some((i, *error));
+                        }
+                        handled
+                    }
+                };
+                if let Some(c) = contribution {
+                    // A task contributes a delta only; its own success is
+                    // always Edges, so only its handler can break the rule.
+                    if let Some(t) = task
+                        && !matches!(c.route, Route::Edges)
+                        && violation.is_none()
+                    {
+                        violation = Some((i, t));
+                    }
+                    contributions.push(c);
+                }
+                acts.push(act);
             }
             steps.push(Step { superstep, acts });
             if let Some((node, error)) = failure {
                 break Outcome::Failed { node, error };
             }
-            for (i, token, error, _) in &contributions {
-                if let Some(t) = token {
-                    log.push(t.clone());
-                    merged += 1;
-                }
-                if let Some(a) = error {
-                    errors.push((def.nodes[*i].id.clone(), *a));
-                }
+            if let Some((node, task)) = violation {
+                break Outcome::Violation { node, task };
+            }
+            for c in &contributions {
+                log.extend(c.log.iter().cloned());
+                merged += c.merged;
+                errors.extend(c.errors.iter().cloned());
             }
             let mut next = BTreeSet::new();
-            for (i, _, _, route) in &contributions {
-                match route {
-                    Next::Edges => {
-                        next.extend(def.nodes[*i].succ.iter().copied());
-                        if let Some(targets) = &def.nodes[*i].cond {
-                            next.extend(cond_choice(targets, log.len()));
+            for c in &contributions {
+                match c.route {
+                    Route::Edges => {
+                        let n = &def.nodes[c.node];
+                        next.extend(n.succ.iter().map(|&s| (s, None)));
+                        if let Some(targets) = &n.cond {
+                            next.extend(cond_choice(targets, log.len()).map(|t| (t, None)));
                         }
                     }
-                    Next::Goto(t) => {
-                        next.insert(*t);
+                    Route::Goto(t) => {
+                        next.insert((t, None));
                     }
-                    Next::End => {}
+                    Route::Muster(template, tasks) => {
+                        next.extend((0..tasks).map(|j| (template, Some(j))));
+                    }
+                    Route::End => {}
                 }
             }
             vanguard = next;
