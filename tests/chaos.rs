@@ -341,6 +341,7 @@ impl Rig {
             .with_retry_predicate(CUSTOM_PREDICATE, Arc::new(Predicate))
             .with_interceptor(Arc::new(Counter(self.world.clone())))
             .with_trace_sink(sink.clone())
+            .with_jitter_seed(self.world.seed)
             .with_cancellation(token);
         let mut conds = Vec::new();
         conditionals(&self.world.def, &mut conds);

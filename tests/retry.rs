@@ -126,6 +126,53 @@ async fn jittered_waits_stay_within_delay_and_twice_delay() {
     );
 }
 
+/// The waits announced for a node failing 9 times under jittered backoff,
+/// on an engine built by `engine`.
+async fn jittered_waits(engine: WarEngine, thread: &str) -> Vec<Duration> {
+    let policy = RetryPolicy {
+        max_attempts: 10,
+        initial_interval: Duration::from_millis(100),
+        jitter: true,
+        ..RetryPolicy::default()
+    };
+    let sink = CollectingTraceSink::new();
+    let g = one_node(marked(Clock::default(), 10), retry(policy));
+    engine
+        .with_trace_sink(sink.clone())
+        .start(&g, thread, json!({}))
+        .await
+        .unwrap();
+    sink.events()
+        .into_iter()
+        .filter_map(|e| match e {
+            TraceEvent::RetryScheduled { delay, .. } => Some(delay),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_jitter_seed_replays_the_same_waits_and_keeps_the_bounds() {
+    let seeded = |seed| engine().with_jitter_seed(seed);
+    let first = jittered_waits(seeded(7), "t").await;
+    assert_eq!(first.len(), 9);
+    // Same seed, same attempt identities: the same waits, to the nanosecond.
+    assert_eq!(jittered_waits(seeded(7), "t").await, first);
+    // The bounds of the policy hold: [d, 2d) with d = 100 ms x 2^(n-2), capped.
+    let policy = RetryPolicy {
+        initial_interval: Duration::from_millis(100),
+        ..RetryPolicy::default()
+    };
+    for (i, d) in first.iter().enumerate() {
+        let base = policy.base_delay(i as u32 + 2);
+        assert!(*d >= base && *d < 2 * base, "wait {i}: {d:?} vs {base:?}");
+    }
+    assert!(first.iter().any(|d| *d != policy.base_delay(2)), "jittered");
+    // Another seed, or another thread, draws other waits.
+    assert_ne!(jittered_waits(seeded(8), "t").await, first);
+    assert_ne!(jittered_waits(seeded(7), "u").await, first);
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_zero_interval_retries_at_once_without_the_timer() {
     let clock = Clock::default();

@@ -172,9 +172,9 @@ fn random_retry(rng: &mut StdRng) -> RetryPolicy {
         initial_interval: initial,
         backoff_factor: pick(rng, &[1.0, 1.5, 2.0, 3.0]),
         max_interval,
-        // The engine draws jitter from an unseeded RNG: on, a seed would not
-        // replay the same instants. Jitter bounds are property-tested.
-        jitter: false,
+        // Waits move instants, never outcomes: the model needs no time. The
+        // engine's jitter seed keeps a seed's instants reproducible.
+        jitter: rng.random_bool(0.5),
         retry_on,
     }
 }

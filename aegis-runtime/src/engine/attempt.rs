@@ -3,6 +3,8 @@
 //! run budget.
 
 use futures::FutureExt;
+use rand::SeedableRng;
+use rand::rngs::StdRng;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -156,6 +158,27 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     } else {
         "a non-string panic payload".to_string()
     }
+}
+
+/// A seeded attempt's jitter key: FNV-1a over its identity, so the same
+/// attempt of the same thread always draws the same jitter (a std
+/// `Hasher` is not promised to be stable across Rust releases).
+fn jitter_key(seed: u64, step: &StepCtx<'_>, node_id: &NodeId, attempt: u32) -> u64 {
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+    let mut h = 0xcbf2_9ce4_8422_2325 ^ seed;
+    let mut eat = |bytes: &[u8]| {
+        for b in bytes {
+            h = (h ^ u64::from(*b)).wrapping_mul(PRIME);
+        }
+        // A separator, so ("ab", "c") and ("a", "bc") differ.
+        h = (h ^ 0xff).wrapping_mul(PRIME);
+    };
+    eat(step.thread_id.as_bytes());
+    eat(node_id.as_str().as_bytes());
+    eat(step.task.map_or(&[][..], |t| t.task_key.as_bytes()));
+    eat(&step.superstep.to_le_bytes());
+    eat(&attempt.to_le_bytes());
+    h
 }
 
 fn millis(d: Duration) -> u64 {
@@ -374,7 +397,13 @@ impl<S: WaypointStore> WarEngine<S> {
             };
 
             // The RNG must not live across an await: it is not Send.
-            let delay = policy.delay_before(attempt + 1, &mut rand::rng());
+            let delay = match self.jitter_seed {
+                Some(seed) => {
+                    let key = jitter_key(seed, step, node_id, attempt + 1);
+                    policy.delay_before(attempt + 1, &mut StdRng::seed_from_u64(key))
+                }
+                None => policy.delay_before(attempt + 1, &mut rand::rng()),
+            };
             self.emit(TraceEvent::RetryScheduled {
                 thread_id: step.thread_id.to_string(),
                 superstep: step.superstep,

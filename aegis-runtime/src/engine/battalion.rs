@@ -24,6 +24,7 @@ impl<S: WaypointStore> WarEngine<S> {
             cancellation: self.cancellation.child_token(),
             node_cache: self.node_cache.clone(),
             superstep_beat: Some(heartbeat),
+            jitter_seed: self.jitter_seed,
         }
     }
 

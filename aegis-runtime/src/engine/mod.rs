@@ -57,6 +57,8 @@ pub struct WarEngine<S = InMemoryWaypointStore> {
     /// Beaten after every superstep: a Battalion child beats its parent
     /// attempt's heartbeat this way.
     pub(crate) superstep_beat: Option<HeartbeatHandle>,
+    /// Seeds backoff jitter per attempt (see `with_jitter_seed`).
+    pub(crate) jitter_seed: Option<u64>,
 }
 
 impl<S> fmt::Debug for WarEngine<S> {
@@ -80,6 +82,7 @@ impl<S> fmt::Debug for WarEngine<S> {
                 "node_cache",
                 &self.node_cache.as_ref().map(|c| c.backend().backend_name()),
             )
+            .field("jitter_seed", &self.jitter_seed)
             .finish_non_exhaustive()
     }
 }
@@ -99,6 +102,7 @@ impl<S: WaypointStore> WarEngine<S> {
             cancellation: CancellationToken::new(),
             node_cache: None,
             superstep_beat: None,
+            jitter_seed: None,
         }
     }
 
@@ -137,6 +141,17 @@ impl<S: WaypointStore> WarEngine<S> {
         handler: Arc<dyn ErrorHandler>,
     ) -> Self {
         self.error_handlers.insert(name.into(), handler);
+        self
+    }
+
+    /// Draws backoff jitter from a generator seeded by `seed` and the
+    /// attempt's identity (thread, node, task, superstep, attempt), so a run
+    /// replays the same waits whatever the scheduling: for reproducible
+    /// tests and simulations. Without it (the default) jitter comes from the
+    /// thread-local, OS-seeded generator, which is what production wants:
+    /// two engines sharing a seed would retry their threads in lockstep.
+    pub fn with_jitter_seed(mut self, seed: u64) -> Self {
+        self.jitter_seed = Some(seed);
         self
     }
 
