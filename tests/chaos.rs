@@ -12,12 +12,15 @@
 //! instants and resumed with a fresh engine over the same store. The model
 //! (`chaos/model.rs`) computes from the scripts alone what every activation
 //! comes to and what the run must end with; `chaos/check.rs` holds the
-//! invariants. All on tokio's paused clock: hangs and timeouts cost nothing.
+//! invariants. All on tokio's paused clock: hangs and timeouts cost nothing;
+//! backoff jitter is drawn from the seed (`WarEngine::with_jitter_seed`),
+//! so a seed replays the same instants.
 //!
 //! ```text
 //! cargo test --test chaos                                   # 500 seeds (CI)
 //! AEGIS_CHAOS_SEEDS=10000 cargo test --release --test chaos # the long run
 //! AEGIS_CHAOS_SEED=1234 cargo test --test chaos -- --nocapture  # one seed
+//! AEGIS_CHAOS_DUMP=1 AEGIS_CHAOS_SEED=1234 cargo test --test chaos -- --nocapture
 //! ```
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
