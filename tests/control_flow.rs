@@ -663,6 +663,90 @@ async fn cancelling_the_parent_halts_the_child_and_resume_finishes_both() {
     );
 }
 
+#[tokio::test(start_paused = true)]
+async fn a_child_with_a_longer_grace_halts_within_its_parents() {
+    // The child's node works 1 s; the child's own grace (5 s) would let it
+    // finish, but the parent's (100 ms) is the ceiling: at 110 ms the child
+    // attempt is shut down, the child writes its Halted waypoint, and only
+    // then does the parent record its attempt as shut down.
+    let runs = counter();
+    let slow = {
+        let runs = runs.clone();
+        NodeSpec::from_fn("slow", move |_, _| {
+            runs.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Box::pin(async {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                Ok(StateDelta::new().into())
+            })
+        })
+    };
+    let mut child = child_graph(slow);
+    child.set_limits(EngineLimits {
+        shutdown_grace: Duration::from_secs(5),
+        ..EngineLimits::default()
+    });
+    let mut g = parent_graph(child);
+    g.set_limits(EngineLimits {
+        shutdown_grace: Duration::from_millis(100),
+        ..EngineLimits::default()
+    });
+    let store = Arc::new(InMemoryWaypointStore::new());
+    let token = CancellationToken::new();
+    let sink = CollectingTraceSink::new();
+    let e = engine_on(&store)
+        .with_cancellation(token.clone())
+        .with_trace_sink(sink.clone());
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        token.cancel();
+    });
+    let t0 = tokio::time::Instant::now();
+    let out = e.start(&g, "p", json!({"input": 5})).await.unwrap();
+    assert_eq!(out.name(), "Halted");
+    assert_eq!(t0.elapsed(), Duration::from_millis(110));
+    let child_last = store.latest("p/sub").await.unwrap().unwrap();
+    assert_eq!(child_last.status.name(), "Halted");
+    // Every attempt started was reported finished, the child's included.
+    let events = sink.events();
+    let started = |thread: &str| {
+        events
+            .iter()
+            .filter(
+                |e| matches!(e, TraceEvent::NodeStarted { thread_id, .. } if thread_id == thread),
+            )
+            .count()
+    };
+    let shut_down: Vec<(String, String)> = events
+        .iter()
+        .filter_map(|e| match e {
+            TraceEvent::NodeFinished {
+                thread_id,
+                node_id,
+                status: AttemptStatus::Skipped { reason },
+                ..
+            } if reason == "shutdown" => Some((thread_id.clone(), node_id.to_string())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!((started("p"), started("p/sub")), (1, 2));
+    assert_eq!(
+        shut_down,
+        [
+            ("p/sub".to_string(), "middle".to_string()),
+            ("p".to_string(), "sub".to_string())
+        ]
+    );
+
+    let state = engine_on(&store)
+        .resume(&g, "p", None)
+        .await
+        .unwrap()
+        .into_result()
+        .unwrap();
+    assert_eq!(state.get("result"), Some(&json!(10)));
+    assert_eq!(count(&runs), 2, "the shut-down child attempt ran again");
+}
+
 #[tokio::test]
 async fn a_child_parley_suspends_the_parent_and_the_answer_goes_down() {
     let seen = Arc::new(Mutex::new(Vec::new()));

@@ -233,10 +233,8 @@ fn random_aegis(rng: &mut StdRng, id: Option<&str>, route: &[usize], ids: &[Stri
     }
 }
 
-/// What a root-graph node is. Battalions need a shutdown grace: a child
-/// run must halt (within its own, shorter grace) before its parent's
-/// attempt is abandoned, or the child is dropped mid-superstep.
-fn node_body(rng: &mut StdRng, battalions: bool) -> Body {
+/// What a root-graph node is.
+fn node_body(rng: &mut StdRng) -> Body {
     match rng.random_range(0..100) {
         0..10 => Body::Muster {
             template: usize::MAX, // numbered once the layers are known
@@ -247,23 +245,20 @@ fn node_body(rng: &mut StdRng, battalions: bool) -> Body {
                 rng.random_range(0..=6)
             },
         },
-        10..20 if battalions => Body::Battalion(Box::default()),
+        10..20 => Body::Battalion(Box::default()),
         _ => Body::Function,
     }
 }
 
 /// A Battalion's child: a chain or a small layered graph of 1-4 scripted
-/// Functions under random policies, halting within less than `grace`.
-fn child(rng: &mut StdRng, parent: &str, grace: Duration) -> GraphDef {
+/// Functions under random policies. Its grace may be longer or shorter
+/// than its parent's: the engine caps it at the parent's.
+fn child(rng: &mut StdRng, parent: &str) -> GraphDef {
     let shape = pick(rng, &[Shape::Chain, Shape::Layered]);
     let n = rng.random_range(1..=4);
-    let graces: Vec<Duration> = [ms(0), ms(50), grace / 2]
-        .into_iter()
-        .filter(|g| *g < grace)
-        .collect();
     let limits = EngineLimits {
         max_concurrency: pick(rng, &[1, 2, 64]),
-        shutdown_grace: pick(rng, &graces),
+        shutdown_grace: pick(rng, &[ms(0), ms(100), ms(1000), ms(5000)]),
         ..EngineLimits::default()
     };
     layered(rng, &format!("{parent}c"), shape, n, limits, false)
@@ -313,7 +308,6 @@ fn layered(
         next_id += size;
     }
     let mut ids: Vec<String> = (0..n).map(|i| format!("{prefix}{i:02}")).collect();
-    let battalions = kinds && !limits.shutdown_grace.is_zero();
     let mut nodes: Vec<NodeDef> = Vec::with_capacity(n);
     for (l, layer) in layers.iter().enumerate() {
         for &i in layer {
@@ -321,7 +315,7 @@ fn layered(
                 id: ids[i].clone(),
                 layer: l,
                 body: if kinds {
-                    node_body(rng, battalions)
+                    node_body(rng)
                 } else {
                     Body::Function
                 },
@@ -436,8 +430,7 @@ fn layered(
                 on_error: a.on_error,
                 ..Aegis::default()
             });
-            let grace = limits.shutdown_grace;
-            nodes[i].body = Body::Battalion(Box::new(child(rng, &ids[i], grace)));
+            nodes[i].body = Body::Battalion(Box::new(child(rng, &ids[i])));
         } else if own {
             nodes[i].aegis = Some(random_aegis(rng, Some(&ids[i]), &route, &ids));
         }

@@ -585,7 +585,7 @@ impl<S: WaypointStore> WarEngine<S> {
                 }),
             };
 
-        let fut = AssertUnwindSafe(self.execute(step.spec, state, &ctx, step.visit)).catch_unwind();
+        let fut = AssertUnwindSafe(self.execute(step, state, &ctx)).catch_unwind();
         tokio::pin!(fut);
         tokio::select! {
             biased;
@@ -599,15 +599,23 @@ impl<S: WaypointStore> WarEngine<S> {
 
         // Cancelled: the attempt may finish within the shutdown grace, still
         // under its own bounds (a stall past the idle window is no success).
-        let grace_end = Instant::now() + step.shutdown_grace;
-        let (until, kind) = match hard {
-            Some((d, k)) if d < grace_end => (d, Some(k)),
-            _ => (grace_end, None),
+        // A Battalion is not cut at the grace: its child already gives its
+        // own attempts no more than this grace, then writes its Halted
+        // waypoint; cutting it here would drop the child mid-write.
+        let grace_end = match step.spec {
+            NodeSpec::Battalion { .. } => None,
+            _ => Some(Instant::now() + step.shutdown_grace),
+        };
+        let (until, kind) = match (hard, grace_end) {
+            (Some((d, k)), Some(g)) if d < g => (Some(d), Some(k)),
+            (_, Some(g)) => (Some(g), None),
+            (Some((d, k)), None) => (Some(d), Some(k)),
+            (None, None) => (None, None),
         };
         tokio::select! {
             biased;
             r = &mut fut => finish(r),
-            _ = tokio::time::sleep_until(until) => match kind {
+            _ = sleep_opt(until) => match kind {
                 Some(k) => timed_out(k),
                 None => AttemptEnd::Shutdown,
             },
@@ -618,10 +626,9 @@ impl<S: WaypointStore> WarEngine<S> {
     /// Executes a node once.
     async fn execute(
         &self,
-        spec: &NodeSpec,
+        step: &StepCtx<'_>,
         state: &Battlefield,
         ctx: &NodeContext,
-        visit: u32,
     ) -> Result<Directive, NodeError> {
         let fail = |transience, source| NodeError {
             node_id: ctx.node_id.clone(),
@@ -629,7 +636,7 @@ impl<S: WaypointStore> WarEngine<S> {
             transience,
             source,
         };
-        match spec {
+        match step.spec {
             NodeSpec::Function(node) => node.run(state, ctx).await.map_err(|e| {
                 fail(
                     e.transience,
@@ -691,7 +698,7 @@ impl<S: WaypointStore> WarEngine<S> {
                 outputs,
             } => {
                 // Boxed: a child run is an engine run, so the future recurses.
-                Box::pin(self.run_battalion(child, inputs, outputs, state, ctx, visit)).await
+                Box::pin(self.run_battalion(child, inputs, outputs, state, ctx, step)).await
             }
         }
     }

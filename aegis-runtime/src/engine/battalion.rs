@@ -1,7 +1,9 @@
 //! Battalion nodes: a child graph run as one node, in its own durable thread.
 
 use std::sync::Arc;
+use std::time::Duration;
 
+use super::attempt::StepCtx;
 use super::{HeartbeatHandle, NodeContext, RunOutcome, WarEngine};
 use crate::error::{EngineError, NodeError, NodeErrorSource, Transience};
 use crate::graph::{Directive, ParleyRequest, WarGraph};
@@ -10,9 +12,10 @@ use crate::waypoint::{WaypointStatus, WaypointStore};
 
 impl<S: WaypointStore> WarEngine<S> {
     /// An engine for a child run: the same store, port, registries, sinks
-    /// and cache; a child of the cancellation token; and the parent
-    /// attempt's heartbeat, beaten once per child superstep.
-    fn child_engine(&self, heartbeat: HeartbeatHandle) -> WarEngine<S> {
+    /// and cache; a child of the cancellation token; the parent attempt's
+    /// heartbeat, beaten once per child superstep; and the parent attempt's
+    /// shutdown grace as the ceiling of the child's.
+    fn child_engine(&self, heartbeat: HeartbeatHandle, grace: Duration) -> WarEngine<S> {
         WarEngine {
             paladin_port: self.paladin_port.clone(),
             store: self.store.clone(),
@@ -25,6 +28,7 @@ impl<S: WaypointStore> WarEngine<S> {
             node_cache: self.node_cache.clone(),
             superstep_beat: Some(heartbeat),
             jitter_seed: self.jitter_seed,
+            grace_cap: Some(grace),
         }
     }
 
@@ -37,8 +41,9 @@ impl<S: WaypointStore> WarEngine<S> {
         outputs: &[(FieldName, FieldName)],
         state: &Battlefield,
         ctx: &NodeContext,
-        visit: u32,
+        step: &StepCtx<'_>,
     ) -> Result<Directive, NodeError> {
+        let visit = step.visit;
         // Each visit of the node is its own child thread; the first keeps the
         // plain `{parent}/{node}` name.
         let thread = if visit <= 1 {
@@ -55,7 +60,7 @@ impl<S: WaypointStore> WarEngine<S> {
                 message,
             },
         };
-        let engine = self.child_engine(ctx.heartbeat.clone());
+        let engine = self.child_engine(ctx.heartbeat.clone(), step.shutdown_grace);
         // A timed-out parent attempt drops this future; the guard then
         // cancels the child's token too.
         let _guard = engine.cancellation.clone().drop_guard();

@@ -59,6 +59,10 @@ pub struct WarEngine<S = InMemoryWaypointStore> {
     pub(crate) superstep_beat: Option<HeartbeatHandle>,
     /// Seeds backoff jitter per attempt (see `with_jitter_seed`).
     pub(crate) jitter_seed: Option<u64>,
+    /// A Battalion child's ceiling on its attempts' shutdown grace: its
+    /// parent attempt's own grace, so the child halts (and writes its
+    /// Halted waypoint) before the parent would have given up.
+    pub(crate) grace_cap: Option<std::time::Duration>,
 }
 
 impl<S> fmt::Debug for WarEngine<S> {
@@ -103,6 +107,7 @@ impl<S: WaypointStore> WarEngine<S> {
             node_cache: None,
             superstep_beat: None,
             jitter_seed: None,
+            grace_cap: None,
         }
     }
 

@@ -381,7 +381,9 @@ impl<S: WaypointStore> WarEngine<S> {
                 parley_response,
                 visit: env.visits.get(&activation.node_id).copied().unwrap_or(1),
                 timeout: entry.aegis.and_then(|a| a.timeout.as_ref()),
-                shutdown_grace: limits.shutdown_grace,
+                shutdown_grace: self
+                    .grace_cap
+                    .map_or(limits.shutdown_grace, |cap| cap.min(limits.shutdown_grace)),
             };
             let result = self.run_activation(&step, &env.state, &activation).await;
             (activation, result)
