@@ -4,7 +4,8 @@
 //!
 //! Each seed generates a graph of 5–50 nodes (chains, fan-outs and joins,
 //! conditional edges, `Goto`, `End`, Musters of 0–40 tasks, Battalions
-//! running child graphs; see `chaos/generate.rs`), random
+//! running child graphs, Gates answered by the seed; see
+//! `chaos/generate.rs`), random
 //! retry/timeout/handler/cache policies, and a script for every attempt
 //! (`chaos/faults.rs`): success, transient / permanent / unknown errors,
 //! panics, hangs past the timeouts, slow heartbeating work. The cache
@@ -85,6 +86,11 @@ impl World {
     fn segment(&self) -> usize {
         self.segment.load(Ordering::SeqCst)
     }
+}
+
+/// The seed's answer to a thread's `k`-th wait for input: approve?
+fn answer(seed: u64, k: u32) -> bool {
+    (seed ^ u64::from(k).rotate_left(32)).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 63 == 0
 }
 
 /// The visit a child thread belongs to: `{parent}/{node}` is the first,
@@ -270,6 +276,14 @@ fn build_graph(world: &Arc<World>, parent: Option<usize>, def: &GraphDef) -> War
             Body::Template => {
                 g.add_worker_template(n.id.as_str(), node_spec(world.clone(), parent, i));
             }
+            Body::Gate { approve, reject } => {
+                let (yes, no) = (
+                    def.nodes[*approve].id.as_str(),
+                    def.nodes[*reject].id.as_str(),
+                );
+                let spec = NodeSpec::gate(format!("{}: {yes} or {no}?", n.id), yes, no);
+                g.add_node(n.id.as_str(), spec);
+            }
             Body::Battalion(child) => {
                 let spec = NodeSpec::battalion(
                     build_graph(world, Some(i), child),
@@ -355,9 +369,12 @@ impl Rig {
     }
 
     /// Starts `thread`, cancelling call `k` after `cancels[k]`, and resumes
-    /// it with a fresh engine after every halt.
+    /// it with a fresh engine after every halt, and with the seed's answer
+    /// after every wait for input.
     async fn run_thread(&mut self, thread: &str, cancels: &[Duration]) -> Vec<Segment> {
         let mut segments = Vec::new();
+        let mut response = None;
+        let mut pauses = 0;
         loop {
             let index = self.segments;
             self.segments += 1;
@@ -374,26 +391,37 @@ impl Rig {
             let outcome = if segments.is_empty() {
                 engine.start(&self.graph, thread, json!({})).await
             } else {
-                engine.resume(&self.graph, thread, None).await
+                engine.resume(&self.graph, thread, response.take()).await
             }
             .unwrap_or_else(|e| panic!("{thread}: start/resume refused: {e}"));
             if let Some(c) = canceller {
                 c.abort();
             }
-            let halted = matches!(outcome, RunOutcome::Halted { .. });
+            let next = match &outcome {
+                RunOutcome::Halted { .. } => {
+                    assert!(
+                        fired.is_cancelled(),
+                        "{thread}: halted without being cancelled"
+                    );
+                    true
+                }
+                RunOutcome::AwaitingInput { .. } => {
+                    let yes = answer(self.world.seed, pauses);
+                    pauses += 1;
+                    response = Some(ParleyResponse::new(json!(yes)));
+                    true
+                }
+                _ => false,
+            };
             segments.push(Segment {
                 index,
                 events: sink.events(),
                 outcome,
                 cancelled: fired.is_cancelled(),
             });
-            if !halted {
+            if !next {
                 return segments;
             }
-            assert!(
-                segments.len() <= cancels.len(),
-                "{thread}: halted without being cancelled"
-            );
         }
     }
 
@@ -517,6 +545,8 @@ struct Stats {
     violations: u64,
     /// Halts inside a muster superstep that kept finished tasks.
     muster_halts: u64,
+    /// Waits for input answered.
+    pauses: u64,
 }
 
 impl Stats {
@@ -541,6 +571,7 @@ impl Stats {
         self.child_runs += o.child_runs;
         self.violations += o.violations;
         self.muster_halts += o.muster_halts;
+        self.pauses += o.pauses;
     }
 
     fn count(&mut self, segments: &[Segment]) {
@@ -548,6 +579,7 @@ impl Stats {
             match &seg.outcome {
                 RunOutcome::Completed { .. } => self.completed += 1,
                 RunOutcome::Failed { .. } => self.failed += 1,
+                RunOutcome::AwaitingInput { .. } => self.pauses += 1,
                 _ => self.halts += 1,
             }
             for ev in &seg.events {
@@ -605,6 +637,7 @@ async fn run_seed(seed: u64) -> Stats {
         def: &world.def,
         scope: Scope::Root,
         plan: &|site| world.plan(site),
+        answer: &|k| answer(seed, k),
     }
     .run();
     let mut rig = Rig {
@@ -777,6 +810,7 @@ fn chaos_seeds_keep_every_invariant() {
             ("child attempts", stats.child_attempts),
             ("task handler violations", stats.violations),
             ("halts keeping finished tasks", stats.muster_halts),
+            ("answered gates", stats.pauses),
         ] {
             assert!(n > 0, "no {what} in {} seeds: {stats:?}", seeds.len());
         }

@@ -8,9 +8,10 @@
 //!
 //! `Shape` picks the layer layout and `Body` what a node is: a scripted
 //! Function, a Muster (its tasks run one superstep later on its own worker
-//! template, whose edges lead on into the next layer), or a Battalion (a
+//! template, whose edges lead on into the next layer), a Battalion (a
 //! small generated child graph of scripted Functions, run as one node in its
-//! own thread). The model rules for each are in `model.rs`, the engine-side
+//! own thread), or a Gate (the run waits for an answer, then the gate routes
+//! into the next layer). The model rules for each are in `model.rs`, the engine-side
 //! builder in `chaos.rs` (`build_graph`).
 
 use aegis::*;
@@ -60,6 +61,8 @@ pub(crate) enum Body {
     Template,
     /// A child graph run as one node.
     Battalion(Box<GraphDef>),
+    /// A human approval point routing to `approve` or `reject` (indices).
+    Gate { approve: usize, reject: usize },
 }
 
 /// Where a node's own successful directive routes.
@@ -246,6 +249,10 @@ fn node_body(rng: &mut StdRng) -> Body {
             },
         },
         10..20 => Body::Battalion(Box::default()),
+        20..25 => Body::Gate {
+            approve: usize::MAX, // chosen once the next layer is known
+            reject: usize::MAX,
+        },
         _ => Body::Function,
     }
 }
@@ -343,6 +350,12 @@ fn layered(
                 succ.insert(pick(rng, skip));
             }
             nodes[i].succ = succ.into_iter().collect();
+            if let Body::Gate { .. } = nodes[i].body {
+                nodes[i].body = Body::Gate {
+                    approve: pick(rng, next),
+                    reject: pick(rng, next),
+                };
+            }
             if rng.random_bool(0.2) {
                 let k = rng.random_range(1..=next.len().min(3));
                 let mut targets: BTreeSet<usize> = BTreeSet::new();
@@ -380,6 +393,10 @@ fn layered(
         for &i in last {
             if matches!(nodes[i].body, Body::Function) && rng.random_bool(0.15) {
                 nodes[i].next = Next::End;
+            }
+            // A gate needs a later layer to route to.
+            if let Body::Gate { .. } = nodes[i].body {
+                nodes[i].body = Body::Function;
             }
         }
     }
@@ -421,7 +438,11 @@ fn layered(
             Body::Template => Vec::new(),
             _ => layers.get(nodes[i].layer + 1).cloned().unwrap_or_default(),
         };
-        if let Body::Battalion(_) = nodes[i].body {
+        if let Body::Gate { .. } = nodes[i].body {
+            // Any Aegis on a Gate is refused; its own empty one keeps the
+            // graph's default off it.
+            nodes[i].aegis = Some(Aegis::default());
+        } else if let Body::Battalion(_) = nodes[i].body {
             // Retry and cache are refused on a Battalion, and a timeout would
             // make the outcome depend on time: only a handler, always its
             // own so the default's retry or cache never applies.

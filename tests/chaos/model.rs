@@ -10,7 +10,9 @@
 //! Custom handler that ends) fails the run next; otherwise every
 //! contribution merges in vanguard order and the next vanguard is every
 //! contributor's successors. A Battalion's one attempt is its child run,
-//! modelled the same way.
+//! modelled the same way. A Gate's first run asks: the superstep's other
+//! contributions merge, the run waits, and the answered gate runs again in
+//! the next superstep (the same visit), routing by the answer.
 
 use aegis::*;
 use std::collections::{BTreeMap, BTreeSet};
@@ -123,6 +125,8 @@ pub(crate) struct Expected {
     /// Custom handler calls: (node id, attempt), in superstep order, child
     /// runs' included.
     pub(crate) custom: Vec<(String, u32)>,
+    /// Every wait for input: the superstep that asked and the gates asking.
+    pub(crate) pauses: Vec<(u32, Vec<usize>)>,
 }
 
 /// A mustered task's key.
@@ -205,6 +209,8 @@ enum Route {
     Goto(usize),
     End,
     Muster(usize, u32),
+    /// Asks for input: nothing merges from it; it runs again once answered.
+    Parley,
 }
 
 /// What one activation merges and where it leads.
@@ -221,6 +227,8 @@ pub(crate) struct Model<'a> {
     pub(crate) scope: Scope,
     /// The script of every attempt.
     pub(crate) plan: &'a dyn Fn(Site) -> Plan,
+    /// The answer to the `k`-th wait for input of a thread (approve?).
+    pub(crate) answer: &'a dyn Fn(u32) -> bool,
 }
 
 impl Model<'_> {
@@ -275,6 +283,7 @@ impl Model<'_> {
         task: Option<u32>,
         visit: u32,
         superstep: u32,
+        answered: Option<bool>,
     ) -> (Act, Option<Contribution>) {
         let def = self.def;
         let n = &def.nodes[node];
@@ -295,6 +304,14 @@ impl Model<'_> {
             errors,
             route,
         };
+        if let Body::Gate { approve, reject } = n.body {
+            let route = match answered {
+                None => Route::Parley,
+                Some(true) => Route::Goto(approve),
+                Some(false) => Route::Goto(reject),
+            };
+            return (act, Some(own(Vec::new(), 0, Vec::new(), route)));
+        }
         if let Body::Battalion(child) = &n.body {
             // No retry on a Battalion: its one attempt is the child run.
             let exp = Model {
@@ -304,6 +321,7 @@ impl Model<'_> {
                     visit,
                 },
                 plan: self.plan,
+                answer: self.answer,
             }
             .run();
             let contribution = match exp.outcome {
@@ -401,6 +419,9 @@ impl Model<'_> {
         let mut errors = Vec::new();
         let mut custom = Vec::new();
         let mut steps = Vec::new();
+        let mut pauses: Vec<(u32, Vec<usize>)> = Vec::new();
+        // The gates the next superstep answers, and the answer.
+        let mut asked: (Vec<usize>, bool) = (Vec::new(), false);
         let mut visits: BTreeMap<usize, u32> = BTreeMap::new();
         let mut vanguard: BTreeSet<(usize, Option<u32>)> =
             def.entry.iter().map(|&i| (i, None)).collect();
@@ -419,7 +440,8 @@ impl Model<'_> {
             let mut violation = None;
             let mut contributions: Vec<Contribution> = Vec::new();
             for &(i, task) in &vanguard {
-                let (act, contribution) = self.activation(i, task, visits[&i], superstep);
+                let answered = asked.0.contains(&i).then_some(asked.1);
+                let (act, contribution) = self.activation(i, task, visits[&i], superstep, answered);
                 if let Some(child) = &act.child {
                     custom.extend(child.custom.iter().cloned());
                 }
@@ -474,8 +496,24 @@ impl Model<'_> {
                     Route::Muster(template, tasks) => {
                         next.extend((0..tasks).map(|j| (template, Some(j))));
                     }
-                    Route::End => {}
+                    Route::End | Route::Parley => {}
                 }
+            }
+            // The asking gates run again, answered, in the next superstep,
+            // as the same visit.
+            let parleys: Vec<usize> = contributions
+                .iter()
+                .filter(|c| matches!(c.route, Route::Parley))
+                .map(|c| c.node)
+                .collect();
+            asked = (Vec::new(), false);
+            if !parleys.is_empty() {
+                for &n in &parleys {
+                    *visits.entry(n).or_default() -= 1;
+                    next.insert((n, None));
+                }
+                asked = (parleys.clone(), (self.answer)(pauses.len() as u32));
+                pauses.push((superstep, parleys));
             }
             vanguard = next;
         };
@@ -486,6 +524,7 @@ impl Model<'_> {
             merged,
             errors,
             custom,
+            pauses,
         }
     }
 }
