@@ -476,6 +476,28 @@ fn parent_graph(child: WarGraph) -> WarGraph {
     g
 }
 
+/// `parent_graph(child_graph(middle))` with the child's and the parent's
+/// shutdown graces.
+fn graced_parent(middle: NodeSpec, child_grace: Duration, parent_grace: Duration) -> WarGraph {
+    let graced = |shutdown_grace| EngineLimits {
+        shutdown_grace,
+        ..EngineLimits::default()
+    };
+    let mut child = child_graph(middle);
+    child.set_limits(graced(child_grace));
+    let mut g = parent_graph(child);
+    g.set_limits(graced(parent_grace));
+    g
+}
+
+/// Cancels `token` once `after` has passed on tokio's clock.
+fn cancel_after(token: CancellationToken, after: Duration) {
+    tokio::spawn(async move {
+        tokio::time::sleep(after).await;
+        token.cancel();
+    });
+}
+
 #[tokio::test]
 async fn a_battalion_maps_state_both_ways_and_keeps_its_own_waypoints() {
     let g = parent_graph(child_graph(write("y", json!(1))));
@@ -502,32 +524,29 @@ async fn attempt_events_name_their_thread_and_superstep_child_runs_included() {
     let sink = CollectingTraceSink::new();
     let e = engine().with_trace_sink(sink.clone());
     e.start(&g, "p", json!({"input": 1})).await.unwrap();
-    let attempts: Vec<(String, u32, String)> = sink
-        .events()
-        .into_iter()
-        .filter_map(|ev| match ev {
-            TraceEvent::NodeStarted {
-                thread_id,
-                superstep,
-                node_id,
-                ..
-            } => Some((thread_id, superstep, node_id.to_string())),
-            _ => None,
-        })
-        .collect();
-    let finished: Vec<(String, u32, String)> = sink
-        .events()
-        .into_iter()
-        .filter_map(|ev| match ev {
-            TraceEvent::NodeFinished {
-                thread_id,
-                superstep,
-                node_id,
-                ..
-            } => Some((thread_id, superstep, node_id.to_string())),
-            _ => None,
-        })
-        .collect();
+    // (thread, superstep, node) of every NodeStarted (`true`) or
+    // NodeFinished (`false`) event.
+    let of = |started: bool| -> Vec<(String, u32, String)> {
+        sink.events()
+            .into_iter()
+            .filter_map(|ev| match ev {
+                TraceEvent::NodeStarted {
+                    thread_id,
+                    superstep,
+                    node_id,
+                    ..
+                } if started => Some((thread_id, superstep, node_id.to_string())),
+                TraceEvent::NodeFinished {
+                    thread_id,
+                    superstep,
+                    node_id,
+                    ..
+                } if !started => Some((thread_id, superstep, node_id.to_string())),
+                _ => None,
+            })
+            .collect()
+    };
+    let (attempts, finished) = (of(true), of(false));
     let want = [
         ("p", 1, "sub"),
         ("p/sub", 1, "double"),
@@ -625,23 +644,11 @@ async fn cancelling_the_parent_halts_the_child_and_resume_finishes_both() {
     };
     // The child's grace is shorter than the parent's, so the child halts
     // (and says so in its own waypoint) before the parent gives up on it.
-    let mut child = child_graph(gated);
-    child.set_limits(EngineLimits {
-        shutdown_grace: Duration::from_millis(10),
-        ..EngineLimits::default()
-    });
-    let mut g = parent_graph(child);
-    g.set_limits(EngineLimits {
-        shutdown_grace: Duration::from_millis(100),
-        ..EngineLimits::default()
-    });
+    let g = graced_parent(gated, Duration::from_millis(10), Duration::from_millis(100));
     let store = Arc::new(InMemoryWaypointStore::new());
     let token = CancellationToken::new();
     let e = engine_on(&store).with_cancellation(token.clone());
-    tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        token.cancel();
-    });
+    cancel_after(token, Duration::from_secs(1));
     let out = e.start(&g, "p", json!({"input": 5})).await.unwrap();
     assert_eq!(out.name(), "Halted");
     assert_eq!(
@@ -680,26 +687,14 @@ async fn a_child_with_a_longer_grace_halts_within_its_parents() {
             })
         })
     };
-    let mut child = child_graph(slow);
-    child.set_limits(EngineLimits {
-        shutdown_grace: Duration::from_secs(5),
-        ..EngineLimits::default()
-    });
-    let mut g = parent_graph(child);
-    g.set_limits(EngineLimits {
-        shutdown_grace: Duration::from_millis(100),
-        ..EngineLimits::default()
-    });
+    let g = graced_parent(slow, Duration::from_secs(5), Duration::from_millis(100));
     let store = Arc::new(InMemoryWaypointStore::new());
     let token = CancellationToken::new();
     let sink = CollectingTraceSink::new();
     let e = engine_on(&store)
         .with_cancellation(token.clone())
         .with_trace_sink(sink.clone());
-    tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-        token.cancel();
-    });
+    cancel_after(token, Duration::from_millis(10));
     let t0 = tokio::time::Instant::now();
     let out = e.start(&g, "p", json!({"input": 5})).await.unwrap();
     assert_eq!(out.name(), "Halted");
