@@ -1,6 +1,7 @@
 //! Engine throughput on trivial Function nodes with the in-memory store:
 //! a 1,000-node chain and a 1,000-wide fan-out/join, each with and without
-//! a default retry + timeout Aegis on every node (the Aegis overhead).
+//! a default retry + timeout Aegis on every node (the Aegis overhead), and a
+//! 10-node chain, where the fixed cost of a `start` shows.
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
 use aegis::*;
@@ -86,12 +87,13 @@ fn bench(c: &mut Criterion) {
         .unwrap();
     let mut group = c.benchmark_group("engine");
     group.sample_size(20);
-    for (name, build, nodes) in [
-        ("chain_1000", chain as fn(u32, bool) -> WarGraph, 1000u32),
-        ("fan_out_1000", fan_out, 1002),
+    for (name, build, size, nodes) in [
+        ("chain_10", chain as fn(u32, bool) -> WarGraph, 10, 10u32),
+        ("chain_1000", chain, 1000, 1000),
+        ("fan_out_1000", fan_out, 1000, 1002),
     ] {
         for aegis in [false, true] {
-            let graph = build(1000, aegis);
+            let graph = build(size, aegis);
             let label = if aegis { "retry+timeout" } else { "no_aegis" };
             group.throughput(Throughput::Elements(u64::from(nodes)));
             group.bench_with_input(BenchmarkId::new(name, label), &graph, |b, g| {

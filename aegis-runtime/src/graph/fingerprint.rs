@@ -55,7 +55,13 @@ impl WarGraph {
     /// The same graph built in any order, in any process, has the same
     /// fingerprint. `retry`, `timeout` and the limits are tuning and are
     /// excluded, so retuning never makes `resume` fail with `GraphMismatch`.
+    ///
+    /// Computed once and kept until the graph changes.
     pub fn fingerprint(&self) -> String {
+        self.memo.fingerprint.get_or_init(|| self.digest()).clone()
+    }
+
+    pub(super) fn digest(&self) -> String {
         let mut c = Canon::new("aegis-graph");
         c.str(FINGERPRINT_VERSION);
 

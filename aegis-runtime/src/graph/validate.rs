@@ -17,7 +17,13 @@ impl WarGraph {
         EngineError::from_problems(self.problems())
     }
 
+    /// Every problem the graph's own checks find (memoised until the graph
+    /// changes).
     pub(crate) fn problems(&self) -> Vec<EngineError> {
+        self.memo.problems.get_or_init(|| self.check()).clone()
+    }
+
+    pub(super) fn check(&self) -> Vec<EngineError> {
         let mut errors = Vec::new();
         let declared: BTreeSet<&NodeId> = self.nodes.iter().map(|(id, _)| id).collect();
 

@@ -1,8 +1,11 @@
 use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::sync::OnceLock;
 
 use super::{NodeId, NodeSpec};
 use crate::aegis::Aegis;
 use crate::engine::EngineLimits;
+use crate::error::EngineError;
 use crate::state::BattlefieldSchema;
 
 /// Conditional edges: after `from`, the evaluator registered on the engine
@@ -57,6 +60,25 @@ pub struct WarGraph {
     pub(crate) worker_templates: BTreeSet<NodeId>,
     pub(crate) aegis: BTreeMap<NodeId, Aegis>,
     pub(crate) default_aegis: Option<Aegis>,
+    pub(crate) memo: Memo,
+}
+
+/// The graph's own check results and fingerprint, computed on first use and
+/// forgotten by every builder method: an engine starting many runs of one
+/// graph validates and hashes it once, not once per `start`/`resume`.
+#[derive(Clone, Default)]
+pub(crate) struct Memo {
+    pub(crate) problems: OnceLock<Vec<EngineError>>,
+    pub(crate) fingerprint: OnceLock<String>,
+}
+
+impl fmt::Debug for Memo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Memo")
+            .field("checked", &self.problems.get().is_some())
+            .field("fingerprinted", &self.fingerprint.get().is_some())
+            .finish()
+    }
 }
 
 impl WarGraph {
@@ -72,13 +94,21 @@ impl WarGraph {
             worker_templates: BTreeSet::new(),
             aegis: BTreeMap::new(),
             default_aegis: None,
+            memo: Memo::default(),
         }
+    }
+
+    /// Forgets the memoised checks and fingerprint: every builder method
+    /// ends here, so a changed graph is always checked and hashed afresh.
+    fn changed(&mut self) -> &mut Self {
+        self.memo = Memo::default();
+        self
     }
 
     /// Declares a node.
     pub fn add_node(&mut self, id: impl Into<NodeId>, spec: NodeSpec) -> &mut Self {
         self.nodes.push((id.into(), spec));
-        self
+        self.changed()
     }
 
     /// Declares a worker template: a node only ever run as the tasks of a
@@ -88,7 +118,7 @@ impl WarGraph {
         let id = id.into();
         self.worker_templates.insert(id.clone());
         self.nodes.push((id, spec));
-        self
+        self.changed()
     }
 
     /// Whether `id` is a worker template.
@@ -99,7 +129,7 @@ impl WarGraph {
     /// Adds a static edge; `START` and `END` are the virtual endpoints.
     pub fn add_edge(&mut self, from: impl Into<NodeId>, to: impl Into<NodeId>) -> &mut Self {
         self.edges.push((from.into(), to.into()));
-        self
+        self.changed()
     }
 
     /// Adds conditional edges from `from`, chosen among `targets` by the
@@ -115,25 +145,25 @@ impl WarGraph {
             evaluator: evaluator.into(),
             targets: targets.into_iter().map(Into::into).collect(),
         });
-        self
+        self.changed()
     }
 
     /// Allows any node to `Goto` this one.
     pub fn mark_dynamic_target(&mut self, id: impl Into<NodeId>) -> &mut Self {
         self.dynamic_targets.insert(id.into());
-        self
+        self.changed()
     }
 
     /// Sets this node's own Aegis, replacing any earlier one.
     pub fn set_aegis(&mut self, id: impl Into<NodeId>, aegis: Aegis) -> &mut Self {
         self.aegis.insert(id.into(), aegis);
-        self
+        self.changed()
     }
 
     /// Sets the graph-wide Aegis for every node without its own entry.
     pub fn with_default_aegis(&mut self, aegis: Aegis) -> &mut Self {
         self.default_aegis = Some(aegis);
-        self
+        self.changed()
     }
 
     /// The Aegis that governs `id`: its own entry if it has one, else the
@@ -193,6 +223,88 @@ impl WarGraph {
     /// Replaces the run limits (limits are tuning, not part of the fingerprint).
     pub fn set_limits(&mut self, limits: EngineLimits) -> &mut Self {
         self.limits = limits;
-        self
+        self.changed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::aegis::RetryPolicy;
+    use crate::graph::{Directive, END, START};
+    use crate::state::{DispatchRule, FieldName, FieldSpec, StateDelta};
+
+    fn noop() -> NodeSpec {
+        NodeSpec::from_fn("noop", |_, _| {
+            Box::pin(async { Ok(Directive::edges(StateDelta::new())) })
+        })
+    }
+
+    fn base() -> WarGraph {
+        let field = FieldSpec::new(
+            FieldName::new("x").unwrap_or_else(|e| panic!("{e}")),
+            DispatchRule::LastWrite,
+            None,
+            false,
+        );
+        let mut g = WarGraph::new(BattlefieldSchema::new(vec![field]), EngineLimits::default());
+        g.add_node("a", noop())
+            .add_edge(START, "a")
+            .add_edge("a", END);
+        g
+    }
+
+    #[test]
+    fn every_builder_method_forgets_the_memoised_checks_and_fingerprint() {
+        let bad_retry = Aegis {
+            retry: Some(RetryPolicy {
+                max_attempts: 0,
+                ..RetryPolicy::default()
+            }),
+            ..Aegis::default()
+        };
+        type Change = Box<dyn Fn(&mut WarGraph)>;
+        let set_aegis = bad_retry.clone();
+        let changes: Vec<(&str, Change)> = vec![
+            ("add_node", Box::new(|g| _ = g.add_node("b", noop()))),
+            (
+                "add_worker_template",
+                Box::new(|g| _ = g.add_worker_template("a", noop())),
+            ),
+            ("add_edge", Box::new(|g| _ = g.add_edge("a", "ghost"))),
+            (
+                "add_conditional_edges",
+                Box::new(|g| _ = g.add_conditional_edges("a", "pick", ["ghost"])),
+            ),
+            (
+                "mark_dynamic_target",
+                Box::new(|g| _ = g.mark_dynamic_target("ghost")),
+            ),
+            (
+                "set_aegis",
+                Box::new(move |g| _ = g.set_aegis("a", set_aegis.clone())),
+            ),
+            (
+                "with_default_aegis",
+                Box::new(move |g| _ = g.with_default_aegis(bad_retry.clone())),
+            ),
+        ];
+        for (name, change) in changes {
+            // Checked and hashed before the change, then changed...
+            let mut g = base();
+            assert_eq!(g.problems(), Vec::new());
+            let _ = g.fingerprint();
+            change(&mut g);
+            // ...equals the same graph never checked before.
+            let mut fresh = base();
+            change(&mut fresh);
+            assert_eq!(g.problems(), fresh.clone().check(), "{name}");
+            assert_ne!(g.problems(), Vec::new(), "{name} breaks the graph");
+            assert_eq!(g.fingerprint(), fresh.digest(), "{name}");
+        }
+        let mut g = base();
+        let _ = (g.problems(), g.fingerprint());
+        g.set_limits(EngineLimits::default());
+        assert!(g.memo.problems.get().is_none() && g.memo.fingerprint.get().is_none());
     }
 }
