@@ -32,7 +32,7 @@ pub(crate) struct Cursor {
     /// Whether `vanguard` is the superstep `superstep` itself, already begun
     /// (its visits counted), rather than the next one.
     pub(crate) interrupted: bool,
-    pub(crate) completed: Vector<CompletedActivation>,
+    pub(crate) completed: Vector<Arc<CompletedActivation>>,
     pub(crate) parley: Option<ParleyDelivery>,
     pub(crate) visits: OrdMap<NodeId, u32>,
 }
@@ -222,11 +222,11 @@ impl<S: WaypointStore> WarEngine<S> {
             for (activation, result) in unfinished {
                 match result {
                     ActivationResult::Done { directive, record } => {
-                        cur.completed.push_back(CompletedActivation {
+                        cur.completed.push_back(Arc::new(CompletedActivation {
                             activation,
                             directive,
                             record,
-                        });
+                        }));
                     }
                     ActivationResult::Failed {
                         error,
@@ -412,11 +412,11 @@ impl<S: WaypointStore> WarEngine<S> {
             match result {
                 ActivationResult::Done { directive, record } => {
                     let is_task = activation.task.is_some();
-                    cur.completed.push_back(CompletedActivation {
+                    cur.completed.push_back(Arc::new(CompletedActivation {
                         activation,
                         directive,
                         record,
-                    });
+                    }));
                     if is_task {
                         since_progress += 1;
                         if since_progress >= progress_every {
@@ -439,7 +439,7 @@ impl<S: WaypointStore> WarEngine<S> {
     async fn successors(
         &self,
         index: &GraphIndex<'_>,
-        completed: &Vector<CompletedActivation>,
+        completed: &Vector<Arc<CompletedActivation>>,
         merged: &Battlefield,
     ) -> Result<Vec<Activation>, EngineError> {
         let mut next: BTreeSet<NodeId> = BTreeSet::new();
@@ -546,7 +546,7 @@ impl<S: WaypointStore> WarEngine<S> {
 
 /// A mustered task contributes a delta only: anything but Edges from the
 /// task itself, or from its error handler, fails the run before any routing.
-fn task_violation(completed: &Vector<CompletedActivation>) -> Option<EngineError> {
+fn task_violation(completed: &Vector<Arc<CompletedActivation>>) -> Option<EngineError> {
     completed.iter().find_map(|c| {
         let task = c.activation.task.as_ref()?;
         if matches!(c.directive.next, NextStep::Edges) {

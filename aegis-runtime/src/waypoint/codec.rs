@@ -69,7 +69,7 @@ struct Row {
     state: StateRow,
     vanguard: Vec<Activation>,
     interrupted: bool,
-    completed: Vec<CompletedActivation>,
+    completed: Vec<std::sync::Arc<CompletedActivation>>,
     records: Vec<NodeExecutionRecord>,
     visits: OrdMap<NodeId, u32>,
     /// A parley answer on its way to the next superstep (absent when none;

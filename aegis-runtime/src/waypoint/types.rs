@@ -145,8 +145,10 @@ pub struct Waypoint {
     pub vanguard: Arc<[Activation]>,
     /// Whether this waypoint was written mid-superstep.
     pub interrupted: bool,
-    /// The finished part of an interrupted superstep.
-    pub completed: Vector<CompletedActivation>,
+    /// The finished part of an interrupted superstep. Each one shared: a
+    /// persistent vector copies whole chunks of its elements, so they are
+    /// kept pointer-sized.
+    pub completed: Vector<Arc<CompletedActivation>>,
     /// The node records of this superstep.
     pub records: Vec<NodeExecutionRecord>,
     /// A parley answer to hand to the next superstep's activations.

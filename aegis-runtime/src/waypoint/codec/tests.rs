@@ -318,14 +318,14 @@ fn fixture_thread() -> Vec<Waypoint> {
         },
         state: s1.clone(),
         interrupted: true,
-        completed: imbl::Vector::from(vec![CompletedActivation {
+        completed: imbl::Vector::from(vec![std::sync::Arc::new(CompletedActivation {
             activation: Activation::node("c"),
             directive: Directive {
                 delta,
                 next: NextStep::Goto(NodeId::new("a")),
             },
             record: record("c", NodeStatus::Succeeded, Vec::new()),
-        }]),
+        })]),
         records: vec![record(
             "b",
             NodeStatus::Failed,
