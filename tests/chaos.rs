@@ -1,6 +1,6 @@
 //! The chaos suite: random graphs under random Aegis policies, with faults
-//! injected into every attempt, checked against a fault-free reference
-//! model.
+//! injected into every attempt, checked against a reference model computed
+//! from the fault scripts alone (no engine, clock, cancellation or cache).
 //!
 //! Each seed generates a graph of 5–50 nodes (chains, fan-outs and joins,
 //! conditional edges, `Goto`, `End`, Musters of 0–40 tasks, Battalions
