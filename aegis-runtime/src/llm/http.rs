@@ -4,10 +4,11 @@
 
 use reqwest::header::{HeaderMap, HeaderValue};
 use std::collections::VecDeque;
+use std::fmt;
 use std::time::Duration;
 
-use super::LlmStream;
 use super::sse::StreamParser;
+use super::{ApiKey, LlmRequest, LlmStream};
 use crate::error::{LlmError, map_http_status, redact_excerpt};
 
 /// How long connecting to a provider may take.
@@ -47,6 +48,107 @@ pub(crate) fn build_client(
         .build()
         .map_err(|e| AdapterConfigError::HttpClient(error_chain(&e)))
 }
+
+/// What both HTTP adapters hold and do alike: a client, the endpoint URL,
+/// the key, the model override and the provider name, and the JSON POST.
+/// The adapters differ only in their headers and wire format.
+#[derive(Clone)]
+pub(crate) struct HttpEndpoint {
+    pub(crate) client: reqwest::Client,
+    pub(crate) url: String,
+    pub(crate) api_key: Option<ApiKey>,
+    pub(crate) model: Option<String>,
+    pub(crate) provider: String,
+}
+
+impl HttpEndpoint {
+    /// `{base_url}/{path}` under the default timeouts, named `provider`,
+    /// with no key and the requests' own model.
+    pub(crate) fn new(
+        base_url: &str,
+        path: &str,
+        provider: &str,
+    ) -> Result<Self, AdapterConfigError> {
+        Ok(HttpEndpoint {
+            client: build_client(DEFAULT_CONNECT_TIMEOUT, DEFAULT_READ_TIMEOUT)?,
+            url: endpoint(base_url, path)?,
+            api_key: None,
+            model: None,
+            provider: provider.to_string(),
+        })
+    }
+
+    /// An adapter's `Debug`, under its type name: the key shows redacted
+    /// (its own `Debug`), the client not at all.
+    pub(crate) fn debug(&self, f: &mut fmt::Formatter<'_>, adapter: &str) -> fmt::Result {
+        f.debug_struct(adapter)
+            .field("provider", &self.provider)
+            .field("url", &self.url)
+            .field("model", &self.model)
+            .field("api_key", &self.api_key)
+            .finish()
+    }
+
+    /// The model to call: the override, else the request's.
+    pub(crate) fn model<'a>(&'a self, request: &'a LlmRequest) -> &'a str {
+        self.model.as_deref().unwrap_or(&request.model)
+    }
+
+    /// POSTs `body` with `headers`; see [`post_json`].
+    pub(crate) async fn post(
+        &self,
+        headers: HeaderMap,
+        body: Vec<u8>,
+        pre_check: PreCheck,
+    ) -> Result<reqwest::Response, LlmError> {
+        post_json(
+            &self.client,
+            &self.url,
+            headers,
+            body,
+            &self.provider,
+            pre_check,
+        )
+        .await
+    }
+}
+
+/// The builder methods of an adapter holding an `endpoint: HttpEndpoint`;
+/// `$key_doc` says how it sends the key.
+macro_rules! endpoint_builders {
+    ($key_doc:literal) => {
+        #[doc = $key_doc]
+        pub fn with_api_key(mut self, key: impl Into<$crate::llm::ApiKey>) -> Self {
+            self.endpoint.api_key = Some(key.into());
+            self
+        }
+
+        /// Calls `model` whatever the request names, so this element of a
+        /// fallback chain can use its own model.
+        pub fn with_model(mut self, model: impl Into<String>) -> Self {
+            self.endpoint.model = Some(model.into());
+            self
+        }
+
+        /// Names the provider (errors, hops and `served_by` report it).
+        pub fn with_provider_name(mut self, name: impl Into<String>) -> Self {
+            self.endpoint.provider = name.into();
+            self
+        }
+
+        /// Replaces the transport timeouts: `connect` for the connection,
+        /// `read` for any silence mid-response.
+        pub fn with_timeouts(
+            mut self,
+            connect: std::time::Duration,
+            read: std::time::Duration,
+        ) -> Result<Self, $crate::llm::AdapterConfigError> {
+            self.endpoint.client = $crate::llm::http::build_client(connect, read)?;
+            Ok(self)
+        }
+    };
+}
+pub(crate) use endpoint_builders;
 
 /// Joins `base` and `path`, checking that `base` is an http(s) URL.
 pub(crate) fn endpoint(base: &str, path: &str) -> Result<String, AdapterConfigError> {

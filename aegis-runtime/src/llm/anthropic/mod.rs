@@ -9,13 +9,11 @@ pub use wire::ANTHROPIC_DEFAULT_MAX_TOKENS;
 use async_trait::async_trait;
 use reqwest::header::{ACCEPT, HeaderMap, HeaderValue};
 use std::fmt;
-use std::time::Duration;
 
 use super::http::{
-    AdapterConfigError, DEFAULT_CONNECT_TIMEOUT, DEFAULT_READ_TIMEOUT, build_client, chunk_stream,
-    endpoint, post_json, read_body, secret_header,
+    AdapterConfigError, HttpEndpoint, chunk_stream, endpoint_builders, read_body, secret_header,
 };
-use super::{ApiKey, LlmPort, LlmRequest, LlmResponse, LlmStream};
+use super::{LlmPort, LlmRequest, LlmResponse, LlmStream};
 use crate::error::LlmError;
 
 /// The Messages API version this adapter speaks.
@@ -51,21 +49,12 @@ pub const ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com";
 /// ```
 #[derive(Clone)]
 pub struct AnthropicAdapter {
-    client: reqwest::Client,
-    url: String,
-    api_key: Option<ApiKey>,
-    model: Option<String>,
-    provider: String,
+    endpoint: HttpEndpoint,
 }
 
 impl fmt::Debug for AnthropicAdapter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AnthropicAdapter")
-            .field("provider", &self.provider)
-            .field("url", &self.url)
-            .field("model", &self.model)
-            .field("api_key", &self.api_key)
-            .finish()
+        self.endpoint.debug(f, "AnthropicAdapter")
     }
 }
 
@@ -74,43 +63,11 @@ impl AnthropicAdapter {
     /// `"anthropic"`, with no key and the requests' own model.
     pub fn new(base_url: impl AsRef<str>) -> Result<Self, AdapterConfigError> {
         Ok(AnthropicAdapter {
-            client: build_client(DEFAULT_CONNECT_TIMEOUT, DEFAULT_READ_TIMEOUT)?,
-            url: endpoint(base_url.as_ref(), "v1/messages")?,
-            api_key: None,
-            model: None,
-            provider: "anthropic".to_string(),
+            endpoint: HttpEndpoint::new(base_url.as_ref(), "v1/messages", "anthropic")?,
         })
     }
 
-    /// Sets the API key (sent as `x-api-key`).
-    pub fn with_api_key(mut self, key: impl Into<ApiKey>) -> Self {
-        self.api_key = Some(key.into());
-        self
-    }
-
-    /// Calls `model` whatever the request names, so this element of a
-    /// fallback chain can use its own model.
-    pub fn with_model(mut self, model: impl Into<String>) -> Self {
-        self.model = Some(model.into());
-        self
-    }
-
-    /// Names the provider (errors, hops and `served_by` report it).
-    pub fn with_provider_name(mut self, name: impl Into<String>) -> Self {
-        self.provider = name.into();
-        self
-    }
-
-    /// Replaces the transport timeouts: `connect` for the connection, `read`
-    /// for any silence mid-response.
-    pub fn with_timeouts(
-        mut self,
-        connect: Duration,
-        read: Duration,
-    ) -> Result<Self, AdapterConfigError> {
-        self.client = build_client(connect, read)?;
-        Ok(self)
-    }
+    endpoint_builders!("Sets the API key (sent as `x-api-key`).");
 
     fn headers(&self, stream: bool) -> Result<HeaderMap, LlmError> {
         let mut h = HeaderMap::new();
@@ -121,7 +78,7 @@ impl AnthropicAdapter {
         if stream {
             h.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
         }
-        if let Some(key) = &self.api_key {
+        if let Some(key) = &self.endpoint.api_key {
             let v =
                 secret_header(key.expose()).map_err(|e| LlmError::InvalidRequest(e.to_string()))?;
             h.insert("x-api-key", v);
@@ -134,17 +91,11 @@ impl AnthropicAdapter {
         request: &LlmRequest,
         stream: bool,
     ) -> Result<reqwest::Response, LlmError> {
-        let model = self.model.as_deref().unwrap_or(&request.model);
+        let model = self.endpoint.model(request);
         let body = wire::encode_request(request, model, stream)?;
-        post_json(
-            &self.client,
-            &self.url,
-            self.headers(stream)?,
-            body,
-            &self.provider,
-            wire::pre_check,
-        )
-        .await
+        self.endpoint
+            .post(self.headers(stream)?, body, wire::pre_check)
+            .await
     }
 }
 
@@ -152,20 +103,20 @@ impl AnthropicAdapter {
 impl LlmPort for AnthropicAdapter {
     async fn generate(&self, request: &LlmRequest) -> Result<LlmResponse, LlmError> {
         let response = self.send(request, false).await?;
-        let body = read_body(&self.provider, response).await?;
-        wire::decode_response(&self.provider, &body)
+        let body = read_body(&self.endpoint.provider, response).await?;
+        wire::decode_response(&self.endpoint.provider, &body)
     }
 
     async fn generate_stream(&self, request: &LlmRequest) -> Result<LlmStream, LlmError> {
         let response = self.send(request, true).await?;
         Ok(chunk_stream(
-            &self.provider,
+            &self.endpoint.provider,
             response,
-            AnthropicStreamParser::new(self.provider.clone()),
+            AnthropicStreamParser::new(self.endpoint.provider.clone()),
         ))
     }
 
     fn get_provider_name(&self) -> &str {
-        &self.provider
+        &self.endpoint.provider
     }
 }
