@@ -34,14 +34,6 @@ async fn failing(reply: Reply) -> LlmError {
     adapter(&server).generate(&request()).await.unwrap_err()
 }
 
-async fn collect(mut stream: aegis::LlmStream) -> Vec<Result<LlmChunk, LlmError>> {
-    let mut items = Vec::new();
-    while let Some(i) = stream.next().await {
-        items.push(i);
-    }
-    items
-}
-
 fn event(kind: &str, data: serde_json::Value) -> String {
     format!("event: {kind}\ndata: {data}\n\n")
 }
@@ -181,7 +173,12 @@ async fn streams_text_and_tool_use() {
         &event("message_stop", json!({"type": "message_stop"})),
     ])])
     .await;
-    let items = collect(adapter(&server).generate_stream(&request()).await.unwrap()).await;
+    let items = adapter(&server)
+        .generate_stream(&request())
+        .await
+        .unwrap()
+        .collect::<Vec<_>>()
+        .await;
     let chunks: Vec<LlmChunk> = items.into_iter().map(Result::unwrap).collect();
     let text: String = chunks.iter().map(|c| c.content.as_str()).collect();
     assert_eq!(text, "Hi");
@@ -310,7 +307,12 @@ async fn envelopes_inside_a_200_and_mid_stream_are_errors() {
         ),
     ])])
     .await;
-    let items = collect(adapter(&server).generate_stream(&request()).await.unwrap()).await;
+    let items = adapter(&server)
+        .generate_stream(&request())
+        .await
+        .unwrap()
+        .collect::<Vec<_>>()
+        .await;
     assert_eq!(items.len(), 2);
     assert_eq!(items[0].as_ref().unwrap().content, "par");
     let e = items[1].as_ref().unwrap_err();
@@ -331,7 +333,12 @@ async fn malformed_json_and_truncated_streams_are_parse_errors() {
         "event: content_block_delta\ndata: {\"type\":",
     ])])
     .await;
-    let items = collect(adapter(&server).generate_stream(&request()).await.unwrap()).await;
+    let items = adapter(&server)
+        .generate_stream(&request())
+        .await
+        .unwrap()
+        .collect::<Vec<_>>()
+        .await;
     assert_eq!(items.len(), 2, "{items:?}");
     let Err(LlmError::ParseError(m)) = &items[1] else {
         panic!("{items:?}")

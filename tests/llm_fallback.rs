@@ -6,7 +6,7 @@
 use aegis::{
     CircuitBreaker, CircuitBreakerConfig, CircuitState, CollectingTraceSink, FallbackChainError,
     FallbackLlmAdapter, LlmChunk, LlmError, LlmMessage, LlmPort, LlmRequest, LlmResponse,
-    LlmStream, MockLlmAdapter, ProviderAttempt, SERVED_BY_KEY, TraceEvent, Transience,
+    MockLlmAdapter, ProviderAttempt, SERVED_BY_KEY, TraceEvent, Transience,
 };
 use futures::StreamExt;
 use serde_json::json;
@@ -142,7 +142,7 @@ async fn the_same_rules_hold_for_streams() {
                     assert_eq!(b.call_count(), 0);
                 }
                 _ => {
-                    let chunks = collect(result.ok().unwrap()).await;
+                    let chunks = result.ok().unwrap().collect::<Vec<_>>().await;
                     let text: String = chunks
                         .iter()
                         .map(|c| c.as_ref().unwrap().content.clone())
@@ -312,14 +312,6 @@ async fn hops_emit_fallback_hop_events_in_order() {
     assert_eq!(sink.events().len(), 1);
 }
 
-async fn collect(mut s: LlmStream) -> Vec<Result<LlmChunk, LlmError>> {
-    let mut v = Vec::new();
-    while let Some(i) = s.next().await {
-        v.push(i);
-    }
-    v
-}
-
 #[tokio::test]
 async fn first_chunk_error_falls_through_and_a_good_first_chunk_is_delivered() {
     let a = mock("a").with_stream(vec![Err(overloaded("a")), Ok(LlmChunk::text("never"))]);
@@ -329,7 +321,12 @@ async fn first_chunk_error_falls_through_and_a_good_first_chunk_is_delivered() {
     ]);
     let sink = CollectingTraceSink::new();
     let chain = chain(&[&a, &b]).with_trace_sink(sink.clone());
-    let items = collect(chain.generate_stream(&request()).await.unwrap()).await;
+    let items = chain
+        .generate_stream(&request())
+        .await
+        .unwrap()
+        .collect::<Vec<_>>()
+        .await;
     let chunks: Vec<LlmChunk> = items.into_iter().map(Result::unwrap).collect();
     // The peeked first chunk is still delivered, and every chunk is stamped.
     assert_eq!(chunks.len(), 2);
@@ -350,7 +347,12 @@ async fn an_error_after_a_delivered_chunk_propagates_unchanged() {
     let b = mock("b").with_response("never");
     let sink = CollectingTraceSink::new();
     let chain = chain(&[&a, &b]).with_trace_sink(sink.clone());
-    let items = collect(chain.generate_stream(&request()).await.unwrap()).await;
+    let items = chain
+        .generate_stream(&request())
+        .await
+        .unwrap()
+        .collect::<Vec<_>>()
+        .await;
     assert_eq!(items.len(), 2);
     assert_eq!(items[0].as_ref().unwrap().content, "partial");
     assert_eq!(items[0].as_ref().unwrap().served_by(), Some("a"));
@@ -499,13 +501,23 @@ async fn a_breaker_judges_a_stream_by_its_first_item() {
         .with_stream(vec![Err(overloaded("s"))])
         .with_stream(vec![Ok(LlmChunk::text("a")), Err(overloaded("s"))]);
     let cb = breaker(&inner, 1, Duration::from_secs(60));
-    let items = collect(cb.generate_stream(&request()).await.unwrap()).await;
+    let items = cb
+        .generate_stream(&request())
+        .await
+        .unwrap()
+        .collect::<Vec<_>>()
+        .await;
     assert!(items[0].is_err());
     assert!(matches!(cb.state(), CircuitState::Open { .. }));
 
     let inner = mock("s").with_stream(vec![Ok(LlmChunk::text("a")), Err(overloaded("s"))]);
     let cb = breaker(&inner, 1, Duration::from_secs(60));
-    let items = collect(cb.generate_stream(&request()).await.unwrap()).await;
+    let items = cb
+        .generate_stream(&request())
+        .await
+        .unwrap()
+        .collect::<Vec<_>>()
+        .await;
     assert_eq!(items.len(), 2);
     assert_eq!(cb.state(), CircuitState::Closed { failures: 0 });
 }

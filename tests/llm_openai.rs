@@ -34,14 +34,6 @@ async fn failing(reply: Reply) -> LlmError {
     adapter(&server).generate(&request()).await.unwrap_err()
 }
 
-async fn collect(mut stream: aegis::LlmStream) -> Vec<Result<LlmChunk, LlmError>> {
-    let mut items = Vec::new();
-    while let Some(i) = stream.next().await {
-        items.push(i);
-    }
-    items
-}
-
 #[tokio::test]
 async fn a_200_is_decoded_and_the_request_is_well_formed() {
     let server = TestServer::start(vec![Reply::json(
@@ -149,7 +141,8 @@ async fn streams_text_split_across_reads() {
     ])])
     .await;
     let stream = adapter(&server).generate_stream(&request()).await.unwrap();
-    let chunks: Vec<LlmChunk> = collect(stream)
+    let chunks: Vec<LlmChunk> = stream
+        .collect::<Vec<_>>()
         .await
         .into_iter()
         .map(Result::unwrap)
@@ -177,7 +170,8 @@ async fn streams_tool_call_fragments_into_one_call() {
     ])])
     .await;
     let stream = adapter(&server).generate_stream(&request()).await.unwrap();
-    let chunks: Vec<LlmChunk> = collect(stream)
+    let chunks: Vec<LlmChunk> = stream
+        .collect::<Vec<_>>()
         .await
         .into_iter()
         .map(Result::unwrap)
@@ -303,7 +297,12 @@ async fn malformed_sse_is_a_parse_error_after_the_good_chunks() {
         "data: {not json}\n\n",
     ])])
     .await;
-    let items = collect(adapter(&server).generate_stream(&request()).await.unwrap()).await;
+    let items = adapter(&server)
+        .generate_stream(&request())
+        .await
+        .unwrap()
+        .collect::<Vec<_>>()
+        .await;
     assert_eq!(items.len(), 2);
     assert_eq!(items[0].as_ref().unwrap().content, "ok");
     assert!(matches!(items[1], Err(LlmError::ParseError(_))));
@@ -316,7 +315,12 @@ async fn a_truncated_stream_is_a_parse_error() {
         "data: {\"choices\":[{\"delta\":{\"content\":\"tial",
     ])])
     .await;
-    let items = collect(adapter(&server).generate_stream(&request()).await.unwrap()).await;
+    let items = adapter(&server)
+        .generate_stream(&request())
+        .await
+        .unwrap()
+        .collect::<Vec<_>>()
+        .await;
     assert_eq!(items.len(), 2, "{items:?}");
     assert_eq!(items[0].as_ref().unwrap().content, "par");
     let Err(LlmError::ParseError(m)) = &items[1] else {
@@ -386,7 +390,12 @@ async fn error_envelopes_map_by_their_typed_code() {
         "data: {\"error\":{\"message\":\"boom\",\"type\":\"server_error\"}}\n\n",
     ])])
     .await;
-    let items = collect(adapter(&server).generate_stream(&request()).await.unwrap()).await;
+    let items = adapter(&server)
+        .generate_stream(&request())
+        .await
+        .unwrap()
+        .collect::<Vec<_>>()
+        .await;
     assert_eq!(items.len(), 2);
     assert_eq!(items[1].as_ref().unwrap_err().status(), Some(500));
 }
