@@ -346,6 +346,10 @@ impl<S: WaypointStore> WarEngine<S> {
         todo: Vec<Activation>,
     ) -> Result<Vec<(Activation, ActivationResult)>, EngineError> {
         let limits = &index.graph.limits;
+        // A Battalion child's attempts get no more grace than its parent's.
+        let shutdown_grace = self
+            .grace_cap
+            .map_or(limits.shutdown_grace, |cap| cap.min(limits.shutdown_grace));
         let env = StepEnv {
             thread_id: cur.thread_id.clone(),
             superstep: cur.superstep,
@@ -381,9 +385,7 @@ impl<S: WaypointStore> WarEngine<S> {
                 parley_response,
                 visit: env.visits.get(&activation.node_id).copied().unwrap_or(1),
                 timeout: entry.aegis.and_then(|a| a.timeout.as_ref()),
-                shutdown_grace: self
-                    .grace_cap
-                    .map_or(limits.shutdown_grace, |cap| cap.min(limits.shutdown_grace)),
+                shutdown_grace,
             };
             let result = self.run_activation(&step, &env.state, &activation).await;
             (activation, result)
