@@ -15,6 +15,10 @@ struct Noop;
 
 #[async_trait]
 impl StateNode for Noop {
+    fn kind_name(&self) -> &str {
+        "noop"
+    }
+
     async fn run(&self, _: &Battlefield, _: &NodeContext) -> Result<Directive, StateNodeError> {
         Ok(StateDelta::new().into())
     }
@@ -89,6 +93,7 @@ fn hit_benches(
     backend: Arc<dyn NodeCache>,
 ) {
     let handle = NodeCacheHandle::new(backend.clone());
+    let schema = schema();
     let key = derive_key(
         "v6:bench",
         &NodeId::new("answerer"),
@@ -98,8 +103,7 @@ fn hit_benches(
         None,
     )
     .unwrap();
-    let stored =
-        rt.block_on(handle.store(&schema(), &key, &directive(), Duration::from_secs(3600)));
+    let stored = rt.block_on(handle.store(&schema, &key, &directive(), Duration::from_secs(3600)));
     assert!(matches!(stored, StoreOutcome::Stored { .. }), "{stored:?}");
 
     c.bench_function(&format!("node_cache/{name}/get_hit"), |b| {
@@ -111,7 +115,7 @@ fn hit_benches(
     });
     c.bench_function(&format!("node_cache/{name}/handle_lookup_hit"), |b| {
         b.iter(|| {
-            let hit = rt.block_on(handle.lookup(black_box(&key)));
+            let hit = rt.block_on(handle.lookup(&schema, black_box(&key)));
             assert!(hit.is_hit());
             hit
         })

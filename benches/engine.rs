@@ -2,10 +2,20 @@
 //! a 1,000-node chain and a 1,000-wide fan-out/join, each with and without
 //! a default retry + timeout Aegis on every node (the Aegis overhead), and a
 //! 10-node chain, where the fixed cost of a `start` shows.
+//!
+//! Wall-clock figures need a quiet machine. For figures that do not, the
+//! same binary runs a fixed amount of work under an instruction counter:
+//! `AEGIS_ENGINE_FIXED=chain` (or `fan_out`) runs the guarded 1,000-node
+//! graph 10 times on a current-thread runtime and exits, e.g.
+//!
+//! ```text
+//! cargo bench --bench engine --no-run   # prints the binary's path
+//! AEGIS_ENGINE_FIXED=chain valgrind --tool=callgrind target/release/deps/engine-<hash>
+//! ```
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
 use aegis::*;
-use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group};
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
@@ -113,6 +123,49 @@ fn bench(c: &mut Criterion) {
     group.finish();
 }
 
+/// The same chain and fan-out on a two-worker multi-thread runtime, run
+/// from a task as an application would, with attempts inline and isolated
+/// (each Function attempt a task of its own): what the isolation costs.
+fn bench_multi_thread(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_time()
+        .build()
+        .unwrap();
+    let mut group = c.benchmark_group("engine_mt");
+    group.sample_size(20);
+    for (name, graph, nodes) in [
+        ("chain_1000", Arc::new(chain(1000, true)), 1000u64),
+        ("fan_out_1000", Arc::new(fan_out(1000, true)), 1002),
+    ] {
+        for isolated in [false, true] {
+            let label = if isolated { "isolated" } else { "inline" };
+            group.throughput(Throughput::Elements(nodes));
+            group.bench_with_input(BenchmarkId::new(name, label), &graph, |b, g| {
+                b.iter(|| {
+                    let g = g.clone();
+                    rt.block_on(async move {
+                        tokio::spawn(async move {
+                            let mut engine = WarEngine::new(
+                                Arc::new(UnconfiguredPaladinPort),
+                                Arc::new(InMemoryWaypointStore::new()),
+                            );
+                            if isolated {
+                                engine = engine.with_isolated_attempts();
+                            }
+                            let out = engine.start(&g, "bench", json!({})).await.unwrap();
+                            assert!(out.is_completed());
+                        })
+                        .await
+                        .unwrap();
+                    })
+                })
+            });
+        }
+    }
+    group.finish();
+}
+
 /// A muster of `n` trivial tasks: one split node, `n` tasks, one join.
 pub fn muster(n: u32) -> WarGraph {
     let split = NodeSpec::from_fn("split", move |_, _| {
@@ -201,5 +254,44 @@ fn bench_cache(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench, bench_muster, bench_cache);
-criterion_main!(benches);
+criterion_group!(
+    benches,
+    bench,
+    bench_multi_thread,
+    bench_muster,
+    bench_cache
+);
+/// Ten runs of one guarded 1,000-node graph, for an instruction counter.
+fn fixed_work(which: &str) {
+    let graph = match which {
+        "chain" => chain(1000, true),
+        "fan_out" => fan_out(1000, true),
+        other => panic!("AEGIS_ENGINE_FIXED is `chain` or `fan_out`, not `{other}`"),
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        for run in 0..10 {
+            let engine = WarEngine::new(
+                Arc::new(UnconfiguredPaladinPort),
+                Arc::new(InMemoryWaypointStore::new()),
+            );
+            let out = engine
+                .start(&graph, &format!("fixed-{run}"), json!({}))
+                .await
+                .unwrap();
+            assert!(out.is_completed());
+        }
+    });
+}
+
+fn main() {
+    if let Ok(which) = std::env::var("AEGIS_ENGINE_FIXED") {
+        fixed_work(&which);
+        return;
+    }
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}

@@ -20,7 +20,7 @@ use serde_json::json;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 use tokio::runtime::Runtime;
 
 fn runtime() -> Runtime {
@@ -104,21 +104,16 @@ impl Thread {
             }
             self.state = merge(&schema(), &self.state, [(Writer::node("n"), &delta)]).unwrap();
         }
-        let w = Waypoint {
-            thread_id: self.id.clone(),
-            seq: self.seq,
-            superstep: self.seq as u32,
-            status: WaypointStatus::Running,
-            state: self.state.clone(),
-            vanguard: vec![Activation::node("n")].into(),
-            interrupted: false,
-            completed: Default::default(),
-            records: Vec::new(),
-            parley: None,
-            visits: [(NodeId::new("n"), self.seq as u32)].into_iter().collect(),
-            fingerprint: "bench".to_string(),
-            created_at: SystemTime::now(),
-        };
+        let mut w = Waypoint::new(
+            self.id.clone(),
+            self.seq,
+            WaypointStatus::Running,
+            self.state.clone(),
+        )
+        .with_visits([(NodeId::new("n"), self.seq as u32)]);
+        w.superstep = self.seq as u32;
+        w.vanguard = vec![Activation::node("n")].into();
+        w.fingerprint = "bench".to_string();
         self.seq += 1;
         w
     }
@@ -221,6 +216,10 @@ const SUPERSTEPS: u32 = 1_000;
 
 #[async_trait]
 impl StateNode for Append {
+    fn kind_name(&self) -> &str {
+        "append"
+    }
+
     async fn run(
         &self,
         _state: &Battlefield,

@@ -5,11 +5,8 @@
 //! Uses the in-memory cache, or Redis when `REDIS_URL` is set (build with
 //! `--features redis-cache`). Run it with `cargo run --example caching`.
 
+use aegis::MockLlmAdapter;
 use aegis::prelude::*;
-use aegis::{
-    InMemoryNodeCache, InMemoryWaypointStore, MockLlmAdapter, NodeCache, Paladin,
-    PaladinExecutionService, WaypointStore,
-};
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;

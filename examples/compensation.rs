@@ -5,11 +5,8 @@
 //!
 //! Run it with `cargo run --example compensation`.
 
+use aegis::MockLlmAdapter;
 use aegis::prelude::*;
-use aegis::{
-    InMemoryWaypointStore, LlmError, MockLlmAdapter, Paladin, PaladinExecutionService,
-    WaypointStore,
-};
 use serde_json::json;
 use std::sync::Arc;
 
@@ -18,6 +15,10 @@ struct Cancel;
 
 #[async_trait]
 impl StateNode for Cancel {
+    fn kind_name(&self) -> &str {
+        "cancel"
+    }
+
     async fn run(&self, state: &Battlefield, _: &NodeContext) -> Result<Directive, StateNodeError> {
         let error: NodeError =
             serde_json::from_value(state.get("booking_error").cloned().unwrap_or_default())?;

@@ -8,7 +8,6 @@
 //! Run: `cargo run --example dsl_compensation`
 
 use aegis::prelude::*;
-use aegis::{AttemptStatus, InMemoryWaypointStore, TraceEvent, TraceSink, UnconfiguredPaladinPort};
 use serde_json::json;
 use std::sync::Arc;
 
@@ -50,9 +49,8 @@ fn dsl_graph() -> WarGraph {
             START -> book -> END;
             cancel -> END;
         }
-        // The guide makes a route target eligible by declaration; today's
-        // `WarGraph::validate` still wants it reachable, so mark it.
-        dynamic { cancel }
+        // `cancel` has no edge into it: `book`'s route makes it reachable,
+        // so it needs no `dynamic { .. }` marking.
     }
 }
 
@@ -89,8 +87,8 @@ fn builder_graph() -> Result<WarGraph, Box<dyn std::error::Error>> {
     graph
         .add_edge(START, "book")
         .add_edge("book", END)
-        .add_edge("cancel", END)
-        .mark_dynamic_target("cancel");
+        // Reachable through the route alone: no `mark_dynamic_target`.
+        .add_edge("cancel", END);
     Ok(graph)
 }
 
@@ -137,16 +135,21 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     println!("{}", graph.to_mermaid());
 
-    let engine = WarEngine::new(
-        Arc::new(UnconfiguredPaladinPort),
-        Arc::new(InMemoryWaypointStore::new()),
-    )
-    .with_trace_sink(Arc::new(PrintAttempts));
+    let engine = WarEngine::in_memory().with_trace_sink(Arc::new(PrintAttempts));
     println!("running:");
     let outcome = engine
         .start(&graph, "trip-1", json!({"traveller": "Ada"}))
         .await?;
     println!("outcome: {}", outcome.name());
+    // Completed, but not clean: the outcome lists what its handlers caught.
+    for h in outcome.handled() {
+        println!(
+            "handled: `{}` by {}: {}",
+            h.node_id,
+            h.handler.name(),
+            h.error
+        );
+    }
     if let Some(error) = outcome.node_error() {
         println!("node error: {error}");
     }

@@ -7,10 +7,6 @@
 //! Run: `cargo run --example dsl_graph`
 
 use aegis::prelude::*;
-use aegis::{
-    AttemptStatus, EdgeConditionEvaluator, InMemoryWaypointStore, TraceEvent, TraceSink,
-    UnconfiguredPaladinPort,
-};
 use serde_json::json;
 use std::sync::Arc;
 
@@ -99,12 +95,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     println!("\n{}", graph.to_mermaid());
 
-    let engine = WarEngine::new(
-        Arc::new(UnconfiguredPaladinPort),
-        Arc::new(InMemoryWaypointStore::new()),
-    )
-    .with_edge_evaluator("verdict", Arc::new(Verdict))
-    .with_trace_sink(Arc::new(PrintAttempts));
+    let engine = WarEngine::in_memory()
+        .with_edge_evaluator("verdict", Arc::new(Verdict))
+        .with_trace_sink(Arc::new(PrintAttempts));
     println!("running:");
     let state = engine
         .start(&graph, "reply-1", json!({}))

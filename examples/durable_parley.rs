@@ -11,7 +11,6 @@
 //! (default: `aegis-durable-parley.sqlite` in the system temp dir).
 
 use aegis::prelude::*;
-use aegis::{SqliteWaypointStore, UnconfiguredPaladinPort, WaypointStore};
 use serde_json::json;
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -16,7 +16,6 @@
 //! system temp dir).
 
 use aegis::prelude::*;
-use aegis::{CancellationToken, SqliteWaypointStore, UnconfiguredPaladinPort, WaypointStore};
 use serde_json::json;
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -16,11 +16,7 @@
 //! ```
 
 use aegis::prelude::*;
-use aegis::{
-    CollectingTraceSink, FallbackLlmAdapter, HeartbeatHandle, InMemoryWaypointStore, LlmChunk,
-    LlmError, LlmPort, MockLlmAdapter, OpenAiCompatibleAdapter, Paladin, PaladinError,
-    PaladinExecutionService, PaladinPort, PaladinResult, TraceEvent,
-};
+use aegis::{FallbackLlmAdapter, MockLlmAdapter, OpenAiCompatibleLlmAdapter};
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
@@ -61,7 +57,7 @@ fn providers() -> Result<Vec<Arc<dyn LlmPort>>, Box<dyn std::error::Error>> {
         let model = std::env::var("OPENAI_MODEL").unwrap_or_else(|_| "gpt-4o-mini".to_string());
         println!("a real provider goes first: {base} ({model})");
         chain.push(Arc::new(
-            OpenAiCompatibleAdapter::new(base)?
+            OpenAiCompatibleLlmAdapter::new(base)?
                 .with_api_key(key)
                 .with_model(model),
         ));

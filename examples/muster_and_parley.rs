@@ -5,7 +5,6 @@
 //! Run it with `cargo run --example muster_and_parley`.
 
 use aegis::prelude::*;
-use aegis::{InMemoryWaypointStore, ParleyResponse, UnconfiguredPaladinPort};
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,6 +14,10 @@ struct Split;
 
 #[async_trait]
 impl StateNode for Split {
+    fn kind_name(&self) -> &str {
+        "split"
+    }
+
     async fn run(&self, state: &Battlefield, _: &NodeContext) -> Result<Directive, StateNodeError> {
         let items = state
             .get("items")
@@ -34,6 +37,10 @@ struct Score;
 
 #[async_trait]
 impl StateNode for Score {
+    fn kind_name(&self) -> &str {
+        "score"
+    }
+
     async fn run(&self, _: &Battlefield, ctx: &NodeContext) -> Result<Directive, StateNodeError> {
         let task = ctx
             .task()

@@ -1,195 +1,116 @@
-//! Quickstart: a small graph with a fan-out to two nodes, a conditional edge
-//! and a join, one flaky node under a retry policy, and a readable trace.
+//! Quickstart: a small research graph declared with `#[aegis]` and `graph!`
+//! — a fan-out to two nodes, a join, a conditional edge, one flaky node under
+//! a retry policy — run on an in-memory engine that prints a readable trace.
 //!
-//! Run it with `cargo run --example quickstart`.
+//! Run it with `cargo run --example quickstart`. The same graph through the
+//! builder API is `cargo run --example quickstart_builder`.
 
 use aegis::prelude::*;
-use aegis::{
-    CollectingTraceSink, EdgeConditionEvaluator, InMemoryWaypointStore, TraceEvent,
-    UnconfiguredPaladinPort,
-};
 use serde_json::json;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::Duration;
 
 /// Splits the question into two research angles.
-struct Plan;
+#[aegis]
+async fn plan(state: &Battlefield, _: &NodeContext) -> Result<StateDelta, StateNodeError> {
+    let topic = state
+        .get("topic")
+        .and_then(|v| v.as_str())
+        .unwrap_or("nothing");
+    let mut delta = StateDelta::new();
+    delta.set("notes", vec![format!("plan: research {topic}")])?;
+    Ok(delta)
+}
 
-#[async_trait]
-impl StateNode for Plan {
-    async fn run(&self, state: &Battlefield, _: &NodeContext) -> Result<Directive, StateNodeError> {
-        let topic = state
-            .get("topic")
-            .and_then(|v| v.as_str())
-            .unwrap_or("nothing");
-        let mut delta = StateDelta::new();
-        delta.set("notes", vec![format!("plan: research {topic}")])?;
-        Ok(delta.into())
+/// Its archive fails transiently the first time: five attempts, 50 ms then
+/// 100 ms apart (no jitter, so the trace is the same on every run), each cut
+/// after 10 s.
+#[aegis(retry(max = 5, initial = "50ms", jitter = false), timeout(run = "10s"))]
+async fn history(_: &Battlefield, ctx: &NodeContext) -> Result<StateDelta, StateNodeError> {
+    if ctx.attempt() == 1 {
+        return Err(StateNodeError::transient("archive returned 503"));
     }
+    research("history", ctx)
 }
 
-/// A research step whose upstream fails transiently the first time.
-struct Research {
-    angle: &'static str,
-    calls: AtomicU32,
+/// The other angle, under the same policy; it succeeds at once.
+#[aegis(retry(max = 5, initial = "50ms", jitter = false), timeout(run = "10s"))]
+async fn science(_: &Battlefield, ctx: &NodeContext) -> Result<StateDelta, StateNodeError> {
+    research("science", ctx)
 }
 
-#[async_trait]
-impl StateNode for Research {
-    async fn run(&self, _: &Battlefield, ctx: &NodeContext) -> Result<Directive, StateNodeError> {
-        if self.calls.fetch_add(1, Ordering::SeqCst) == 0 && self.angle == "history" {
-            return Err(StateNodeError::transient("archive returned 503"));
-        }
-        let mut delta = StateDelta::new();
-        delta
-            .set(
-                "notes",
-                format!(
-                    "{}: found 3 sources (attempt {})",
-                    self.angle,
-                    ctx.attempt()
-                ),
-            )?
-            .set("sources", 3)?;
-        Ok(delta.into())
-    }
+fn research(angle: &str, ctx: &NodeContext) -> Result<StateDelta, StateNodeError> {
+    let mut delta = StateDelta::new();
+    delta
+        .set(
+            "notes",
+            format!("{angle}: found 3 sources (attempt {})", ctx.attempt()),
+        )?
+        .set("sources", 3)?;
+    Ok(delta)
 }
 
-/// Writes the answer from everything gathered.
-struct Summarize;
-
-#[async_trait]
-impl StateNode for Summarize {
-    async fn run(&self, state: &Battlefield, _: &NodeContext) -> Result<Directive, StateNodeError> {
-        let sources = state.get("sources").and_then(|v| v.as_i64()).unwrap_or(0);
-        let mut delta = StateDelta::new();
-        delta.set("answer", format!("summary built on {sources} sources"))?;
-        Ok(delta.into())
-    }
+/// The join: runs once both research nodes are done.
+#[aegis]
+async fn summarize(state: &Battlefield, _: &NodeContext) -> Result<StateDelta, StateNodeError> {
+    let sources = state.get("sources").and_then(|v| v.as_i64()).unwrap_or(0);
+    let mut delta = StateDelta::new();
+    delta.set("answer", format!("summary built on {sources} sources"))?;
+    Ok(delta)
 }
 
-/// Routes to a review when there were few sources, else straight to the end.
+/// Runs only when the conditional edge finds too few sources.
+#[aegis]
+async fn review(_: &Battlefield, _: &NodeContext) -> Result<StateDelta, StateNodeError> {
+    let mut delta = StateDelta::new();
+    delta.set("reviewed", true)?;
+    Ok(delta)
+}
+
+/// The evaluator the conditional edge names: a review below 10 sources.
 struct EnoughSources;
 
 #[async_trait]
 impl EdgeConditionEvaluator for EnoughSources {
     async fn evaluate(&self, state: &Battlefield) -> Result<Vec<NodeId>, StateNodeError> {
         let sources = state.get("sources").and_then(|v| v.as_i64()).unwrap_or(0);
-        Ok(vec![NodeId::new(if sources >= 5 { END } else { "review" })])
+        Ok(vec![NodeId::new(if sources >= 10 {
+            END
+        } else {
+            "review"
+        })])
     }
-}
-
-fn field(name: &str, rule: DispatchRule) -> Result<FieldSpec, Box<dyn std::error::Error>> {
-    Ok(FieldSpec::new(FieldName::new(name)?, rule, None, false))
 }
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let schema = BattlefieldSchema::new(vec![
-        field("topic", DispatchRule::LastWrite)?,
-        field("notes", DispatchRule::Append)?,
-        field("sources", DispatchRule::Sum)?,
-        field("answer", DispatchRule::LastWrite)?,
-        field("reviewed", DispatchRule::LastWrite)?,
-    ]);
-    let mut graph = WarGraph::new(schema, EngineLimits::default());
-    graph
-        .add_node("plan", NodeSpec::function(Plan))
-        .add_node(
-            "history",
-            NodeSpec::function(Research {
-                angle: "history",
-                calls: AtomicU32::new(0),
-            }),
-        )
-        .add_node(
-            "science",
-            NodeSpec::function(Research {
-                angle: "science",
-                calls: AtomicU32::new(0),
-            }),
-        )
-        .add_node("summarize", NodeSpec::function(Summarize))
-        .add_node(
-            "review",
-            NodeSpec::from_fn("review", |_, _| {
-                Box::pin(async {
-                    let mut delta = StateDelta::new();
-                    delta.set("reviewed", true)?;
-                    Ok(delta.into())
-                })
-            }),
-        )
-        .add_edge(START, "plan")
-        .add_edge("plan", "history")
-        .add_edge("plan", "science")
-        .add_edge("history", "summarize")
-        .add_edge("science", "summarize")
-        .add_conditional_edges("summarize", "enough-sources", ["review", END])
-        .add_edge("review", END);
-    // Research talks to flaky upstreams: retry transient failures, 50 ms apart.
-    let research = Aegis {
-        retry: Some(RetryPolicy {
-            initial_interval: Duration::from_millis(50),
-            jitter: false,
-            ..RetryPolicy::default()
-        }),
-        timeout: Some(TimeoutPolicy {
-            run_timeout: Some(Duration::from_secs(10)),
-            idle_timeout: None,
-        }),
-        ..Aegis::default()
+    let graph = graph! {
+        schema {
+            topic: LastWrite required,
+            notes: Append,
+            sources: Sum = 0,
+            answer: LastWrite,
+            reviewed: LastWrite,
+        }
+        nodes { plan, history, science, summarize, review }
+        edges {
+            START -> plan -> [history, science] -> summarize;
+            summarize ?> "enough-sources" -> [review, END];
+            review -> END;
+        }
     };
-    graph
-        .set_aegis("history", research.clone())
-        .set_aegis("science", research);
-
     println!("The graph, as Mermaid:\n{}", graph.to_mermaid());
 
-    let trace = CollectingTraceSink::new();
-    let engine = WarEngine::new(
-        Arc::new(UnconfiguredPaladinPort),
-        Arc::new(InMemoryWaypointStore::new()),
-    )
-    .with_edge_evaluator("enough-sources", Arc::new(EnoughSources))
-    .with_trace_sink(trace.clone());
-    let outcome = engine
-        .start(&graph, "quickstart", json!({ "topic": "tea" }))
-        .await?;
-
     println!("Trace:");
-    for event in trace.events() {
-        match event {
-            TraceEvent::SuperstepStarted {
-                superstep,
-                vanguard,
-                ..
-            } => {
-                let names: Vec<_> = vanguard.iter().map(NodeId::as_str).collect();
-                println!("  superstep {superstep}: {}", names.join(", "));
-            }
-            TraceEvent::NodeFinished {
-                node_id,
-                attempt,
-                status,
-                duration,
-                ..
-            } => {
-                println!("    {node_id} attempt {attempt}: {status:?} in {duration:?}");
-            }
-            TraceEvent::RetryScheduled {
-                node_id,
-                attempt,
-                delay,
-                ..
-            } => {
-                println!("    {node_id} will retry (attempt {attempt}) after {delay:?}");
-            }
-            _ => {}
-        }
-    }
-    let state = outcome.into_result()?;
+    let engine = WarEngine::in_memory()
+        .with_edge_evaluator("enough-sources", Arc::new(EnoughSources))
+        .with_trace_sink(Arc::new(|event: TraceEvent| match event {
+            TraceEvent::NodeStarted { .. } => {} // NodeFinished says it all
+            event => println!("  {event}"),
+        }));
+    let state = engine
+        .start(&graph, "quickstart", json!({ "topic": "tea" }))
+        .await?
+        .into_result()?;
     println!(
         "Final state:\n{}",
         serde_json::to_string_pretty(&state.to_json())?

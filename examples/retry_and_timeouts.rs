@@ -5,9 +5,7 @@
 //! Run it with `cargo run --example retry_and_timeouts`.
 
 use aegis::prelude::*;
-use aegis::{CollectingTraceSink, InMemoryWaypointStore, TraceEvent, UnconfiguredPaladinPort};
 use serde_json::json;
-use std::sync::Arc;
 use std::time::Duration;
 
 /// Fails with a transient error on attempts 1 and 2.
@@ -15,6 +13,10 @@ struct Flaky;
 
 #[async_trait]
 impl StateNode for Flaky {
+    fn kind_name(&self) -> &str {
+        "flaky"
+    }
+
     async fn run(&self, _: &Battlefield, ctx: &NodeContext) -> Result<Directive, StateNodeError> {
         if ctx.attempt() < 3 {
             return Err(StateNodeError::transient(format!(
@@ -34,6 +36,10 @@ struct Streaming;
 
 #[async_trait]
 impl StateNode for Streaming {
+    fn kind_name(&self) -> &str {
+        "streaming"
+    }
+
     async fn run(&self, _: &Battlefield, ctx: &NodeContext) -> Result<Directive, StateNodeError> {
         for _ in 0..10 {
             tokio::time::sleep(Duration::from_millis(30)).await;
@@ -50,6 +56,10 @@ struct Stalled;
 
 #[async_trait]
 impl StateNode for Stalled {
+    fn kind_name(&self) -> &str {
+        "stalled"
+    }
+
     async fn run(&self, _: &Battlefield, ctx: &NodeContext) -> Result<Directive, StateNodeError> {
         for _ in 0..2 {
             tokio::time::sleep(Duration::from_millis(30)).await;
@@ -84,11 +94,7 @@ fn graph(node: NodeSpec, aegis: Aegis) -> Result<WarGraph, Box<dyn std::error::E
 
 async fn run(title: &str, g: &WarGraph) -> Result<(), Box<dyn std::error::Error>> {
     let trace = CollectingTraceSink::new();
-    let engine = WarEngine::new(
-        Arc::new(UnconfiguredPaladinPort),
-        Arc::new(InMemoryWaypointStore::new()),
-    )
-    .with_trace_sink(trace.clone());
+    let engine = WarEngine::in_memory().with_trace_sink(trace.clone());
     let started = std::time::Instant::now();
     let outcome = engine.start(g, title, json!({})).await?;
     println!("== {title}");

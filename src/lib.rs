@@ -1,25 +1,70 @@
+//! Per-node fault tolerance for LLM-agent workflow graphs (the README below).
 #![doc = include_str!("../README.md")]
 
 pub use aegis_macros::{aegis, graph};
+// Every type at the crate root, and the same types grouped by module with
+// each module's overview.
 pub use aegis_runtime::*;
+pub use aegis_runtime::{cache, engine, error, graph, id, llm, state, trace, waypoint, worker};
 
-/// Everything a graph author needs, in one import.
+/// What a typical program needs, in one import: `use aegis::prelude::*;`.
+///
+/// The macros, the state and graph types, the Aegis policy types, the engine
+/// and its extension traits (edge evaluators, error handlers, interceptors,
+/// retry predicates, trace sinks), the stores and caches, the errors, the
+/// Paladin types and the provider-neutral LLM boundary. Provider adapters
+/// (`OpenAiCompatibleLlmAdapter`, `AnthropicLlmAdapter`, the mock, the fallback
+/// chain, the circuit breaker) and tuning constants stay out: import them
+/// by name from `aegis`.
 pub mod prelude {
     pub use aegis_macros::{aegis, graph};
+    pub use aegis_runtime::{CancellationToken, async_trait};
+
+    // State and graphs.
     pub use aegis_runtime::{
-        Aegis, Battlefield, BattlefieldSchema, CacheKeySpec, CacheMarker, CachePolicy, Directive,
-        DispatchRule, END, EngineLimits, ErrorHandler, ErrorHandlerSpec, FieldName, FieldSpec,
-        InputMapping, MusterTask, NextStep, NodeContext, NodeError, NodeErrorSource, NodeId,
-        NodeSpec, ParleyExpiry, ParleyRequest, ParleyResponse, RetryPolicy, RetryPredicate,
-        RunOutcome, START, StateDelta, StateNode, StateNodeError, TimeoutKind, TimeoutPolicy,
-        Transience, WarEngine, WarGraph, async_trait,
+        Battlefield, BattlefieldSchema, CacheMarker, Directive, DispatchRule, END, FieldName,
+        FieldSpec, InputMapping, MusterTask, NextStep, NodeId, NodeSpec, ParleyExpiry,
+        ParleyRequest, ParleyResponse, START, StateDelta, StateNode, WarGraph,
     };
 
-    // The LLM side: agents, the provider boundary and model fallback.
+    // Policies.
     pub use aegis_runtime::{
-        AnthropicAdapter, Armament, CircuitBreaker, FallbackLlmAdapter, LlmChunk, LlmError,
-        LlmMessage, LlmPort, LlmRequest, LlmResponse, MockLlmAdapter, OpenAiCompatibleAdapter,
-        Paladin, PaladinError, PaladinExecutionService, PaladinPort, PaladinResult,
+        Aegis, CacheKeySpec, CachePolicy, ErrorHandlerSpec, RetryPolicy, RetryPredicate,
+        TimeoutPolicy,
+    };
+
+    // The engine and what plugs into it.
+    pub use aegis_runtime::{
+        EdgeConditionEvaluator, EngineConfig, EngineLimits, ErrorHandler, HeartbeatHandle,
+        InterceptorDecision, NodeContext, NodeInterceptor, RetryPredicateError,
+        RetryPredicateEvaluator, RunOutcome, WarEngine,
+    };
+
+    // Traces.
+    pub use aegis_runtime::{AttemptStatus, CollectingTraceSink, TraceEvent, TraceSink};
+
+    // Waypoints and the node cache.
+    #[cfg(feature = "redis-cache")]
+    pub use aegis_runtime::RedisNodeCache;
+    pub use aegis_runtime::{
+        Chronicle, InMemoryNodeCache, InMemoryWaypointStore, NodeCache, StoreError, Waypoint,
+        WaypointStatus, WaypointStore,
+    };
+    #[cfg(feature = "postgres")]
+    pub use aegis_runtime::{PostgresOptions, PostgresWaypointStore};
+    #[cfg(feature = "sqlite")]
+    pub use aegis_runtime::{SqliteOptions, SqliteWaypointStore};
+
+    // Errors.
+    pub use aegis_runtime::{
+        EngineError, LlmError, NodeError, NodeErrorSource, PaladinError, StateError,
+        StateNodeError, TimeoutKind, Transience,
+    };
+
+    // Paladins and the provider-neutral LLM boundary.
+    pub use aegis_runtime::{
+        Armament, LlmChunk, LlmMessage, LlmPort, LlmRequest, LlmResponse, Paladin,
+        PaladinExecutionService, PaladinPort, PaladinResult, UnconfiguredPaladinPort,
     };
 }
 
@@ -28,6 +73,7 @@ pub mod prelude {
 /// points them at another path to this module's parent.
 #[doc(hidden)]
 pub mod __private {
+    pub use aegis_macros::__graph_node;
     pub use aegis_runtime::__macro_support::*;
     pub use aegis_runtime::{
         Aegis, AegisNodeFn, Battlefield, BattlefieldSchema, Directive, DispatchRule, END,

@@ -3,15 +3,15 @@
 //! input, the prompt, the model and the graph.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+mod support;
 
 use DispatchRule::*;
 use aegis::*;
-use common::*;
 use serde_json::json;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
+use support::fixtures::*;
 
 fn cached(ttl: Duration, key: CacheKeySpec) -> Aegis {
     Aegis {
@@ -59,18 +59,8 @@ async fn a_hit_merges_the_stored_delta_with_zero_executions() {
         .with_node_cache(Arc::new(InMemoryNodeCache::new()))
         .with_trace_sink(sink.clone())
         .with_interceptor(hooks.clone());
-    let first = e
-        .start(&g, "t1", json!({"question": "q"}))
-        .await
-        .unwrap()
-        .into_result()
-        .unwrap();
-    let second = e
-        .start(&g, "t2", json!({"question": "q"}))
-        .await
-        .unwrap()
-        .into_result()
-        .unwrap();
+    let first = run_to_state(&e, &g, "t1", json!({"question": "q"})).await;
+    let second = run_to_state(&e, &g, "t2", json!({"question": "q"})).await;
     assert_eq!(first, second);
     assert_eq!(count(&runs), 1, "the second run was served from the cache");
     assert_eq!(
@@ -279,12 +269,7 @@ async fn a_paladin_key_changes_with_the_prompt_and_the_model() {
         .with_node_cache(Arc::new(InMemoryNodeCache::new()));
     let calls = || port.0.load(Ordering::SeqCst);
     let base = paladin_graph("m1", "Answer: {question}");
-    let s = e
-        .start(&base, "a", json!({"question": "why"}))
-        .await
-        .unwrap()
-        .into_result()
-        .unwrap();
+    let s = run_to_state(&e, &base, "a", json!({"question": "why"})).await;
     assert_eq!(s.get("answer"), Some(&json!("m1 says: Answer: why")));
     e.start(&base, "b", json!({"question": "why"}))
         .await
@@ -353,20 +338,194 @@ async fn two_engines_share_hits_through_redis() {
     let g = answer_graph(runs.clone(), CacheKeySpec::Default);
     let one = engine().with_node_cache(cache.clone());
     let two = engine().with_node_cache(cache.clone());
-    let a = one
-        .start(&g, "a", json!({"question": "q"}))
-        .await
-        .unwrap()
-        .into_result()
-        .unwrap();
-    let b = two
-        .start(&g, "a", json!({"question": "q"}))
-        .await
-        .unwrap()
-        .into_result()
-        .unwrap();
+    let a = run_to_state(&one, &g, "a", json!({"question": "q"})).await;
+    let b = run_to_state(&two, &g, "a", json!({"question": "q"})).await;
     assert_eq!(a, b);
     assert_eq!(count(&runs), 1);
     assert!(records(&two, "a").await[0].cache_hit);
+    cache.invalidate_all().await.unwrap();
+}
+
+/// A backend recording the keys stored through it.
+struct Recording {
+    inner: Arc<InMemoryNodeCache>,
+    keys: std::sync::Mutex<Vec<CacheKey>>,
+}
+
+#[async_trait]
+impl NodeCache for Recording {
+    async fn get(&self, key: &CacheKey) -> Result<Option<CacheEntry>, NodeCacheError> {
+        self.inner.get(key).await
+    }
+    async fn put(&self, key: &CacheKey, entry: &CacheEntry) -> Result<(), NodeCacheError> {
+        self.keys.lock().unwrap().push(key.clone());
+        self.inner.put(key, entry).await
+    }
+    async fn invalidate_prefix(&self, prefix: &str) -> Result<u64, NodeCacheError> {
+        self.inner.invalidate_prefix(prefix).await
+    }
+    async fn invalidate_all(&self) -> Result<u64, NodeCacheError> {
+        self.inner.invalidate_all().await
+    }
+    fn clock(&self) -> Option<&CacheClock> {
+        self.inner.clock()
+    }
+}
+
+#[tokio::test]
+async fn an_entry_that_does_not_fit_is_a_miss_the_run_completes_and_the_entry_is_overwritten() {
+    let runs = counter();
+    let g = answer_graph(
+        runs.clone(),
+        CacheKeySpec::Fields(vec![FieldName::new("question").unwrap()]),
+    );
+    let backend = Arc::new(Recording {
+        inner: Arc::new(InMemoryNodeCache::new()),
+        keys: Default::default(),
+    });
+    let e = engine().with_node_cache(backend.clone());
+    let good = run_to_state(&e, &g, "warm", json!({"question": "q"})).await;
+    e.start(&g, "other", json!({"question": "elsewhere"}))
+        .await
+        .unwrap();
+    let [key, other_key] = <[CacheKey; 2]>::try_from(backend.keys.lock().unwrap().clone()).unwrap();
+    assert_eq!(count(&runs), 2);
+    let far = std::time::SystemTime::now() + Duration::from_secs(3600);
+
+    let mut undeclared = StateDelta::new();
+    undeclared.set("no_such_field", 1).unwrap();
+    let mut copied = backend.inner.get(&other_key).await.unwrap().unwrap();
+    copied.expires_at = far;
+    let planted = [
+        CacheEntry::new(key.clone(), undeclared, far),
+        // Found under `key`, but recorded under another: another process
+        // (or a hostile writer) copied it.
+        copied,
+    ];
+    for (i, entry) in planted.into_iter().enumerate() {
+        backend.inner.put(&key, &entry).await.unwrap();
+        let thread = format!("after-plant-{i}");
+        let outcome = e
+            .start(&g, &thread, json!({"question": "q"}))
+            .await
+            .unwrap();
+        assert_eq!(outcome.name(), "Completed", "{outcome:?}");
+        assert_eq!(outcome.into_result().unwrap(), good);
+        assert_eq!(count(&runs), 3 + i as u32, "the node executed");
+        assert!(!records(&e, &thread).await[0].cache_hit);
+        let now = backend.inner.get(&key).await.unwrap().unwrap();
+        assert_eq!(
+            (now.key.clone(), now.delta.get("answer")),
+            (key.clone(), Some(&json!("answer to \"q\"")))
+        );
+    }
+    // A type its rule cannot take (an object into a Sum field).
+    let g2 = {
+        let runs = runs.clone();
+        let node = NodeSpec::from_fn("count", move |_, _| {
+            runs.fetch_add(1, Ordering::SeqCst);
+            Box::pin(async move { Ok(delta(&[("total", json!(1))]).into()) })
+        });
+        let mut g = chain(
+            schema(&[("question", LastWrite), ("total", Sum)]),
+            vec![("counter", node)],
+        );
+        g.set_aegis(
+            "counter",
+            cached(Duration::from_secs(60), CacheKeySpec::Default),
+        );
+        g
+    };
+    e.start(&g2, "sum-warm", json!({"question": "s"}))
+        .await
+        .unwrap();
+    let sum_key = backend.keys.lock().unwrap().last().unwrap().clone();
+    let mut bad_sum = StateDelta::new();
+    bad_sum.set("total", json!({"not": "a number"})).unwrap();
+    backend
+        .inner
+        .put(&sum_key, &CacheEntry::new(sum_key.clone(), bad_sum, far))
+        .await
+        .unwrap();
+    let before = count(&runs);
+    let state = run_to_state(&e, &g2, "sum-after", json!({"question": "s"})).await;
+    assert_eq!(state.get("total"), Some(&json!(1)));
+    assert_eq!(count(&runs), before + 1);
+}
+
+#[cfg(feature = "redis-cache")]
+#[tokio::test]
+async fn an_entry_another_process_wrote_to_redis_off_schema_is_a_miss() {
+    let prefix = format!(
+        "aegis-test-engine-misfit-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    );
+    let cache = Arc::new(
+        RedisNodeCache::connect("redis://127.0.0.1:6379", &prefix)
+            .await
+            .expect("Redis must be running on 127.0.0.1:6379 for the redis-cache tests"),
+    );
+    let mut admin = redis::Client::open("redis://127.0.0.1:6379")
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let runs = counter();
+    let g = answer_graph(runs.clone(), CacheKeySpec::Default);
+    let e = engine().with_node_cache(cache.clone());
+    let good = run_to_state(&e, &g, "warm", json!({"question": "q"})).await;
+    let (_, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+        .arg(0)
+        .arg("MATCH")
+        .arg(format!("{prefix}:*"))
+        .arg("COUNT")
+        .arg(1000)
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let [redis_key] = <[String; 1]>::try_from(keys).unwrap();
+    let key_text = redis_key
+        .strip_prefix(&format!("{prefix}:"))
+        .unwrap()
+        .to_string();
+    let far = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + 3600;
+    // As another program would write it: the current format, this very
+    // key, and a delta writing a field this graph does not declare.
+    let raw = json!({
+        "format": 2,
+        "key": key_text,
+        "expires_at": {"secs_since_epoch": far, "nanos_since_epoch": 0},
+        "delta": {"writes": {"answer": "planted", "intruder": true}},
+    });
+    let _: () = redis::cmd("SET")
+        .arg(&redis_key)
+        .arg(raw.to_string())
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let outcome = e
+        .start(&g, "after", json!({"question": "q"}))
+        .await
+        .unwrap();
+    assert_eq!(outcome.into_result().unwrap(), good);
+    assert_eq!(count(&runs), 2, "the node executed");
+    assert!(!records(&e, "after").await[0].cache_hit);
+    let stored: String = redis::cmd("GET")
+        .arg(&redis_key)
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    assert!(
+        stored.contains("answer to") && !stored.contains("intruder"),
+        "overwritten by the fresh result: {stored}"
+    );
     cache.invalidate_all().await.unwrap();
 }

@@ -34,6 +34,7 @@ mod generate;
 #[path = "chaos/model.rs"]
 mod model;
 
+mod support;
 use aegis::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -43,6 +44,7 @@ use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use support::fixtures::field;
 
 use check::{Exec, Observed, Segment};
 use faults::{End, FaultyCache, PANIC_MARK, Plan, Scope, Site};
@@ -75,11 +77,17 @@ impl World {
     }
 
     fn plan(&self, site: Site) -> Plan {
+        // `Duration::MAX` bounds nothing.
         let bounded = self
             .def(site.scope)
             .aegis(site.node)
             .and_then(|a| a.timeout.as_ref())
-            .is_some();
+            .is_some_and(|t| {
+                [t.run_timeout, t.idle_timeout]
+                    .iter()
+                    .flatten()
+                    .any(|d| *d < Duration::MAX)
+            });
         faults::plan(self.seed, self.fault_rate, site, bounded)
     }
 
@@ -93,8 +101,8 @@ fn answer(seed: u64, k: u32) -> bool {
     (seed ^ u64::from(k).rotate_left(32)).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 63 == 0
 }
 
-/// The visit a child thread belongs to: `{parent}/{node}` is the first,
-/// `{parent}/{node}#{visit}` a later one.
+/// The visit a child thread belongs to: `{parent}>{node}` is the first,
+/// `{parent}>{node}#{visit}` a later one (see `battalion_thread_id`).
 fn visit_of(thread: &str) -> u32 {
     thread
         .rsplit_once('#')
@@ -249,10 +257,6 @@ impl EdgeConditionEvaluator for Cond {
             None => vec![NodeId::new(END)],
         })
     }
-}
-
-fn field(name: &str, rule: DispatchRule) -> FieldSpec {
-    FieldSpec::new(FieldName::new(name).unwrap(), rule, None, false)
 }
 
 /// The engine-side graph of `def`, the root (`parent: None`) or the child
@@ -429,7 +433,6 @@ impl Rig {
         let def = &self.world.def;
         let cancelled = segments.iter().any(|s| s.cancelled);
         let last = &segments.last().expect("a segment").outcome;
-        check::outcome_and_state(def, exp, thread, last, cancelled);
         let ours = |s: &usize| segments.iter().any(|seg| seg.index == *s);
         let mut histories = BTreeMap::new();
         let children = check::child_runs(def, exp, thread);
@@ -437,9 +440,11 @@ impl Rig {
             let history = self.store.history(&name).await.unwrap();
             histories.insert(name, history);
         }
+        // Dumped before any check, so a failing one still shows the run.
         if std::env::var_os("AEGIS_CHAOS_DUMP").is_some() {
             dump(def, exp, &histories, segments);
         }
+        check::outcome_and_state(def, exp, thread, last, cancelled);
         let obs = Observed {
             thread,
             histories: &histories,
@@ -500,7 +505,7 @@ fn dump(
                     .collect::<Vec<_>>()
             );
             println!("  state log: {:?}", w.state.get(LOG));
-            for c in &w.completed {
+            for c in w.completed() {
                 println!("  completed {} {:?}", c.activation.node_id, c.directive);
             }
             for r in &w.records {
@@ -547,6 +552,8 @@ struct Stats {
     muster_halts: u64,
     /// Waits for input answered.
     pauses: u64,
+    /// Runs ended by their budget: an endless backoff, or a zero budget.
+    budget_ends: u64,
 }
 
 impl Stats {
@@ -571,6 +578,7 @@ impl Stats {
         self.child_runs += o.child_runs;
         self.violations += o.violations;
         self.muster_halts += o.muster_halts;
+        self.budget_ends += o.budget_ends;
         self.pauses += o.pauses;
     }
 
@@ -590,7 +598,7 @@ impl Stats {
                 } = ev
                 {
                     self.task_attempts += u64::from(task_key.is_some());
-                    self.child_attempts += u64::from(thread_id.contains('/'));
+                    self.child_attempts += u64::from(thread_id.contains(BATTALION_SEPARATOR));
                 }
                 match ev {
                     TraceEvent::NodeStarted { .. } => self.attempts += 1,
@@ -677,6 +685,10 @@ async fn run_seed(seed: u64) -> Stats {
     stats.cache_faults = rig.cache.injected.load(Ordering::Relaxed);
     stats.child_runs = 2 * check::child_runs(&world.def, &exp, "a").len() as u64;
     stats.violations = 2 * u64::from(matches!(exp.outcome, Outcome::Violation { .. }));
+    stats.budget_ends = 2 * u64::from(matches!(
+        exp.outcome,
+        Outcome::Failed { budget: true, .. } | Outcome::NoBudget
+    ));
     for w in rig.store.history("a").await.unwrap() {
         let kept_task = w
             .records
@@ -718,12 +730,14 @@ fn quiet_injected_panics() {
     ONCE.call_once(|| {
         let default = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
+            // Only the injected panic itself starts with the mark; a failed
+            // check quoting an injected panic's message must still show.
             let p = info.payload();
             let injected = p
                 .downcast_ref::<String>()
-                .is_some_and(|s| s.contains(PANIC_MARK))
+                .is_some_and(|s| s.starts_with(PANIC_MARK))
                 || p.downcast_ref::<&str>()
-                    .is_some_and(|s| s.contains(PANIC_MARK));
+                    .is_some_and(|s| s.starts_with(PANIC_MARK));
             if !injected {
                 default(info);
             }
@@ -810,6 +824,7 @@ fn chaos_seeds_keep_every_invariant() {
             ("child attempts", stats.child_attempts),
             ("task handler violations", stats.violations),
             ("halts keeping finished tasks", stats.muster_halts),
+            ("runs ended by their budget", stats.budget_ends),
             ("answered gates", stats.pauses),
         ] {
             assert!(n > 0, "no {what} in {} seeds: {stats:?}", seeds.len());

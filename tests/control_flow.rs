@@ -2,16 +2,16 @@
 //! how the Aegis rules apply to each.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+mod support;
 
 use DispatchRule::*;
 use aegis::*;
-use common::*;
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use support::fixtures::*;
 
 /// `START -> split -> [worker tasks] -> collect -> END`; `split` musters
 /// `n` tasks; the worker appends its key after `delay(index)`.
@@ -57,12 +57,7 @@ async fn a_thousand_tasks_merge_in_task_order_whatever_finishes_first() {
     // The last task finishes first.
     let g = muster_graph(1000, appender(|i| 1000 - i));
     let e = engine();
-    let state = e
-        .start(&g, "t", json!({}))
-        .await
-        .unwrap()
-        .into_result()
-        .unwrap();
+    let state = run_to_state(&e, &g, "t", json!({})).await;
     let items = state.get("items").unwrap().as_array().unwrap().clone();
     let expected: Vec<Value> = (0..1000).map(|i| json!(format!("t{i:04}"))).collect();
     assert_eq!(items, expected);
@@ -146,13 +141,13 @@ async fn halting_mid_muster_resumes_only_the_unfinished_tasks() {
     let progress: Vec<usize> = history
         .iter()
         .filter(|w| w.interrupted && w.status == WaypointStatus::Running)
-        .map(|w| w.completed.len())
+        .map(|w| w.completed().len())
         .collect();
     assert!(
         !progress.is_empty() && progress.windows(2).all(|p| p[0] <= p[1]),
         "{progress:?}"
     );
-    assert_eq!(history.last().unwrap().completed.len(), 10);
+    assert_eq!(history.last().unwrap().completed().len(), 10);
 
     release.store(true, Ordering::SeqCst);
     let state = engine_on(&store)
@@ -199,12 +194,7 @@ async fn a_failing_task_retries_on_its_own_while_siblings_finish() {
         },
     );
     let e = engine();
-    let state = e
-        .start(&g, "t", json!({}))
-        .await
-        .unwrap()
-        .into_result()
-        .unwrap();
+    let state = run_to_state(&e, &g, "t", json!({})).await;
     assert_eq!(
         state.get("items"),
         Some(&json!(["t0000", "t0001", "t0002"]))
@@ -503,14 +493,9 @@ async fn a_battalion_maps_state_both_ways_and_keeps_its_own_waypoints() {
     let g = parent_graph(child_graph(write("y", json!(1))));
     g.validate().unwrap();
     let e = engine();
-    let state = e
-        .start(&g, "p", json!({"input": 20}))
-        .await
-        .unwrap()
-        .into_result()
-        .unwrap();
+    let state = run_to_state(&e, &g, "p", json!({"input": 20})).await;
     assert_eq!(state.get("result"), Some(&json!(41)));
-    let child = e.store().history("p/sub").await.unwrap();
+    let child = e.store().history("p>sub").await.unwrap();
     assert_eq!(child.len(), 3, "input + two child supersteps");
     assert_eq!(child.last().unwrap().status, WaypointStatus::Completed);
     assert!(g.to_mermaid().contains("subgraph"));
@@ -549,8 +534,8 @@ async fn attempt_events_name_their_thread_and_superstep_child_runs_included() {
     let (attempts, finished) = (of(true), of(false));
     let want = [
         ("p", 1, "sub"),
-        ("p/sub", 1, "double"),
-        ("p/sub", 2, "middle"),
+        ("p>sub", 1, "double"),
+        ("p>sub", 2, "middle"),
     ]
     .map(|(t, s, n)| (t.to_string(), s, n.to_string()));
     assert_eq!(attempts, want);
@@ -619,12 +604,7 @@ async fn a_beating_battalion_outlives_an_idle_timeout_longer_than_a_child_supers
         },
     );
     // 2.4 s of child work, a beat every 0.8 s, a 1 s idle window.
-    engine()
-        .start(&g, "p", json!({"input": 1}))
-        .await
-        .unwrap()
-        .into_result()
-        .unwrap();
+    run_to_state(&engine(), &g, "p", json!({"input": 1})).await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -652,7 +632,7 @@ async fn cancelling_the_parent_halts_the_child_and_resume_finishes_both() {
     let out = e.start(&g, "p", json!({"input": 5})).await.unwrap();
     assert_eq!(out.name(), "Halted");
     assert_eq!(
-        store.latest("p/sub").await.unwrap().unwrap().status.name(),
+        store.latest("p>sub").await.unwrap().unwrap().status.name(),
         "Halted"
     );
 
@@ -665,7 +645,7 @@ async fn cancelling_the_parent_halts_the_child_and_resume_finishes_both() {
         .unwrap();
     assert_eq!(state.get("result"), Some(&json!(10)));
     assert_eq!(
-        store.latest("p/sub").await.unwrap().unwrap().status,
+        store.latest("p>sub").await.unwrap().unwrap().status,
         WaypointStatus::Completed
     );
 }
@@ -699,7 +679,7 @@ async fn a_child_with_a_longer_grace_halts_within_its_parents() {
     let out = e.start(&g, "p", json!({"input": 5})).await.unwrap();
     assert_eq!(out.name(), "Halted");
     assert_eq!(t0.elapsed(), Duration::from_millis(110));
-    let child_last = store.latest("p/sub").await.unwrap().unwrap();
+    let child_last = store.latest("p>sub").await.unwrap().unwrap();
     assert_eq!(child_last.status.name(), "Halted");
     // Every attempt started was reported finished, the child's included.
     let events = sink.events();
@@ -723,11 +703,11 @@ async fn a_child_with_a_longer_grace_halts_within_its_parents() {
             _ => None,
         })
         .collect();
-    assert_eq!((started("p"), started("p/sub")), (1, 2));
+    assert_eq!((started("p"), started("p>sub")), (1, 2));
     assert_eq!(
         shut_down,
         [
-            ("p/sub".to_string(), "middle".to_string()),
+            ("p>sub".to_string(), "middle".to_string()),
             ("p".to_string(), "sub".to_string())
         ]
     );
@@ -769,7 +749,7 @@ async fn a_child_parley_suspends_the_parent_and_the_answer_goes_down() {
     };
     assert_eq!(requests[0].1.prompt, "How much?");
     assert_eq!(
-        store.latest("p/sub").await.unwrap().unwrap().status.name(),
+        store.latest("p>sub").await.unwrap().unwrap().status.name(),
         "AwaitingInput"
     );
     let state = engine_on(&store)
@@ -862,12 +842,7 @@ async fn worker_template_handlers_contribute_deltas_only() {
             ..Aegis::default()
         },
     );
-    let state = engine()
-        .start(&g, "t", json!({}))
-        .await
-        .unwrap()
-        .into_result()
-        .unwrap();
+    let state = run_to_state(&engine(), &g, "t", json!({})).await;
     assert_eq!(
         state.get("items"),
         Some(&json!(["t0000", "skipped", "t0002"]))
@@ -1005,17 +980,9 @@ async fn battalion_children_are_validated_with_their_parent() {
     );
     // With a backend on the parent engine, the child's node is cached.
     let e = engine().with_node_cache(Arc::new(InMemoryNodeCache::new()));
-    e.start(&g, "p1", json!({"input": 1}))
-        .await
-        .unwrap()
-        .into_result()
-        .unwrap();
-    e.start(&g, "p2", json!({"input": 1}))
-        .await
-        .unwrap()
-        .into_result()
-        .unwrap();
-    let hits: Vec<bool> = records(&e, "p2/sub")
+    run_to_state(&e, &g, "p1", json!({"input": 1})).await;
+    run_to_state(&e, &g, "p2", json!({"input": 1})).await;
+    let hits: Vec<bool> = records(&e, "p2>sub")
         .await
         .iter()
         .map(|r| r.cache_hit)

@@ -3,16 +3,15 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 #![warn(clippy::pedantic)]
 
+#[allow(clippy::pedantic)]
+mod support;
 use aegis::prelude::*;
 use aegis::{AegisNodeFn, InMemoryWaypointStore, UnconfiguredPaladinPort};
 use serde_json::json;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
-
-fn field(name: &str) -> FieldName {
-    FieldName::new(name).unwrap()
-}
+use support::fixtures::field_name;
 
 fn delta(field: &str, value: u32) -> StateDelta {
     let mut d = StateDelta::new();
@@ -42,22 +41,20 @@ fn the_design_card_example_builds_the_guides_aegis() {
         }),
         on_error: Some(ErrorHandlerSpec::Route {
             to: NodeId::new("cancel"),
-            error_field: field("book_error"),
+            error_field: field_name("book_error"),
         }),
         cache: None,
     };
     assert_eq!(<book as AegisNodeFn>::aegis(), expected);
     assert_eq!(<book as AegisNodeFn>::ID, "book");
-    assert_eq!(
-        <book as AegisNodeFn>::KIND,
-        concat!(module_path!(), "::book")
-    );
+    // The kind is the id, not the module path: moving `book` keeps it.
+    assert_eq!(<book as AegisNodeFn>::KIND, "book");
 }
 
 #[tokio::test]
 async fn the_function_stays_callable_as_written() {
     let schema = BattlefieldSchema::new(vec![FieldSpec::new(
-        field("request"),
+        field_name("request"),
         DispatchRule::LastWrite,
         None,
         false,
@@ -208,7 +205,7 @@ fn each_handler_shape_maps_to_its_spec() {
         explicit_error_field::aegis().on_error,
         Some(ErrorHandlerSpec::Route {
             to: NodeId::new("cancel"),
-            error_field: field("booking_error"),
+            error_field: field_name("booking_error"),
         })
     );
     // The default error field follows the node id, not the function name.
@@ -217,7 +214,7 @@ fn each_handler_shape_maps_to_its_spec() {
         renamed::aegis().on_error,
         Some(ErrorHandlerSpec::Route {
             to: NodeId::new("cancel"),
-            error_field: field("booker_error"),
+            error_field: field_name("booker_error"),
         })
     );
     let mut fallback_delta = StateDelta::new();
@@ -269,7 +266,7 @@ fn cache_policies_map_ttl_and_key() {
         cached_by_fields::aegis().cache,
         Some(CachePolicy {
             ttl: Duration::from_secs(15 * 60),
-            key: CacheKeySpec::Fields(vec![field("question"), field("locale")]),
+            key: CacheKeySpec::Fields(vec![field_name("question"), field_name("locale")]),
         })
     );
     assert_eq!(
@@ -316,7 +313,7 @@ fn a_bare_attribute_is_a_plain_node_under_the_graph_default() {
     let Some(NodeSpec::Function(node)) = graph.node("plain") else {
         panic!("plain is not a Function node")
     };
-    assert_eq!(node.kind_name(), concat!(module_path!(), "::plain"));
+    assert_eq!(node.kind_name(), "plain");
 }
 
 #[derive(Debug)]

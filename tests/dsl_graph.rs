@@ -3,15 +3,14 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 #![warn(clippy::pedantic)]
 
+#[allow(clippy::pedantic)]
+mod support;
 use aegis::prelude::*;
 use aegis::{AegisNodeFn, InMemoryWaypointStore, Paladin, UnconfiguredPaladinPort};
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
-
-fn field(name: &str) -> FieldName {
-    FieldName::new(name).unwrap()
-}
+use support::fixtures::field_name;
 
 #[aegis(retry(max = 3), on_error(route = cancel, error_field = booking_error))]
 async fn book(_: &Battlefield, _: &NodeContext) -> Result<StateDelta, StateNodeError> {
@@ -99,21 +98,36 @@ fn dsl_graph() -> WarGraph {
 
 fn builder_graph() -> WarGraph {
     let schema = BattlefieldSchema::new(vec![
-        FieldSpec::new(field("question"), DispatchRule::LastWrite, None, true),
-        FieldSpec::new(field("booking"), DispatchRule::LastWrite, None, false),
-        FieldSpec::new(field("booking_error"), DispatchRule::LastWrite, None, false),
+        FieldSpec::new(field_name("question"), DispatchRule::LastWrite, None, true),
+        FieldSpec::new(field_name("booking"), DispatchRule::LastWrite, None, false),
         FieldSpec::new(
-            field("answer"),
+            field_name("booking_error"),
+            DispatchRule::LastWrite,
+            None,
+            false,
+        ),
+        FieldSpec::new(
+            field_name("answer"),
             DispatchRule::LastWrite,
             Some(json!("none")),
             false,
         ),
-        FieldSpec::new(field("draft"), DispatchRule::LastWrite, None, false),
-        FieldSpec::new(field("log"), DispatchRule::Append, Some(json!([])), false)
-            .with_cache(aegis::CacheMarker::Deny),
-        FieldSpec::new(field("total"), DispatchRule::Sum, Some(json!(0)), false),
+        FieldSpec::new(field_name("draft"), DispatchRule::LastWrite, None, false),
         FieldSpec::new(
-            field("meta"),
+            field_name("log"),
+            DispatchRule::Append,
+            Some(json!([])),
+            false,
+        )
+        .with_cache(aegis::CacheMarker::Deny),
+        FieldSpec::new(
+            field_name("total"),
+            DispatchRule::Sum,
+            Some(json!(0)),
+            false,
+        ),
+        FieldSpec::new(
+            field_name("meta"),
             DispatchRule::Merge,
             Some(json!({"source": "dsl", "tags": [1, -2.5, true, null]})),
             false,
@@ -130,7 +144,7 @@ fn builder_graph() -> WarGraph {
             NodeSpec::paladin(
                 writer(),
                 InputMapping::new("Draft a reply to: {question}"),
-                field("draft"),
+                field_name("draft"),
             ),
         )
         .add_node("quiet", NodeSpec::function(Quiet));
@@ -277,4 +291,86 @@ async fn a_graph_macro_graph_runs_on_the_engine() {
     assert_eq!(state.get("log"), Some(&json!(["first#2", "second saw 1"])));
     assert_eq!(state.get("count"), Some(&json!(11)));
     assert_eq!(started.elapsed(), Duration::from_secs(1));
+}
+
+mod from_another_crate {
+    use super::*;
+    // The node functions of another crate, imported as a user would.
+    use aegis_ui_nodes::{book, cancel};
+
+    fn dsl() -> WarGraph {
+        graph! {
+            schema { traveller: LastWrite, booking: LastWrite, book_error: LastWrite }
+            nodes { book, cancel }
+            edges { START -> book -> END; cancel -> END; }
+        }
+    }
+
+    fn builder() -> WarGraph {
+        let schema = BattlefieldSchema::new(vec![
+            FieldSpec::new(
+                field_name("traveller"),
+                DispatchRule::LastWrite,
+                None,
+                false,
+            ),
+            FieldSpec::new(field_name("booking"), DispatchRule::LastWrite, None, false),
+            FieldSpec::new(
+                field_name("book_error"),
+                DispatchRule::LastWrite,
+                None,
+                false,
+            ),
+        ]);
+        let mut graph = WarGraph::new(schema, EngineLimits::default());
+        graph
+            .add_aegis_node(book {})
+            .add_aegis_node(cancel {})
+            .add_edge(START, "book")
+            .add_edge("book", END)
+            .add_edge("cancel", END);
+        graph
+    }
+
+    #[test]
+    fn graph_macro_reads_their_attributes_as_the_builder_does() {
+        let (dsl, built) = (dsl(), builder());
+        assert_eq!(dsl.fingerprint(), built.fingerprint());
+        assert_eq!(
+            dsl.aegis_for(&NodeId::new("book")),
+            Some(&<book as AegisNodeFn>::aegis())
+        );
+        assert_eq!(
+            dsl.aegis_for(&NodeId::new("book"))
+                .and_then(|a| a.retry.as_ref())
+                .map(|r| r.max_attempts),
+            Some(3)
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn and_run_their_policies_on_the_engine() {
+        let graph = dsl();
+        graph.validate().unwrap();
+        let engine = WarEngine::new(
+            Arc::new(UnconfiguredPaladinPort),
+            Arc::new(InMemoryWaypointStore::new()),
+        );
+        // No traveller: `book` fails three times, and its route runs `cancel`.
+        let state = engine
+            .start(&graph, "cross-crate", json!({}))
+            .await
+            .unwrap()
+            .into_result()
+            .unwrap();
+        assert_eq!(state.get("booking"), Some(&json!("cancelled")));
+        assert!(state.get("book_error").is_some());
+        let state = engine
+            .start(&graph, "cross-crate-ok", json!({"traveller": "Ada"}))
+            .await
+            .unwrap()
+            .into_result()
+            .unwrap();
+        assert_eq!(state.get("booking"), Some(&json!("booked")));
+    }
 }

@@ -7,7 +7,8 @@
 //! `crash_child_or_reference_run` with `AEGIS_CRASH_CHILD_DB` set.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod stores;
+mod support;
+use support::stores;
 
 use aegis::prelude::*;
 use aegis::{NodeStatus, SqliteWaypointStore, UnconfiguredPaladinPort, WaypointStore};

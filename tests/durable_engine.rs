@@ -2,7 +2,8 @@
 //! two engines resuming one thread at once exactly one advances it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod stores;
+mod support;
+use support::stores;
 
 use aegis::prelude::*;
 use aegis::{

@@ -2,14 +2,14 @@
 //! final failure only, and validation checks their wiring.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+mod support;
 
 use DispatchRule::*;
 use aegis::*;
-use common::*;
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
+use support::fixtures::*;
 
 fn route(to: &str, field: &str) -> ErrorHandlerSpec {
     ErrorHandlerSpec::Route {
@@ -78,12 +78,7 @@ async fn the_compensation_chain_runs_cancel_after_one_attempt() {
     g.validate().unwrap();
 
     let e = WarEngine::new(port, Arc::new(InMemoryWaypointStore::new()));
-    let state = e
-        .start(&g, "trip", json!({}))
-        .await
-        .unwrap()
-        .into_result()
-        .unwrap();
+    let state = run_to_state(&e, &g, "trip", json!({})).await;
     assert_eq!(llm.call_count(), 1, "a permanent failure takes one attempt");
     assert_eq!(state.get("booking"), Some(&json!("cancelled")));
     let written: NodeError = serde_json::from_value(seen.lock().unwrap().clone().unwrap()).unwrap();
@@ -125,12 +120,7 @@ async fn the_handler_never_runs_while_retries_remain() {
             ..Aegis::default()
         },
     );
-    let state = engine()
-        .start(&g, "t", json!({}))
-        .await
-        .unwrap()
-        .into_result()
-        .unwrap();
+    let state = run_to_state(&engine(), &g, "t", json!({})).await;
     assert_eq!(state.get("out"), Some(&json!("ok")));
     assert_eq!(count(&attempts), 3);
 }
@@ -157,12 +147,7 @@ async fn absorb_merges_its_delta_and_follows_the_static_edges() {
         },
     );
     let e = engine();
-    let state = e
-        .start(&g, "t", json!({}))
-        .await
-        .unwrap()
-        .into_result()
-        .unwrap();
+    let state = run_to_state(&e, &g, "t", json!({})).await;
     assert_eq!(count(&attempts), 3, "retries exhausted first");
     assert_eq!(state.get("summary"), Some(&json!("unavailable")));
     assert_eq!(state.get("after"), Some(&json!(true)));
@@ -173,28 +158,8 @@ async fn absorb_merges_its_delta_and_follows_the_static_edges() {
 
 #[tokio::test]
 async fn route_replaces_the_static_successors() {
-    let mut g = chain(
-        schema(&[("path", Append), ("err", Merge)]),
-        vec![
-            ("fails", flaky(1, Transience::Permanent, counter(), "path")),
-            ("normally_next", write("path", json!("static"))),
-        ],
-    );
-    g.add_node("compensate", write("path", json!("compensated")))
-        .add_edge("compensate", END)
-        .set_aegis(
-            "fails",
-            Aegis {
-                on_error: Some(route("compensate", "err")),
-                ..Aegis::default()
-            },
-        );
-    let state = engine()
-        .start(&g, "t", json!({}))
-        .await
-        .unwrap()
-        .into_result()
-        .unwrap();
+    let g = routed_to_compensate();
+    let state = run_to_state(&engine(), &g, "t", json!({})).await;
     assert_eq!(state.get("path"), Some(&json!(["compensated"])));
     assert_eq!(state.get("err").unwrap()["node_id"], json!("fails"));
 }
@@ -256,12 +221,7 @@ async fn custom_handlers_decide_and_their_own_failure_fails_the_run() {
     );
 
     let e = engine().with_error_handler("escalate", Arc::new(EndTheRun));
-    let state = e
-        .start(&g, "t", json!({"note": "before"}))
-        .await
-        .unwrap()
-        .into_result()
-        .unwrap();
+    let state = run_to_state(&e, &g, "t", json!({"note": "before"})).await;
     // It saw the state before the superstep, and ended the branch.
     assert_eq!(
         state.get("note"),

@@ -403,14 +403,38 @@ fn an_empty_chain_is_refused() {
     assert_eq!(chain.provider_names(), vec!["a", "b"]);
 }
 
+/// A breaker set up through the builder methods (the config-struct path is
+/// `a_breaker_is_configured_alike_by_struct_or_builder`).
 fn breaker(inner: &MockLlmAdapter, threshold: u32, cool_down: Duration) -> CircuitBreaker {
-    CircuitBreaker::with_config(
-        Arc::new(inner.clone()),
-        CircuitBreakerConfig {
-            failure_threshold: threshold,
-            cool_down,
-        },
-    )
+    CircuitBreaker::new(Arc::new(inner.clone()))
+        .with_failure_threshold(threshold)
+        .with_cool_down(cool_down)
+}
+
+#[test]
+fn a_breaker_is_configured_alike_by_struct_or_builder() {
+    let inner = mock("p");
+    for (threshold, cool_down) in [
+        (0, Duration::ZERO),
+        (3, Duration::from_secs(9)),
+        (7, Duration::MAX),
+    ] {
+        let by_struct = CircuitBreaker::with_config(
+            Arc::new(inner.clone()),
+            CircuitBreakerConfig {
+                failure_threshold: threshold,
+                cool_down,
+            },
+        );
+        let by_builder = breaker(&inner, threshold, cool_down);
+        assert_eq!(by_struct.config(), by_builder.config());
+        assert_eq!(by_builder.config().failure_threshold, threshold.max(1));
+        assert_eq!(by_builder.config().cool_down, cool_down);
+    }
+    assert_eq!(
+        CircuitBreaker::new(Arc::new(inner)).config(),
+        CircuitBreakerConfig::default()
+    );
 }
 
 #[tokio::test(start_paused = true)]

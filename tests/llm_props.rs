@@ -3,8 +3,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use aegis::{
-    AnthropicStreamParser, EXCERPT_LIMIT, LlmChunk, LlmError, OpenAiStreamParser, StreamParser,
-    map_http_status,
+    AnthropicStreamParser, EXCERPT_LIMIT, KnownSecrets, LlmChunk, LlmError, OpenAiStreamParser,
+    StreamParser, map_http_status,
 };
 use proptest::prelude::*;
 
@@ -70,6 +70,34 @@ proptest! {
         prop_assert!(text.chars().count() <= EXCERPT_LIMIT);
         assert_no_fragment(text, &token)?;
         assert_no_fragment(&format!("{e:?}"), &token)?;
+    }
+
+    #[test]
+    fn a_known_secret_of_any_shape_never_survives_by_value(
+        status in prop::sample::select(vec![200u16, 400, 401, 403, 404, 429, 500, 529]),
+        before in "[ -~\u{e9}\u{2713}]{0,700}",
+        after in "[ -~]{0,300}",
+        secret in "[A-Za-z0-9]{12,64}",
+        quoted in "[A-Za-z0-9\"\\\\]{12,40}",
+        form in 0usize..3,
+    ) {
+        let secrets = KnownSecrets::new().with(&secret).with(&quoted);
+        // Bare, as a JSON string value, or as Rust's Debug quotes it.
+        let planted = match form {
+            0 => format!("{secret} {quoted}"),
+            1 => serde_json::json!({"k": secret, "q": quoted}).to_string(),
+            _ => format!("{secret:?} {quoted:?}"),
+        };
+        let body = format!("{before}{planted}{after}");
+        let e = secrets.map_http_status("p", status, &body, &[]);
+        for text in [e.to_string(), format!("{e:?}")] {
+            assert_no_fragment(&text, &secret)?;
+            let json = serde_json::to_string(&quoted).unwrap();
+            let debug = format!("{quoted:?}");
+            for form in [quoted.as_str(), &json[1..json.len() - 1], &debug[1..debug.len() - 1]] {
+                prop_assert!(!text.contains(form), "{form} survived in {text}");
+            }
+        }
     }
 
     #[test]

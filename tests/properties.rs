@@ -5,6 +5,7 @@
 //! `llm_props.rs`; the macro duration parser in `aegis-macros`.)
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
 use aegis::*;
 use proptest::prelude::*;
 use rand::SeedableRng;
@@ -12,10 +13,7 @@ use rand::rngs::StdRng;
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Duration;
-
-fn field(name: &str, rule: DispatchRule) -> FieldSpec {
-    FieldSpec::new(FieldName::new(name).unwrap(), rule, None, false)
-}
+use support::fixtures::field;
 
 fn paused_runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()

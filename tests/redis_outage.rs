@@ -11,20 +11,18 @@
 #![cfg(feature = "redis-cache")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
 use aegis::*;
 use serde_json::json;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
+use support::fixtures::field;
 
 const ADMIN_URL: &str = "redis://127.0.0.1:6379";
 const RUNS: u64 = 200;
 const BATCH: u64 = 10;
 const INPUTS: u64 = 25;
-
-fn field(name: &str, rule: DispatchRule) -> FieldSpec {
-    FieldSpec::new(FieldName::new(name).unwrap(), rule, None, false)
-}
 
 /// `a` (cached on `x`) writes y = 2x; `b` (cached on its snapshot) writes
 /// z = y + 1; `c` (uncached) writes out = 10z. Counts real executions.

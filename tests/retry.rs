@@ -2,15 +2,15 @@
 //! interceptors, and cancellation during a backoff.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+mod support;
 
 use DispatchRule::*;
 use aegis::*;
-use common::*;
 use serde_json::json;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
+use support::fixtures::*;
 
 fn exact(max_attempts: u32) -> RetryPolicy {
     RetryPolicy {
@@ -309,11 +309,7 @@ async fn records_and_trace_events_show_every_attempt() {
         retry(exact(3)),
     );
     let e = engine().with_trace_sink(sink.clone());
-    e.start(&g, "t", json!({}))
-        .await
-        .unwrap()
-        .into_result()
-        .unwrap();
+    run_to_state(&e, &g, "t", json!({})).await;
 
     let rec = records(&e, "t").await;
     assert_eq!(rec.len(), 1);
@@ -394,12 +390,7 @@ async fn retries_stay_inside_the_superstep_and_leave_siblings_alone() {
     .add_edge("sibling", END)
     .set_aegis("flaky", retry(exact(3)));
     let e = engine();
-    let state = e
-        .start(&g, "t", json!({}))
-        .await
-        .unwrap()
-        .into_result()
-        .unwrap();
+    let state = run_to_state(&e, &g, "t", json!({})).await;
     assert_eq!(state.get("out"), Some(&json!("ok")));
     assert_eq!(count(&sibling_runs), 1);
     // The input waypoint and one superstep: no waypoint between attempts.
@@ -435,12 +426,7 @@ async fn every_attempt_reads_the_same_snapshot() {
         ..exact(3)
     };
     let g = one_node(node, retry(policy));
-    let state = engine()
-        .start(&g, "t", json!({"log": ["seed"]}))
-        .await
-        .unwrap()
-        .into_result()
-        .unwrap();
+    let state = run_to_state(&engine(), &g, "t", json!({"log": ["seed"]})).await;
     assert_eq!(*seen.lock().unwrap(), vec![Some(json!(["seed"])); 3]);
     assert_eq!(state.get("log"), Some(&json!(["seed", "done"])));
 }
@@ -736,11 +722,55 @@ async fn a_failed_attempts_partial_work_never_reaches_state() {
             ..Aegis::default()
         },
     );
-    let state = engine()
-        .start(&g, "t", json!({}))
-        .await
-        .unwrap()
-        .into_result()
-        .unwrap();
+    let state = run_to_state(&engine(), &g, "t", json!({})).await;
     assert_eq!(state.get("log"), Some(&json!(["attempt 2"])));
+}
+
+/// `?` on an `LlmError` inside a node keeps its transience: a 503 is
+/// retried, a 401 is not.
+#[tokio::test(start_paused = true)]
+async fn an_llm_error_raised_with_question_mark_keeps_its_transience() {
+    async fn call(status: u16) -> Result<(), LlmError> {
+        Err(LlmError::ProviderError {
+            provider: "p".into(),
+            status,
+            message: "m".into(),
+        })
+    }
+    for (status, attempts, transience) in [
+        (503, 3, Transience::Transient),
+        (401, 1, Transience::Permanent),
+    ] {
+        let runs = counter();
+        let node = {
+            let runs = runs.clone();
+            NodeSpec::from_fn("llm", move |_, _| {
+                runs.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                Box::pin(async move {
+                    call(status).await?;
+                    Ok(StateDelta::new().into())
+                })
+            })
+        };
+        let mut g = chain(
+            schema(&[("out", DispatchRule::LastWrite)]),
+            vec![("n", node)],
+        );
+        g.set_aegis(
+            "n",
+            Aegis {
+                retry: Some(RetryPolicy {
+                    max_attempts: 3,
+                    initial_interval: Duration::from_millis(1),
+                    jitter: false,
+                    ..RetryPolicy::default()
+                }),
+                ..Aegis::default()
+            },
+        );
+        let out = engine().start(&g, "t", json!({})).await.unwrap();
+        let err = out.node_error().unwrap();
+        assert_eq!(err.transience, transience, "HTTP {status}");
+        assert_eq!(count(&runs), attempts, "HTTP {status}");
+    }
 }

@@ -3,13 +3,13 @@
 //! not timed), and unchanged fields are shared between snapshots.
 #![allow(clippy::unwrap_used, clippy::expect_used, unsafe_code)]
 
-mod common;
+mod support;
 
 use aegis::*;
-use common::*;
 use serde_json::json;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU64, Ordering};
+use support::fixtures::*;
 
 struct Counting;
 
@@ -109,11 +109,7 @@ async fn a_long_appending_run_allocates_linearly_and_ignores_unrelated_state() {
 async fn every_waypoint_shares_the_fields_its_superstep_did_not_write() {
     let g = looping(50);
     let e = engine();
-    e.start(&g, "t", json!({"big": "unchanged"}))
-        .await
-        .unwrap()
-        .into_result()
-        .unwrap();
+    run_to_state(&e, &g, "t", json!({"big": "unchanged"})).await;
     let history = e.store().history("t").await.unwrap();
     assert_eq!(history.len(), 51);
     for pair in history.windows(2) {

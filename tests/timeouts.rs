@@ -2,13 +2,13 @@
 //! and the run budget nesting outside both.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+mod support;
 
 use DispatchRule::*;
 use aegis::*;
-use common::*;
 use serde_json::json;
 use std::time::Duration;
+use support::fixtures::*;
 
 /// Beats every `every` for `total`, then finishes.
 fn beating(every: Duration, total: Duration) -> NodeSpec {
@@ -62,12 +62,7 @@ async fn a_beating_node_outlives_its_idle_window() {
         Some(1000),
     );
     let t0 = tokio::time::Instant::now();
-    let state = engine()
-        .start(&g, "t", json!({}))
-        .await
-        .unwrap()
-        .into_result()
-        .unwrap();
+    let state = run_to_state(&engine(), &g, "t", json!({})).await;
     assert_eq!(state.get("out"), Some(&json!("done")));
     assert_eq!(t0.elapsed(), Duration::from_secs(5));
 }
@@ -127,12 +122,7 @@ async fn heartbeat_without_an_idle_timeout_is_a_free_no_op() {
         })
     };
     let g = timed(node, Some(1000), None);
-    engine()
-        .start(&g, "t", json!({}))
-        .await
-        .unwrap()
-        .into_result()
-        .unwrap();
+    run_to_state(&engine(), &g, "t", json!({})).await;
     assert_eq!(*seen.lock().unwrap(), Some((false, 0)));
 }
 
@@ -160,12 +150,7 @@ async fn a_timed_out_attempt_is_retried_as_transient() {
     g.set_aegis("n", aegis);
     let e = engine();
     let t0 = tokio::time::Instant::now();
-    let state = e
-        .start(&g, "t", json!({}))
-        .await
-        .unwrap()
-        .into_result()
-        .unwrap();
+    let state = run_to_state(&e, &g, "t", json!({})).await;
     assert_eq!(state.get("out"), Some(&json!(2)));
     // 1 s timeout + 500 ms backoff.
     assert_eq!(t0.elapsed(), Duration::from_millis(1500));
@@ -281,4 +266,150 @@ async fn the_budget_cuts_a_backoff_short_and_restarts_on_resume() {
         .unwrap();
     assert_eq!(state.get("out"), Some(&json!("ok")));
     assert_eq!(count(&attempts), 2);
+}
+
+/// Holds its thread for `hold` without giving the runtime a chance to fire
+/// timers, then writes `out`. On the paused clock `advance` is that hold:
+/// it moves time past the deadline, and the attempt future is polled first
+/// when the runtime wakes, as a node blocking its thread would be.
+fn holding(hold: Duration, beat_first: bool) -> NodeSpec {
+    NodeSpec::from_fn("holding", move |_, ctx| {
+        Box::pin(async move {
+            // Let the engine arm its timers before the hold.
+            tokio::task::yield_now().await;
+            if beat_first {
+                ctx.heartbeat();
+            }
+            tokio::time::advance(hold).await;
+            Ok(delta(&[("out", json!("late"))]).into())
+        })
+    })
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_result_that_arrives_after_the_run_deadline_is_a_timeout_and_never_merged() {
+    let g = timed(holding(Duration::from_secs(3), false), Some(1000), None);
+    let out = engine().start(&g, "t", json!({})).await.unwrap();
+    assert_eq!(
+        out.node_error().map(|e| &e.source),
+        Some(&NodeErrorSource::Timeout(TimeoutKind::Run))
+    );
+    assert_eq!(out.state().get("out"), None);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_result_that_arrives_after_the_idle_window_is_an_idle_timeout() {
+    let g = timed(
+        holding(Duration::from_secs(3), true),
+        Some(60_000),
+        Some(1000),
+    );
+    let out = engine().start(&g, "t", json!({})).await.unwrap();
+    assert_eq!(
+        out.node_error().map(|e| &e.source),
+        Some(&NodeErrorSource::Timeout(TimeoutKind::Idle))
+    );
+    assert_eq!(out.state().get("out"), None);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_late_result_is_retried_like_any_timeout_and_a_timely_one_merges() {
+    // The first attempt overruns its 1 s bound, the second holds 1 s
+    // exactly: a result at the deadline is in time.
+    let calls = counter();
+    let node = {
+        let calls = calls.clone();
+        NodeSpec::from_fn("holding", move |_, _| {
+            let n = calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Box::pin(async move {
+                tokio::task::yield_now().await;
+                let hold = if n == 0 { 5 } else { 1 };
+                tokio::time::advance(Duration::from_secs(hold)).await;
+                Ok(delta(&[("out", json!(n))]).into())
+            })
+        })
+    };
+    let mut g = timed(node, Some(1000), None);
+    g.set_aegis(
+        "n",
+        Aegis {
+            retry: Some(RetryPolicy {
+                initial_interval: Duration::ZERO,
+                ..RetryPolicy::default()
+            }),
+            timeout: Some(TimeoutPolicy {
+                run_timeout: Some(Duration::from_secs(1)),
+                idle_timeout: None,
+            }),
+            ..Aegis::default()
+        },
+    );
+    let state = run_to_state(&engine(), &g, "t", json!({})).await;
+    assert_eq!(state.get("out"), Some(&json!(1)));
+    assert_eq!(count(&calls), 2);
+}
+
+/// With isolated attempts on a multi-thread runtime, a node that blocks its
+/// thread holds only its own worker: the run sees its deadline fire and
+/// moves on while the node is still blocked. (The real clock: a blocked thread cannot be modelled
+/// on the paused one. The node blocks until the test releases it, so the
+/// assertion does not depend on how long anything takes.)
+#[test]
+fn a_node_blocking_its_thread_does_not_hold_the_run_past_its_bound() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let (release, blocked) = std::sync::mpsc::channel::<()>();
+    let blocked = std::sync::Arc::new(std::sync::Mutex::new(blocked));
+    let node = NodeSpec::from_fn("blocking", move |_, _| {
+        let blocked = blocked.clone();
+        Box::pin(async move {
+            // A synchronous call that holds the worker thread.
+            let _ = blocked
+                .lock()
+                .unwrap()
+                .recv_timeout(Duration::from_secs(60));
+            Ok(delta(&[("out", json!("late"))]).into())
+        })
+    });
+    let g = timed(node, Some(50), None);
+    let out = rt.block_on(async {
+        let engine = engine().with_isolated_attempts();
+        let run = tokio::spawn(async move { engine.start(&g, "t", json!({})).await });
+        tokio::time::timeout(Duration::from_secs(30), run).await
+    });
+    release.send(()).unwrap();
+    rt.shutdown_background();
+    let out = out
+        .expect("the blocked node held the run")
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        out.node_error().map(|e| &e.source),
+        Some(&NodeErrorSource::Timeout(TimeoutKind::Run))
+    );
+    assert_eq!(out.state().get("out"), None);
+}
+
+/// A panic in a node that runs as its own task is the same failed attempt
+/// as one caught inline.
+#[test]
+fn a_panic_in_a_task_of_its_own_is_a_panic_failure() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let boom = NodeSpec::from_fn("boom", |_, _| Box::pin(async { panic!("kaboom") }));
+    let g = timed(boom, None, None);
+    let engine = engine().with_isolated_attempts();
+    let out = rt.block_on(engine.start(&g, "t", json!({}))).unwrap();
+    assert_eq!(
+        out.node_error().map(|e| &e.source),
+        Some(&NodeErrorSource::Panic {
+            message: "kaboom".to_string()
+        })
+    );
 }

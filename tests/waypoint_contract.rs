@@ -3,12 +3,14 @@
 //! test server at 127.0.0.1:5432, each test in its own schema).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod stores;
+mod support;
+use support::stores;
 
 use aegis::prelude::*;
 use aegis::{
-    Activation, Chronicle, EngineError, InMemoryWaypointStore, StoreError, Waypoint,
-    WaypointStatus, WaypointStore, Writer, initial_state, merge,
+    Activation, Chronicle, EngineError, InMemoryWaypointStore, MAX_THREAD_ID_BYTES, StoreError,
+    ThreadIdError, UnconfiguredPaladinPort, Waypoint, WaypointStatus, WaypointStore, Writer,
+    initial_state, merge,
 };
 use futures::StreamExt;
 use serde_json::{Value, json};
@@ -25,23 +27,15 @@ fn state(value: Value) -> Battlefield {
 }
 
 fn waypoint(thread: &str, seq: u64, state: Battlefield) -> Waypoint {
-    Waypoint {
-        thread_id: thread.to_string(),
-        seq,
-        superstep: seq as u32,
-        status: WaypointStatus::Running,
-        state,
-        vanguard: vec![Activation::node("next")].into(),
-        interrupted: false,
-        completed: Default::default(),
-        records: Vec::new(),
-        parley: None,
-        visits: [(NodeId::new("next"), seq as u32)].into_iter().collect(),
-        fingerprint: "fingerprint-v1".to_string(),
-        // Whole microseconds: some databases keep no more, and the store
-        // must hand back exactly what it was given.
-        created_at: SystemTime::UNIX_EPOCH + Duration::from_micros(1_700_000_000_123_456 + seq),
-    }
+    let mut w = Waypoint::new(thread, seq, WaypointStatus::Running, state)
+        .with_visits([(NodeId::new("next"), seq as u32)]);
+    w.superstep = seq as u32;
+    w.vanguard = vec![Activation::node("next")].into();
+    w.fingerprint = "fingerprint-v1".to_string();
+    // Whole microseconds: some databases keep no more, and the store must
+    // hand back exactly what it was given.
+    w.created_at = SystemTime::UNIX_EPOCH + Duration::from_micros(1_700_000_000_123_456 + seq);
+    w
 }
 
 fn schema() -> BattlefieldSchema {
@@ -349,6 +343,158 @@ mod suite {
         }
     }
 
+    /// Ids that every store holds, byte for byte, and keeps apart.
+    fn storable_ids() -> Vec<String> {
+        let mut ids: Vec<String> = [
+            "a/b",
+            "a/b ",
+            "a#1",
+            "a>b",
+            "case",
+            "CASE",
+            " lead and trail ",
+            "\ttab\nnewline\r",
+            "'; DROP TABLE aegis_waypoints; --",
+            "Robert'); DELETE FROM aegis_threads; --",
+            "%_\\*?[]",
+            "\"quoted\" and `ticked`",
+            "日本語のスレッド",
+            "🧵👩‍👩‍👧",
+            "\u{202e}rtl",
+            "\u{feff}bom",
+            "\u{ffff}\u{10ffff}",
+            "\u{1}\u{7f}",
+            "é",
+            "e\u{301}",
+        ]
+        .map(String::from)
+        .to_vec();
+        // The longest ids, in one-, two- and four-byte characters.
+        ids.push("x".repeat(MAX_THREAD_ID_BYTES));
+        ids.push("é".repeat(MAX_THREAD_ID_BYTES / 2));
+        ids.push("🧵".repeat(MAX_THREAD_ID_BYTES / 4));
+        ids
+    }
+
+    /// Ids no store holds, and the error every store refuses them with.
+    fn refused_ids() -> Vec<(String, ThreadIdError)> {
+        let too_long = |id: String| {
+            let err = aegis::validate_thread_id(&id).unwrap_err();
+            assert!(matches!(err, ThreadIdError::TooLong { .. }), "{err}");
+            (id, err)
+        };
+        vec![
+            (String::new(), ThreadIdError::Empty),
+            (
+                "a\0b".to_string(),
+                ThreadIdError::ContainsNul {
+                    preview: "\"a\\0b\"".to_string(),
+                    position: 1,
+                },
+            ),
+            (
+                "\0".to_string(),
+                ThreadIdError::ContainsNul {
+                    preview: "\"\\0\"".to_string(),
+                    position: 0,
+                },
+            ),
+            too_long("x".repeat(MAX_THREAD_ID_BYTES + 1)),
+            too_long("🧵".repeat(MAX_THREAD_ID_BYTES / 4 + 1)),
+            too_long("x".repeat(1 << 20)),
+        ]
+    }
+
+    pub(super) async fn hostile_thread_ids_round_trip_or_are_refused_alike<S: WaypointStore>(
+        store: Arc<S>,
+    ) {
+        let ids = storable_ids();
+        for (n, id) in ids.iter().enumerate() {
+            let s0 = state(json!({"n": n}));
+            let s1 = state(json!({"n": n, "id": id}));
+            store.put(waypoint(id, 0, s0.clone())).await.unwrap();
+            store.put(waypoint(id, 1, s1.clone())).await.unwrap();
+        }
+        // Read back after every write, so no two ids shared a thread.
+        for (n, id) in ids.iter().enumerate() {
+            let history = store.history(id).await.unwrap();
+            assert_eq!(history.len(), 2, "{id:?}");
+            assert!(history.iter().all(|w| &w.thread_id == id), "{id:?}");
+            assert_eq!(history[1].state.to_json(), json!({"n": n, "id": id}));
+            let latest = store.latest(id).await.unwrap().unwrap();
+            assert_eq!((&latest.thread_id, latest.seq), (id, 1));
+        }
+        for (id, expected) in refused_ids() {
+            let refused = StoreError::InvalidThreadId(expected.clone());
+            let put = store.put(waypoint(&id, 0, state(json!({})))).await;
+            assert_eq!(put.unwrap_err(), refused, "put {:?}", id.len());
+            assert_eq!(store.latest(&id).await.unwrap_err(), refused);
+            assert_eq!(store.history(&id).await.unwrap_err(), refused);
+            // The engine names the same reason.
+            assert_eq!(
+                EngineError::from(refused),
+                EngineError::InvalidThreadId(expected)
+            );
+        }
+    }
+
+    pub(super) async fn the_engine_refuses_a_bad_id_before_anything_runs<S: WaypointStore>(
+        store: Arc<S>,
+    ) {
+        let runs = Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let mut graph = WarGraph::new(schema(), EngineLimits::default());
+        graph
+            .add_node(
+                "count",
+                NodeSpec::from_fn("count", {
+                    let runs = runs.clone();
+                    move |_, _| {
+                        runs.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        Box::pin(async {
+                            let mut d = StateDelta::new();
+                            d.set("total", 1)?;
+                            Ok(d.into())
+                        })
+                    }
+                }),
+            )
+            .add_edge(START, "count")
+            .add_edge("count", END);
+        let engine = WarEngine::new(Arc::new(UnconfiguredPaladinPort), store.clone());
+        let mut refused = refused_ids();
+        refused.push((
+            "orders>checkout".to_string(),
+            aegis::validate_root_thread_id("orders>checkout").unwrap_err(),
+        ));
+        for (id, expected) in refused {
+            let want = EngineError::InvalidThreadId(expected);
+            let start = engine.start(&graph, &id, json!({})).await.unwrap_err();
+            assert_eq!(start, want);
+            let resume = engine.resume(&graph, &id, None).await.unwrap_err();
+            assert_eq!(resume, want);
+            let fork = engine
+                .chronicle()
+                .fork("anything", 0, &id)
+                .await
+                .unwrap_err();
+            assert_eq!(fork, want);
+        }
+        assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 0);
+        // A hostile id that every store can hold runs like any other.
+        for id in storable_ids().into_iter().filter(|id| !id.contains('>')) {
+            let state = engine
+                .start(&graph, &id, json!({}))
+                .await
+                .unwrap()
+                .into_result()
+                .unwrap();
+            assert_eq!(state.get("total"), Some(&json!(1)), "{id:?}");
+            let history = engine.store().history(&id).await.unwrap();
+            assert_eq!(history.len(), 2, "{id:?}");
+            assert!(history.iter().all(|w| w.thread_id == id));
+        }
+    }
+
     pub(super) async fn long_runs_reconstruct_every_waypoint<S: WaypointStore>(store: Arc<S>) {
         let mut s = initial_state(&schema(), &json!({"title": "x".repeat(2_000)})).unwrap();
         let mut written = Vec::new();
@@ -400,6 +546,8 @@ macro_rules! contract {
                 ten_thousand_threads,
                 unicode_and_binary_looking_payloads_round_trip,
                 long_runs_reconstruct_every_waypoint,
+                hostile_thread_ids_round_trip_or_are_refused_alike,
+                the_engine_refuses_a_bad_id_before_anything_runs,
             );
         }
     };
@@ -446,3 +594,37 @@ contract!(
         stores::drop_pg_schema(&schema).await;
     }
 );
+
+/// `Waypoint` exposes its persistent collections through std types only.
+#[test]
+fn a_waypoint_reads_its_visits_and_completed_activations_through_accessors() {
+    let w = Waypoint::new("t", 3, WaypointStatus::Running, Battlefield::new())
+        .with_visits([(NodeId::new("b"), 1), (NodeId::new("a"), 2)])
+        .with_completed([aegis::CompletedActivation {
+            activation: Activation::node("a"),
+            directive: StateDelta::new().into(),
+            record: aegis::NodeExecutionRecord {
+                node_id: NodeId::new("a"),
+                task_key: None,
+                status: aegis::NodeStatus::Succeeded,
+                attempt: 1,
+                attempts: Vec::new(),
+                cache_hit: false,
+                started_at: SystemTime::UNIX_EPOCH,
+                duration_ms: 0,
+            },
+            handled: None,
+        }]);
+    assert_eq!(w.visit_count(&NodeId::new("a")), 2);
+    assert_eq!(w.visit_count(&NodeId::new("never")), 0);
+    let visits: Vec<(&str, u32)> = w.visits().map(|(n, c)| (n.as_str(), c)).collect();
+    assert_eq!(visits, vec![("a", 2), ("b", 1)], "by node id");
+    assert_eq!(w.completed().len(), 1);
+    let done: Vec<&str> = w
+        .completed()
+        .map(|c| c.activation.node_id.as_str())
+        .collect();
+    assert_eq!(done, vec!["a"]);
+    let fresh = Waypoint::new("t", 0, WaypointStatus::Running, Battlefield::new());
+    assert_eq!((fresh.completed().len(), fresh.visits().len()), (0, 0));
+}

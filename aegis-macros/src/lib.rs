@@ -42,12 +42,27 @@
 //! without `route`; two handler shapes; `cache` without `ttl`; an empty
 //! custom name; a function that is not `async`, is a method, is generic, or
 //! takes other arguments. `graph!` adds the cross-references: undeclared
-//! nodes in edges and routes (including a route inside a function's own
-//! `#[aegis]`), undeclared or `Sum` error fields, undeclared cache key and
-//! absorbed fields, `retry`/`cache` on a Battalion, any Aegis on a Gate, a
-//! route on a worker template, and a node declared twice. What only the
+//! nodes in edges and routes, undeclared or `Sum` error fields, undeclared
+//! cache key and absorbed fields, `retry`/`cache` on a Battalion, any Aegis
+//! on a Gate, a route on or to a worker template, a node declared twice,
+//! and a function declared under another name than its id. What only the
 //! engine knows (registered names, the cache backend) stays a
 //! `validate`/`start` error.
+//!
+//! Each is a plain `error:` at the offending token, including the names a
+//! function's own `#[aegis]` uses: `graph!` reads the attribute through a
+//! hidden macro the attribute defines beside the function, under the
+//! function's name, so it can check it against the graph. A route target,
+//! error, absorbed or cache key field in the attribute is reported at its
+//! token (at the node's name in `graph!` when the function is in another
+//! crate, with the token named in the message); a `Sum` error field at the
+//! `Sum` in the schema. A function with a mistake of its own is reported
+//! once, by its attribute: its marker and hidden macro are still emitted,
+//! so `graph!` and `add_aegis_node` naming it add no error. A path that is
+//! not an `#[aegis]` function is "cannot find macro `name`". Because of
+//! the hidden macro, an `#[aegis]` function cannot be named like a standard
+//! macro (`write`, `format`, `vec`, ..): rename it and keep the node id
+//! with `id = ".."`.
 
 mod attr;
 mod duration;
@@ -98,10 +113,13 @@ use proc_macro::TokenStream;
 /// `E: Into<StateNodeError>`, so `?` works on `StateError`, `&str`, `String`
 /// and anything with a `From` impl. It stays exactly as written; the
 /// attribute adds a same-named, field-less, hidden struct (`book {}`) that
-/// implements `AegisNodeFn` (id, kind name, Aegis, and the call).
-/// `WarGraph::add_aegis_node(book {})` declares it; `graph!` names it by
-/// path. A bare `#[aegis]` makes a node with no Aegis of its own (the
-/// graph's default still applies). See the crate docs for the grammar.
+/// implements `AegisNodeFn` (id, kind name, Aegis, and the call), and a
+/// same-named hidden macro through which `graph!` checks the attribute
+/// against the graph (so the function's name cannot be a standard macro's,
+/// such as `write`). `WarGraph::add_aegis_node(book {})` declares it;
+/// `graph!` names it by path, from any module or crate. A bare `#[aegis]`
+/// makes a node with no Aegis of its own (the graph's default still
+/// applies). See the crate docs for the grammar.
 #[proc_macro_attribute]
 pub fn aegis(args: TokenStream, item: TokenStream) -> TokenStream {
     attr::expand(args.into(), item.into()).into()
@@ -160,7 +178,7 @@ pub fn aegis(args: TokenStream, item: TokenStream) -> TokenStream {
 ///     nodes {                                  // nodes, `,`-separated
 ///         [#[aegis(..)]] [worker] path::to::function         // an #[aegis] fn; id = its id
 ///         [#[aegis(..)]] [worker] id = path::to::function    // when #[aegis(id = "id")] renamed it
-///         [#[aegis(..)]] [worker] id = paladin(<Paladin expr>, "template {field}" -> output_field)
+///         [#[aegis(..)]] [worker] id = paladin(<Paladin expr>, "template {field}" -> output_field [, task_independent])
 ///         [#[aegis(..)]] id = battalion(<WarGraph expr>, inputs(parent -> child, ..), outputs(child -> parent, ..))
 ///         [#[aegis(..)]] id = gate(<NodeSpec expr>)
 ///         [#[aegis(..)]] [worker] id = node(<NodeSpec expr>)
@@ -175,14 +193,33 @@ pub fn aegis(args: TokenStream, item: TokenStream) -> TokenStream {
 /// }
 /// ```
 ///
+/// A `worker` Paladin's template reads the task it runs as: `{task.key}`,
+/// `{task.payload}` and `{task.<field>}` of the payload. A worker template
+/// that reads nothing of its task is a compile error (every task would send
+/// the same prompt) unless it ends in `, task_independent`; a `{task.…}`
+/// placeholder in a node that is not a worker template is one too. The
+/// payload's fields are checked by `WarGraph::validate` once declared with
+/// `declare_task_fields`, or else when the task renders.
+///
 /// A node's `#[aegis(..)]` in `graph!` is its own Aegis and replaces the
 /// function's wholesale, as `set_aegis` does; a bare `#[aegis]` there gives
 /// the node an empty Aegis of its own, opting it out of `default_aegis`.
 /// Node ids are identifiers: edges and routes name them, and a function
-/// node's id is checked at compile time against its attribute's `id`.
+/// node's id is checked at compile time against its attribute's `id`, as
+/// are the nodes and fields its attribute names.
 /// `gate(..)` and `node(..)` take a ready `NodeSpec`; `gate` tells `graph!`
 /// the node is a Gate, so an Aegis on it is rejected.
 #[proc_macro]
 pub fn graph(input: TokenStream) -> TokenStream {
     graph::expand(input.into()).into()
+}
+
+/// Not a public API: what an `#[aegis]` function's descriptor macro calls
+/// back with `graph!`'s input and the attribute's tokens, to check the one
+/// against the other and add the node. Reached as
+/// `::aegis::__private::__graph_node`.
+#[doc(hidden)]
+#[proc_macro]
+pub fn __graph_node(input: TokenStream) -> TokenStream {
+    graph::expand_fn_node(input.into()).into()
 }

@@ -6,6 +6,53 @@ use syn::ext::IdentExt;
 /// The reserved ids of the virtual entry and exit nodes.
 pub(crate) const RESERVED_IDS: [&str; 2] = ["__start__", "__end__"];
 
+/// The standard library's stable function-like macros, which every module
+/// sees through the prelude. An `#[aegis]` function's descriptor macro is
+/// named like the function, so one of these names would shadow the
+/// standard macro; `#[aegis]` refuses them and `graph!` does not look for
+/// their descriptor.
+pub(crate) const STD_MACROS: [&str; 39] = [
+    "assert",
+    "assert_eq",
+    "assert_ne",
+    "cfg",
+    "column",
+    "compile_error",
+    "concat",
+    "dbg",
+    "debug_assert",
+    "debug_assert_eq",
+    "debug_assert_ne",
+    "env",
+    "eprint",
+    "eprintln",
+    "file",
+    "format",
+    "format_args",
+    "include",
+    "include_bytes",
+    "include_str",
+    "is_aarch64_feature_detected",
+    "is_loongarch_feature_detected",
+    "is_riscv_feature_detected",
+    "is_x86_feature_detected",
+    "line",
+    "matches",
+    "module_path",
+    "option_env",
+    "panic",
+    "print",
+    "println",
+    "stringify",
+    "thread_local",
+    "todo",
+    "unimplemented",
+    "unreachable",
+    "vec",
+    "write",
+    "writeln",
+];
+
 /// An identifier as the runtime sees it (`r#type` is `type`).
 pub(crate) fn name_of(ident: &Ident) -> String {
     ident.unraw().to_string()

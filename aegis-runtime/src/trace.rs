@@ -2,10 +2,11 @@
 //! `tracing`.
 
 use serde::Serialize;
+use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::graph::NodeId;
+use crate::id::NodeId;
 
 /// How one attempt (or one cache hit) ended, as `NodeFinished` reports it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -119,6 +120,154 @@ pub enum TraceEvent {
 pub trait TraceSink: Send + Sync + 'static {
     /// Receives one event.
     fn emit(&self, event: TraceEvent);
+}
+
+/// A closure is a sink: `Arc::new(|event: TraceEvent| println!("{event}"))`.
+impl<F> TraceSink for F
+where
+    F: Fn(TraceEvent) + Send + Sync + 'static,
+{
+    fn emit(&self, event: TraceEvent) {
+        self(event);
+    }
+}
+
+impl fmt::Display for AttemptStatus {
+    /// `succeeded`, `failed ({transience}): {source}` or `skipped: {reason}`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AttemptStatus::Succeeded => f.write_str("succeeded"),
+            AttemptStatus::Failed(error) => {
+                write!(f, "failed ({}): {}", error.transience, error.source)
+            }
+            AttemptStatus::Skipped { reason } => write!(f, "skipped: {reason}"),
+        }
+    }
+}
+
+/// `a, b`, or `(none)` for an empty list.
+struct NodeList<'a>(&'a [NodeId]);
+
+impl fmt::Display for NodeList<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.is_empty() {
+            return f.write_str("(none)");
+        }
+        for (i, id) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{id}")?;
+        }
+        Ok(())
+    }
+}
+
+/// `node` or `node[task]` for a mustered task.
+struct Activation<'a>(&'a NodeId, &'a Option<String>);
+
+impl fmt::Display for Activation<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.1 {
+            Some(task) => write!(f, "{}[{task}]", self.0),
+            None => write!(f, "{}", self.0),
+        }
+    }
+}
+
+impl fmt::Display for TraceEvent {
+    /// One line per event, prefixed by its thread, for printing a trace as
+    /// it happens: `[trip-1] superstep 2: book attempt 1 failed after 3ms
+    /// (transient): seat map returned 503`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TraceEvent::RunStarted { thread_id, resumed } => {
+                let verb = if *resumed { "resumed" } else { "started" };
+                write!(f, "[{thread_id}] run {verb}")
+            }
+            TraceEvent::SuperstepStarted {
+                thread_id,
+                superstep,
+                vanguard,
+            } => write!(
+                f,
+                "[{thread_id}] superstep {superstep} runs {}",
+                NodeList(vanguard)
+            ),
+            TraceEvent::NodeStarted {
+                thread_id,
+                superstep,
+                node_id,
+                task_key,
+                attempt,
+            } => write!(
+                f,
+                "[{thread_id}] superstep {superstep}: {} attempt {attempt} started",
+                Activation(node_id, task_key)
+            ),
+            TraceEvent::NodeFinished {
+                thread_id,
+                superstep,
+                node_id,
+                task_key,
+                attempt,
+                status,
+                cache_hit,
+                duration,
+            } => {
+                let activation = Activation(node_id, task_key);
+                write!(f, "[{thread_id}] superstep {superstep}: {activation} ")?;
+                if *cache_hit {
+                    return write!(f, "served from the cache in {duration:?}");
+                }
+                match status {
+                    AttemptStatus::Succeeded => {
+                        write!(f, "attempt {attempt} succeeded in {duration:?}")
+                    }
+                    AttemptStatus::Failed(error) => write!(
+                        f,
+                        "attempt {attempt} failed after {duration:?} ({}): {}",
+                        error.transience, error.source
+                    ),
+                    AttemptStatus::Skipped { reason } => {
+                        write!(f, "attempt {attempt} skipped after {duration:?}: {reason}")
+                    }
+                }
+            }
+            TraceEvent::RetryScheduled {
+                thread_id,
+                superstep,
+                node_id,
+                attempt,
+                delay,
+            } => write!(
+                f,
+                "[{thread_id}] superstep {superstep}: {node_id} retries, attempt {attempt} in {delay:?}"
+            ),
+            TraceEvent::FallbackHop {
+                node_id,
+                from_provider,
+                to_provider,
+            } => {
+                if let Some(node_id) = node_id {
+                    write!(f, "{node_id}: ")?;
+                }
+                write!(f, "model fallback from {from_provider} to {to_provider}")
+            }
+            TraceEvent::SuperstepFinished {
+                thread_id,
+                superstep,
+                next,
+            } => write!(
+                f,
+                "[{thread_id}] superstep {superstep} done, next: {}",
+                NodeList(next)
+            ),
+            TraceEvent::RunFinished { thread_id, outcome } => {
+                write!(f, "[{thread_id}] run finished: {outcome}")
+            }
+        }
+    }
 }
 
 /// A sink that keeps every event, for tests and examples.

@@ -69,11 +69,7 @@ pub(crate) struct Observed<'a> {
 
 /// The child thread of Battalion node `id` on its `visit`-th activation.
 pub(crate) fn child_thread(thread: &str, id: &str, visit: u32) -> String {
-    if visit <= 1 {
-        format!("{thread}/{id}")
-    } else {
-        format!("{thread}/{id}#{visit}")
-    }
+    aegis::battalion_thread_id(thread, &NodeId::new(id), visit)
 }
 
 /// Every child run the model expects of `thread`: (child thread, model).
@@ -154,20 +150,24 @@ fn same_failures(label: &str, records: &[AttemptRecord], expected: &[Failure], l
 type Finished = (u32, AttemptStatus, bool);
 
 /// The failing node is the first unhandled failure in vanguard order; when
-/// the run was cancelled, an earlier one may have been shut down before it
-/// failed, so any unhandled failure of that superstep will do.
+/// the run was cancelled, an earlier one (another node, or another task of
+/// the same muster) may have been shut down before it failed, so any
+/// unhandled failure of that superstep will do.
 fn same_failure(def: &GraphDef, exp: &Expected, thread: &str, e: &NodeError, cancelled: bool) {
-    let Outcome::Failed { node, error } = &exp.outcome else {
+    let Outcome::Failed { node, error, .. } = &exp.outcome else {
         panic!(
             "{thread}: failed with {e:?}, the model says {:?}",
             exp.outcome
         )
     };
-    if cancelled && e.node_id.as_str() != def.nodes[*node].id {
+    // Tasks of one muster share their node id, so the check is on the
+    // failure itself, not only on the node that failed.
+    let models = e.node_id.as_str() == def.nodes[*node].id && error.matches(e);
+    if cancelled && !models {
         let last = exp.steps.last().expect("a failing superstep");
         let ok = last.acts.iter().any(|a| {
             def.nodes[a.node].id == e.node_id.as_str()
-                && matches!(&a.result, ActResult::Failed { error, handled: None } if error.matches(e))
+                && matches!(&a.result, ActResult::Failed { error, handled: None, .. } if error.matches(e))
         });
         assert!(ok, "{thread}: {e:?} is no unhandled failure of the model");
     } else {
@@ -193,7 +193,24 @@ pub(crate) fn outcome_and_state(
 ) {
     match (&exp.outcome, outcome) {
         (Outcome::Completed, RunOutcome::Completed { .. }) => {}
-        (Outcome::Failed { .. }, RunOutcome::Failed { .. }) => {
+        // The budget ended the run: the error says so; the failing node is
+        // on the waypoint (checked with the records).
+        (
+            Outcome::Failed { budget: true, .. } | Outcome::NoBudget,
+            RunOutcome::Failed {
+                error: EngineError::RunTimeoutExceeded { .. },
+                ..
+            },
+        ) => {}
+        // A cancellation cut the endless wait short (it was shut down), so
+        // another unhandled failure of that superstep ended the run.
+        (Outcome::Failed { budget: true, .. }, RunOutcome::Failed { error, .. }) if cancelled => {
+            let e = error
+                .node_error()
+                .unwrap_or_else(|| panic!("{thread}: failed without a node error: {error}"));
+            same_failure(def, exp, thread, e, cancelled);
+        }
+        (Outcome::Failed { budget: false, .. }, RunOutcome::Failed { .. }) => {
             let e = outcome
                 .node_error()
                 .unwrap_or_else(|| panic!("{thread}: failed without a node error: {outcome:?}"));
@@ -227,6 +244,12 @@ fn child_outcome(def: &GraphDef, exp: &Expected, thread: &str, last: &Waypoint, 
                 ..
             },
         ) => same_failure(def, exp, thread, e, cancelled),
+        (
+            Outcome::NoBudget,
+            WaypointStatus::Failed {
+                node_error: None, ..
+            },
+        ) => {}
         (want, got) => panic!("{thread}: model says {want:?}, the child ended {got:?}"),
     }
     same_state(exp, thread, &last.state);

@@ -37,6 +37,14 @@ pub(crate) const CUSTOM_HANDLER: &str = "chaos-custom";
 pub(crate) const CUSTOM_PREDICATE: &str = "chaos-pred";
 /// The token the default Aegis's Absorb handler writes.
 pub(crate) const DEFAULT_ABSORBED: &str = "default:absorbed";
+/// A finite run budget far beyond any run's work and waits (about 317
+/// years): only an endless backoff (`Duration::MAX`) ever meets it. (The
+/// paused clock reaches a deadline past tokio's timer wheel, about 2.2
+/// years, in wheel-sized hops, so a far larger one would cost real time.)
+pub(crate) const BUDGET: Duration = Duration::from_secs(10_000_000_000);
+/// A backoff that is long but representable: the paused clock jumps it.
+/// Even 50 nodes of five jittered attempts each wait less than BUDGET.
+const HUGE_WAIT: Duration = Duration::from_secs(86_400);
 
 /// The layer layout of a generated graph.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -157,11 +165,22 @@ fn layer_sizes(rng: &mut StdRng, shape: Shape, n: usize) -> Vec<usize> {
     sizes
 }
 
-fn random_retry(rng: &mut StdRng) -> RetryPolicy {
-    let initial = pick(rng, &[ms(0), ms(10), ms(100), ms(1000)]);
+/// A random retry policy; `endless` allows a `Duration::MAX` backoff (only
+/// under a finite run budget, which ends it).
+fn random_retry(rng: &mut StdRng, endless: bool) -> RetryPolicy {
+    let initial = if endless && rng.random_bool(0.1) {
+        Duration::MAX
+    } else {
+        pick(rng, &[ms(0), ms(10), ms(100), ms(1000), HUGE_WAIT])
+    };
     let max_interval = pick(
         rng,
-        &[initial, initial.max(ms(500)), Duration::from_secs(60)],
+        &[
+            initial,
+            initial.max(ms(500)),
+            initial.max(Duration::from_secs(60)),
+            Duration::MAX,
+        ],
     );
     let retry_on = match rng.random_range(0..20) {
         0..8 => RetryPredicate::TransientOnly,
@@ -186,12 +205,13 @@ fn random_retry(rng: &mut StdRng) -> RetryPolicy {
 /// attempt never finishes on the very tick a bound fires: the outcome is
 /// decided by the script alone.
 fn random_timeout(rng: &mut StdRng) -> Option<TimeoutPolicy> {
+    // `Duration::MAX` is no bound at all: a hang needs another one.
     let run = rng
         .random_bool(0.7)
-        .then(|| pick(rng, &[ms(250), ms(1050), ms(2550), ms(5050)]));
+        .then(|| pick(rng, &[ms(250), ms(1050), ms(2550), ms(5050), Duration::MAX]));
     let idle = rng
         .random_bool(0.5)
-        .then(|| pick(rng, &[ms(250), ms(1050), ms(2550)]));
+        .then(|| pick(rng, &[ms(250), ms(1050), ms(2550), Duration::MAX]));
     (run.is_some() || idle.is_some()).then_some(TimeoutPolicy {
         run_timeout: run,
         idle_timeout: idle,
@@ -208,8 +228,15 @@ fn absorb(token: &str) -> ErrorHandlerSpec {
 }
 
 /// A random Aegis; `route` lists the nodes a Route may target (none for
-/// the graph-wide default), `id` names the node for its Absorb token.
-fn random_aegis(rng: &mut StdRng, id: Option<&str>, route: &[usize], ids: &[String]) -> Aegis {
+/// the graph-wide default), `id` names the node for its Absorb token,
+/// `endless` allows a `Duration::MAX` backoff.
+fn random_aegis(
+    rng: &mut StdRng,
+    id: Option<&str>,
+    route: &[usize],
+    ids: &[String],
+    endless: bool,
+) -> Aegis {
     let on_error = rng.random_bool(0.65).then(|| match rng.random_range(0..3) {
         0 if !route.is_empty() => ErrorHandlerSpec::Route {
             to: NodeId::new(ids[pick(rng, route)].as_str()),
@@ -222,7 +249,7 @@ fn random_aegis(rng: &mut StdRng, id: Option<&str>, route: &[usize], ids: &[Stri
         _ => ErrorHandlerSpec::Custom(CUSTOM_HANDLER.to_string()),
     });
     Aegis {
-        retry: rng.random_bool(0.7).then(|| random_retry(rng)),
+        retry: rng.random_bool(0.7).then(|| random_retry(rng, endless)),
         timeout: if rng.random_bool(0.5) {
             random_timeout(rng)
         } else {
@@ -265,7 +292,13 @@ fn child(rng: &mut StdRng, parent: &str) -> GraphDef {
     let n = rng.random_range(1..=4);
     let limits = EngineLimits {
         max_concurrency: pick(rng, &[1, 2, 64]),
-        shutdown_grace: pick(rng, &[ms(0), ms(100), ms(1000), ms(5000)]),
+        shutdown_grace: random_grace(rng),
+        // Never the finite BUDGET: the parent's would cut the child first.
+        run_timeout: match rng.random_range(0..20) {
+            0..15 => None,
+            15..18 => Some(Duration::MAX),
+            _ => Some(Duration::ZERO),
+        },
         ..EngineLimits::default()
     };
     layered(rng, &format!("{parent}c"), shape, n, limits, false)
@@ -289,12 +322,34 @@ pub(crate) fn generate(seed: u64) -> GraphDef {
     let mut rng = StdRng::seed_from_u64(seed ^ 0x6172_6d79_6f66_6e6f);
     let shape = pick(&mut rng, &[Shape::Chain, Shape::FanOutJoin, Shape::Layered]);
     let n = rng.random_range(5..=50);
+    // A zero budget fails every call at once; Duration::MAX is none;
+    // BUDGET ends only the endless backoffs it allows. Those run with
+    // every activation of their superstep started at once: queued behind
+    // an endless wait, an activation would start after the budget.
+    let run_timeout = match rng.random_range(0..20) {
+        0..12 => None,
+        12..14 => Some(Duration::MAX),
+        14..19 => Some(BUDGET),
+        _ => Some(Duration::ZERO),
+    };
+    let max_concurrency = if run_timeout == Some(BUDGET) {
+        usize::MAX
+    } else {
+        pick(&mut rng, &[1, 2, 64])
+    };
     let limits = EngineLimits {
-        max_concurrency: pick(&mut rng, &[1, 2, 64]),
-        shutdown_grace: pick(&mut rng, &[ms(0), ms(100), ms(1000), ms(5000)]),
+        max_concurrency,
+        shutdown_grace: random_grace(&mut rng),
+        run_timeout,
         ..EngineLimits::default()
     };
     layered(&mut rng, "n", shape, n, limits, true)
+}
+
+/// A shutdown grace, `Duration::MAX` (the attempt finishes under its own
+/// bounds) included.
+fn random_grace(rng: &mut StdRng) -> Duration {
+    pick(rng, &[ms(0), ms(100), ms(1000), ms(5000), Duration::MAX])
 }
 
 /// A layered graph of `n` nodes named `{prefix}{i:02}`; `kinds` allows
@@ -307,6 +362,7 @@ fn layered(
     limits: EngineLimits,
     kinds: bool,
 ) -> GraphDef {
+    let endless = limits.run_timeout == Some(BUDGET);
     let sizes = layer_sizes(rng, shape, n);
     let mut layers: Vec<Vec<usize>> = Vec::new();
     let mut next_id = 0;
@@ -446,19 +502,19 @@ fn layered(
             // Retry and cache are refused on a Battalion, and a timeout would
             // make the outcome depend on time: only a handler, always its
             // own so the default's retry or cache never applies.
-            let a = random_aegis(rng, Some(&ids[i]), &route, &ids);
+            let a = random_aegis(rng, Some(&ids[i]), &route, &ids, endless);
             nodes[i].aegis = Some(Aegis {
                 on_error: a.on_error,
                 ..Aegis::default()
             });
             nodes[i].body = Body::Battalion(Box::new(child(rng, &ids[i])));
         } else if own {
-            nodes[i].aegis = Some(random_aegis(rng, Some(&ids[i]), &route, &ids));
+            nodes[i].aegis = Some(random_aegis(rng, Some(&ids[i]), &route, &ids, endless));
         }
     }
     let default_aegis = rng
         .random_bool(0.5)
-        .then(|| random_aegis(rng, None, &[], &ids));
+        .then(|| random_aegis(rng, None, &[], &ids, endless));
     GraphDef {
         shape,
         nodes,

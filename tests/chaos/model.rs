@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use super::faults::{End, Plan, Scope, Site};
-use super::generate::{Body, CUSTOM_HANDLER, GraphDef, LOG, Next, cond_choice};
+use super::generate::{BUDGET, Body, CUSTOM_HANDLER, GraphDef, LOG, Next, cond_choice};
 
 /// How a failed attempt failed, as far as the model can tell.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,9 +35,7 @@ impl Kind {
     /// The kind of an engine-side error.
     pub(crate) fn of(source: &NodeErrorSource) -> Option<Kind> {
         match source {
-            NodeErrorSource::Function { message } if message.starts_with("node panicked") => {
-                Some(Kind::Panic)
-            }
+            NodeErrorSource::Panic { .. } => Some(Kind::Panic),
             NodeErrorSource::Function { .. } => Some(Kind::Function),
             NodeErrorSource::Timeout(k) => Some(Kind::Timeout(*k)),
             NodeErrorSource::Battalion { .. } => Some(Kind::Battalion),
@@ -68,9 +66,12 @@ pub(crate) enum ActResult {
         attempt: u32,
     },
     /// Finally failed at `error.attempt`; `handled` names the handler shape.
+    /// `budget`: a retry was due with an endless backoff, which the run
+    /// budget ended (no handler runs: there is no time left).
     Failed {
         error: Failure,
         handled: Option<&'static str>,
+        budget: bool,
     },
 }
 
@@ -101,10 +102,15 @@ pub(crate) struct Step {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Outcome {
     Completed,
+    /// `budget`: the run budget ended it (`RunTimeoutExceeded`), the
+    /// first unhandled failure still on its waypoint.
     Failed {
         node: usize,
         error: Failure,
+        budget: bool,
     },
+    /// A zero run budget: `RunTimeoutExceeded` before any node ran.
+    NoBudget,
     /// The handler of task `task` of template `node` did not contribute a
     /// plain delta (`MusterHandlerMustBeDeltaOnly`).
     Violation {
@@ -263,6 +269,16 @@ impl Model<'_> {
             if !again {
                 return (failed, self.failed(node, f));
             }
+            // The only wait that reaches a budget is an endless one.
+            if retry.is_some_and(|r| r.base_delay(attempt + 1) == Duration::MAX) {
+                assert_eq!(self.def.limits.run_timeout, Some(BUDGET), "an endless wait");
+                let result = ActResult::Failed {
+                    error: f,
+                    handled: None,
+                    budget: true,
+                };
+                return (failed, result);
+            }
             attempt += 1;
         }
     }
@@ -273,7 +289,11 @@ impl Model<'_> {
             .aegis(node)
             .and_then(|a| a.on_error.as_ref())
             .map(|h| h.kind());
-        ActResult::Failed { error, handled }
+        ActResult::Failed {
+            error,
+            handled,
+            budget: false,
+        }
     }
 
     /// One activation: its attempts, and what it contributes if it does.
@@ -331,10 +351,20 @@ impl Model<'_> {
                     exp.errors.clone(),
                     Route::Edges,
                 )),
-                Outcome::Failed { error, .. } => {
+                Outcome::Failed { .. } | Outcome::NoBudget => {
+                    // A child ended by its budget carries no node error:
+                    // its transience is unknown.
+                    let transience = match exp.outcome {
+                        Outcome::Failed {
+                            error,
+                            budget: false,
+                            ..
+                        } => error.transience,
+                        _ => Transience::Unknown,
+                    };
                     let f = Failure {
                         attempt: 1,
-                        transience: error.transience,
+                        transience,
                         kind: Kind::Battalion,
                     };
                     act.failed.push(f);
@@ -426,9 +456,13 @@ impl Model<'_> {
         let mut vanguard: BTreeSet<(usize, Option<u32>)> =
             def.entry.iter().map(|&i| (i, None)).collect();
         let mut superstep = 0;
+        let zero_budget = def.limits.run_timeout == Some(Duration::ZERO);
         let outcome = loop {
             if vanguard.is_empty() {
                 break Outcome::Completed;
+            }
+            if zero_budget {
+                break Outcome::NoBudget;
             }
             superstep += 1;
             let nodes: BTreeSet<usize> = vanguard.iter().map(|a| a.0).collect();
@@ -437,6 +471,7 @@ impl Model<'_> {
             }
             let mut acts = Vec::new();
             let mut failure = None;
+            let mut budget_gone = false;
             let mut violation = None;
             let mut contributions: Vec<Contribution> = Vec::new();
             for &(i, task) in &vanguard {
@@ -447,8 +482,13 @@ impl Model<'_> {
                 }
                 let contribution = match (&act.result, contribution) {
                     (ActResult::Succeeded { .. }, c) => c,
-                    (ActResult::Failed { error, .. }, _) => {
-                        let handled = self.handler(&act, *error, &mut custom);
+                    (ActResult::Failed { error, budget, .. }, _) => {
+                        budget_gone |= *budget;
+                        let handled = if *budget {
+                            None
+                        } else {
+                            self.handler(&act, *error, &mut custom)
+                        };
                         if handled.is_none() && failure.is_none() {
                             failure = Some((i, *error));
                         }
@@ -470,7 +510,11 @@ impl Model<'_> {
             }
             steps.push(Step { superstep, acts });
             if let Some((node, error)) = failure {
-                break Outcome::Failed { node, error };
+                break Outcome::Failed {
+                    node,
+                    error,
+                    budget: budget_gone,
+                };
             }
             if let Some((node, task)) = violation {
                 break Outcome::Violation { node, task };

@@ -18,6 +18,8 @@ pub(crate) struct Reply {
     /// when the connection closes (no Content-Length), as SSE bodies may.
     parts: Vec<Vec<u8>>,
     content_length: bool,
+    /// A pause (on tokio's clock) before each part after the first.
+    interval: Option<std::time::Duration>,
 }
 
 impl Reply {
@@ -28,6 +30,7 @@ impl Reply {
             headers: vec![("Content-Type".into(), "application/json".into())],
             parts: vec![body.into()],
             content_length: true,
+            interval: None,
         }
     }
 
@@ -43,7 +46,32 @@ impl Reply {
             headers: vec![("Content-Type".into(), "text/event-stream".into())],
             parts: parts.into_iter().map(|p| p.as_bytes().to_vec()).collect(),
             content_length: false,
+            interval: None,
         }
+    }
+
+    /// A body of `parts` written `interval` apart, ended by closing the
+    /// connection: a provider trickling its answer.
+    pub(crate) fn trickle(status: u16, parts: Vec<Vec<u8>>, interval: std::time::Duration) -> Self {
+        Reply {
+            status,
+            headers: vec![("Content-Type".into(), "application/json".into())],
+            parts,
+            content_length: false,
+            interval: Some(interval),
+        }
+    }
+
+    /// The reply with every `{ECHO_KEY}` in its body replaced by `key`.
+    fn echoing(mut self, key: &str) -> Self {
+        const MARK: &str = "{ECHO_KEY}";
+        for part in &mut self.parts {
+            let text = String::from_utf8_lossy(part);
+            if text.contains(MARK) {
+                *part = text.replace(MARK, key).into_bytes();
+            }
+        }
+        self
     }
 
     /// Adds a header.
@@ -131,7 +159,16 @@ async fn serve(
     recorded: Arc<Mutex<Vec<Recorded>>>,
 ) -> std::io::Result<()> {
     let request = read_request(&mut socket).await?;
+    // An echoing provider: `{ECHO_KEY}` in a reply stands for the key the
+    // request carried (bearer token or `x-api-key`).
+    let key = request
+        .headers
+        .get("authorization")
+        .map(|v| v.trim_start_matches("Bearer ").to_string())
+        .or_else(|| request.headers.get("x-api-key").cloned())
+        .unwrap_or_default();
     recorded.lock().unwrap().push(request);
+    let reply = reply.echoing(&key);
 
     let mut head = format!(
         "HTTP/1.1 {} Scripted\r\nConnection: close\r\n",
@@ -147,7 +184,10 @@ async fn serve(
     head.push_str("\r\n");
     socket.write_all(head.as_bytes()).await?;
     socket.flush().await?;
-    for part in &reply.parts {
+    for (i, part) in reply.parts.iter().enumerate() {
+        if let (Some(pause), true) = (reply.interval, i > 0) {
+            tokio::time::sleep(pause).await;
+        }
         socket.write_all(part).await?;
         socket.flush().await?;
         // Let the client see each part as its own read.

@@ -1,3 +1,4 @@
+//! A `#[aegis]` mistake (bad id and names): the .stderr beside this file is its error.
 use aegis::prelude::*;
 
 #[aegis(id = "", on_error(route = "cancel"), cache(ttl = "1m", key = fields("q")))]

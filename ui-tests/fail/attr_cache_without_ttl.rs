@@ -1,3 +1,4 @@
+//! A `#[aegis]` mistake (cache without ttl): the .stderr beside this file is its error.
 use aegis::prelude::*;
 
 #[aegis(cache(key = fields(question)))]

@@ -1,3 +1,4 @@
+//! A `#[aegis]` mistake (duration negative): the .stderr beside this file is its error.
 use aegis::prelude::*;
 
 #[aegis(timeout(idle = "-5s"))]

@@ -1,3 +1,4 @@
+//! A `#[aegis]` mistake (duration not a string): the .stderr beside this file is its error.
 use aegis::prelude::*;
 
 #[aegis(timeout(run = 10))]

@@ -1,3 +1,4 @@
+//! A `#[aegis]` mistake (duration zero): the .stderr beside this file is its error.
 use aegis::prelude::*;
 
 #[aegis(timeout(run = "0s"), cache(ttl = "0m"))]

@@ -1,3 +1,4 @@
+//! A `#[aegis]` mistake (empty custom name): the .stderr beside this file is its error.
 use aegis::prelude::*;
 
 #[aegis(retry(on = ""), on_error(custom = ""))]

@@ -1,3 +1,4 @@
+//! A `#[aegis]` mistake (empty sections): the .stderr beside this file is its error.
 use aegis::prelude::*;
 
 #[aegis(timeout(), on_error())]

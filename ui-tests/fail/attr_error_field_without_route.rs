@@ -1,3 +1,4 @@
+//! A `#[aegis]` mistake (error field without route): the .stderr beside this file is its error.
 use aegis::prelude::*;
 
 #[aegis(on_error(custom = "escalate", error_field = booking_error))]

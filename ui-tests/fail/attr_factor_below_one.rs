@@ -1,3 +1,4 @@
+//! A `#[aegis]` mistake (factor below one): the .stderr beside this file is its error.
 use aegis::prelude::*;
 
 #[aegis(retry(factor = 0.5))]

@@ -1,3 +1,4 @@
+//! A `#[aegis]` mistake (factor not a number): the .stderr beside this file is its error.
 use aegis::prelude::*;
 
 #[aegis(retry(factor = "2"))]

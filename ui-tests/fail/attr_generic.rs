@@ -1,3 +1,4 @@
+//! A `#[aegis]` mistake (generic): the .stderr beside this file is its error.
 use aegis::prelude::*;
 
 #[aegis]

@@ -1,3 +1,4 @@
+//! A `#[aegis]` mistake (initial above max interval): the .stderr beside this file is its error.
 use aegis::prelude::*;
 
 #[aegis(retry(initial = "2m", max_interval = "1m"))]

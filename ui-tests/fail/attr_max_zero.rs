@@ -1,3 +1,4 @@
+//! A `#[aegis]` mistake (max zero): the .stderr beside this file is its error.
 use aegis::prelude::*;
 
 #[aegis(retry(max = 0))]

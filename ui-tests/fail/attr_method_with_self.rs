@@ -1,3 +1,4 @@
+//! A `#[aegis]` mistake (method with self): the .stderr beside this file is its error.
 use aegis::prelude::*;
 
 struct Booker;

@@ -1,3 +1,4 @@
+//! A `#[aegis]` mistake (missing return type): the .stderr beside this file is its error.
 use aegis::prelude::*;
 
 #[aegis]

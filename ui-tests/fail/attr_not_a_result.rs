@@ -1,3 +1,4 @@
+//! A `#[aegis]` mistake (not a result): the .stderr beside this file is its error.
 use aegis::prelude::*;
 
 #[aegis]

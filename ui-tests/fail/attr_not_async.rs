@@ -1,3 +1,4 @@
+//! A `#[aegis]` mistake (not async): the .stderr beside this file is its error.
 use aegis::prelude::*;
 
 #[aegis(retry(max = 3))]

@@ -1,3 +1,4 @@
+//! A `#[aegis]` mistake (section forms): the .stderr beside this file is its error.
 use aegis::prelude::*;
 
 #[aegis(retry = 3, timeout, cache(ttl), max = 2)]

@@ -1,3 +1,4 @@
+//! A `#[aegis]` mistake (several mistakes): the .stderr beside this file is its error.
 use aegis::prelude::*;
 
 // Every mistake in one attribute is reported in one build.

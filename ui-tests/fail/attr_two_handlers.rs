@@ -1,3 +1,4 @@
+//! A `#[aegis]` mistake (two handlers): the .stderr beside this file is its error.
 use aegis::prelude::*;
 
 #[aegis(on_error(route = cancel, absorb(summary = "unavailable"), custom = "escalate"))]

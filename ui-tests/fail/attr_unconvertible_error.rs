@@ -1,3 +1,4 @@
+//! A `#[aegis]` mistake (unconvertible error): the .stderr beside this file is its error.
 use aegis::prelude::*;
 
 struct MyError;

@@ -1,3 +1,4 @@
+//! A `#[aegis]` mistake (unknown key): the .stderr beside this file is its error.
 use aegis::prelude::*;
 
 #[aegis(retyr(max = 3), timeout(idel = "1s"), retry(on = transiet))]

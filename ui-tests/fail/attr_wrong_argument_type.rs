@@ -1,3 +1,4 @@
+//! A `#[aegis]` mistake (wrong argument type): the .stderr beside this file is its error.
 use aegis::prelude::*;
 
 #[aegis]

@@ -1,3 +1,4 @@
+//! A `graph!` mistake (absorbed field undeclared): the .stderr beside this file is its error.
 use aegis::prelude::*;
 
 #[aegis(on_error(absorb(summary = "unavailable")))]

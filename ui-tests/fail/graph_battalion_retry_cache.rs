@@ -1,3 +1,4 @@
+//! A `graph!` mistake (battalion retry cache): the .stderr beside this file is its error.
 use aegis::prelude::*;
 
 fn child() -> WarGraph {

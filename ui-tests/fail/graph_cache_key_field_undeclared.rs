@@ -1,3 +1,4 @@
+//! A `graph!` mistake (cache key field undeclared): the .stderr beside this file is its error.
 use aegis::prelude::*;
 
 #[aegis(cache(ttl = "15m", key = fields(question, locale)))]

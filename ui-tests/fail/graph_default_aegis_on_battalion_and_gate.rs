@@ -1,3 +1,4 @@
+//! A `graph!` mistake (default aegis on battalion and gate): the .stderr beside this file is its error.
 use aegis::prelude::*;
 
 fn child() -> WarGraph {

@@ -1,3 +1,4 @@
+//! A `graph!` mistake (default aegis route without error field): the .stderr beside this file is its error.
 use aegis::prelude::*;
 
 #[aegis]

@@ -1,3 +1,4 @@
+//! A `graph!` mistake (default error field undeclared): the .stderr beside this file is its error.
 use aegis::prelude::*;
 
 #[aegis(on_error(route = cancel))]

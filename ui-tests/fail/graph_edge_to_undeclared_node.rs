@@ -1,3 +1,4 @@
+//! A `graph!` mistake (edge to undeclared node): the .stderr beside this file is its error.
 use aegis::prelude::*;
 
 #[aegis]

@@ -1,3 +1,4 @@
+//! A `graph!` mistake (error field sum in attribute): the .stderr beside this file is its error.
 use aegis::prelude::*;
 
 #[aegis(on_error(route = cancel, error_field = failures))]

@@ -1,3 +1,4 @@
+//! A `graph!` mistake (function id mismatch): the .stderr beside this file is its error.
 use aegis::prelude::*;
 
 #[aegis(id = "booker")]

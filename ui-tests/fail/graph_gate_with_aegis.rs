@@ -1,3 +1,4 @@
+//! A `graph!` mistake (gate with aegis): the .stderr beside this file is its error.
 use aegis::prelude::*;
 
 fn approval() -> NodeSpec {

@@ -1,3 +1,4 @@
+//! A `graph!` mistake (no edge from start): the .stderr beside this file is its error.
 use aegis::prelude::*;
 
 #[aegis]

@@ -1,3 +1,4 @@
+//! A `graph!` mistake (node declared twice): the .stderr beside this file is its error.
 use aegis::prelude::*;
 
 #[aegis]

@@ -1,3 +1,4 @@
+//! A `graph!` mistake (not an aegis function): the .stderr beside this file is its error.
 use aegis::prelude::*;
 
 async fn book(_: &Battlefield, _: &NodeContext) -> Result<StateDelta, StateNodeError> {

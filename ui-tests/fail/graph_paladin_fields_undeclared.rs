@@ -1,3 +1,4 @@
+//! A `graph!` mistake (paladin fields undeclared): the .stderr beside this file is its error.
 use aegis::prelude::*;
 
 fn main() {

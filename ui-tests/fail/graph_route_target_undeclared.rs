@@ -1,3 +1,4 @@
+//! A `graph!` mistake (route target undeclared): the .stderr beside this file is its error.
 use aegis::prelude::*;
 
 #[aegis]

@@ -1,3 +1,4 @@
+//! A `graph!` mistake (route target undeclared in attribute): the .stderr beside this file is its error.
 use aegis::prelude::*;
 
 #[aegis(retry(max = 5), timeout(idle = "10s"), on_error(route = cancel))]

@@ -1,3 +1,4 @@
+//! A `graph!` mistake (route to worker template): the .stderr beside this file is its error.
 use aegis::prelude::*;
 
 #[aegis]
@@ -11,7 +12,7 @@ fn main() {
         nodes {
             #[aegis(on_error(route = score))]
             book,
-            worker score = paladin(aegis::Paladin::new("Scorer"), "Score {item}" -> score),
+            worker score = paladin(aegis::Paladin::new("Scorer"), "Score {task.item}" -> score),
         }
         edges { START -> book -> END }
     };

@@ -1,3 +1,4 @@
+//! A `graph!` mistake (start and end misused): the .stderr beside this file is its error.
 use aegis::prelude::*;
 
 #[aegis]

@@ -1,3 +1,4 @@
+//! A `graph!` mistake (worker route): the .stderr beside this file is its error.
 use aegis::prelude::*;
 
 #[aegis]
@@ -10,7 +11,7 @@ fn main() {
         schema { item: LastWrite, score: Append, score_error: LastWrite }
         nodes {
             #[aegis(on_error(route = cancel))]
-            worker score = paladin(aegis::Paladin::new("Scorer"), "Score {item}" -> score),
+            worker score = paladin(aegis::Paladin::new("Scorer"), "Score {task.item}" -> score),
             cancel,
         }
         edges { START -> cancel -> END }

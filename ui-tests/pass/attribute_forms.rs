@@ -1,4 +1,4 @@
-// Every form of the #[aegis(..)] grammar compiles without a warning.
+//! Every form of the #[aegis(..)] grammar compiles without a warning.
 #![deny(warnings)]
 
 use aegis::prelude::*;

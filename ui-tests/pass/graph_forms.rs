@@ -1,5 +1,5 @@
-// Every form of the graph! grammar that today's runtime supports compiles
-// without a warning, and builds what it says.
+//! Every form of the graph! grammar that today's runtime supports compiles
+//! without a warning, and builds what it says.
 #![deny(warnings)]
 
 use aegis::prelude::*;
@@ -33,6 +33,10 @@ struct Noop;
 
 #[async_trait]
 impl StateNode for Noop {
+    fn kind_name(&self) -> &str {
+        "noop"
+    }
+
     async fn run(&self, _: &Battlefield, _: &NodeContext) -> Result<Directive, StateNodeError> {
         Ok(StateDelta::new().into())
     }
@@ -56,11 +60,11 @@ fn main() {
             summariser = nodes::summarise,
             nodes::tally,
             #[aegis(retry(max = 2), timeout(idle = "5s"), on_error(absorb(draft = "n/a")))]
-            writer = paladin(Paladin::new("Writer"), "Draft a reply to: {question} {{literal}}" -> draft),
+            writer = paladin(Paladin::new("Writer").with_model("gpt-4o"), "Draft a reply to: {question} {{literal}}" -> draft),
             #[aegis]
             noop = node(NodeSpec::function(Noop)),
             #[aegis(on_error(route = cancel, error_field = book_error), cache(ttl = "1m"))]
-            reviewer = paladin(Paladin::new("Reviewer"), "Review: {draft}" -> draft),
+            reviewer = paladin(Paladin::new("Reviewer").with_model("gpt-4o"), "Review: {draft}" -> draft),
         }
         default_aegis { retry(max = 2), timeout(run = "30s") }
         edges {

@@ -1,5 +1,5 @@
-// A user's own items named like the runtime's or like the macros'
-// locals change nothing in the generated code.
+//! A user's own items named like the runtime's or like the macros'
+//! locals change nothing in the generated code.
 #![deny(warnings)]
 #![allow(non_upper_case_globals, dead_code, non_camel_case_types, unused_macros)]
 

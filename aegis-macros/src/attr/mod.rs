@@ -1,15 +1,23 @@
 //! `#[aegis(..)]`: parse the policy and the function, validate both, and
-//! expand to the function as written plus its node marker.
+//! expand to the function as written plus its node marker and descriptor.
+//!
+//! A mistake is reported and the marker, its impl and the descriptor are
+//! still emitted (as thiserror's and tokio's macros keep their item), so
+//! `add_aegis_node(book {})` and `graph! { nodes { book } }` elsewhere do not
+//! turn into errors of their own: one mistake, one error, in rustc and in
+//! an IDE alike.
 
-mod check;
+mod descriptor;
 mod signature;
+
+pub(crate) use descriptor::crate_site;
 
 use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
-use syn::ItemFn;
+use syn::{FnArg, ItemFn};
 
 use crate::errors::Errors;
-use crate::names::{field_name_problem, name_of};
+use crate::names::{STD_MACROS, field_name_problem, name_of};
 use crate::policy::{self, AegisSpec, Handler, aegis_expr};
 
 /// The path generated code names the runtime through.
@@ -22,7 +30,7 @@ pub(crate) fn private_path(krate: Option<&syn::Path>) -> TokenStream {
 
 pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
     let mut errors = Errors::new();
-    let spec = policy::parse_and_validate(args, &mut errors);
+    let spec = policy::parse_and_validate(args.clone(), &mut errors);
     let func: ItemFn = match syn::parse2(item.clone()) {
         Ok(f) => f,
         Err(_) => {
@@ -40,18 +48,30 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
     };
     let spans = signature::check(&func, &mut errors);
     // The attribute expands first and re-emits the function with its other
-    // attributes, so a second #[aegis] would emit a second marker.
-    if let Some(again) = func
+    // attributes, so the second #[aegis] emits the marker: this one must not.
+    let given_twice = func
         .attrs
         .iter()
-        .find(|a| a.path().segments.last().is_some_and(|s| s.ident == "aegis"))
-    {
+        .find(|a| a.path().segments.last().is_some_and(|s| s.ident == "aegis"));
+    if let Some(again) = given_twice {
         errors.error(
             again.pound_token.span,
             "#[aegis] is given twice on this function: merge the two into one `#[aegis(..)]`",
         );
     }
     let fn_name = name_of(&func.sig.ident);
+    // The descriptor is a macro named like the function, which would
+    // shadow the standard macro in this module and wherever the module is
+    // glob-imported (`use super::*;`): `write!` would stop working there.
+    let shadows_std = STD_MACROS.contains(&fn_name.as_str());
+    if shadows_std {
+        errors.error(
+            func.sig.ident.span(),
+            format!(
+                "an #[aegis] function cannot be named `{fn_name}`: #[aegis] gives it a hidden macro of the same name, for graph!, which would shadow the standard `{fn_name}!` here and wherever this module is glob-imported; rename the function (e.g. `{fn_name}_node`), and keep `{fn_name}` as the node id with `#[aegis(id = \"{fn_name}\")]`"
+            ),
+        );
+    }
     let id = spec
         .id
         .as_ref()
@@ -70,12 +90,36 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
             ),
         );
     }
-    match spans {
-        Some(spans) if errors.is_empty() => {
-            node_marker(&func, &spec, &id, &default_error_field, &spans)
+
+    let valid = errors.is_empty();
+    // A method's marker could not live in its `impl` block.
+    let is_method = func
+        .sig
+        .inputs
+        .iter()
+        .any(|a| matches!(a, FnArg::Receiver(_)));
+    let mut out = quote! {
+        // The node contract makes the function async whether or not its
+        // body awaits; clippy's advice to drop `async` would break it.
+        #[allow(clippy::unused_async)]
+        #func
+    };
+    if given_twice.is_none() && !is_method {
+        let cfgs: Vec<_> = func
+            .attrs
+            .iter()
+            .filter(|a| a.path().is_ident("cfg"))
+            .collect();
+        // With a mistake in the attribute, the marker carries no Aegis; with
+        // one in the signature, its `run` does not call the function.
+        let aegis = valid.then_some((&spec, default_error_field.as_str()));
+        out.extend(node_marker(&func, &spec, aegis, &id, spans.as_ref(), &cfgs));
+        if !shadows_std {
+            out.extend(descriptor::descriptor(&func, &args, valid, &cfgs));
         }
-        _ => with_errors(quote!(#func), errors),
     }
+    out.extend(errors.finish().err().map(|e| e.to_compile_error()));
+    out
 }
 
 /// The item unchanged (so its other uses still resolve) and the errors.
@@ -84,56 +128,46 @@ fn with_errors(item: TokenStream, errors: Errors) -> TokenStream {
     quote!(#item #errors)
 }
 
+/// The marker struct and its `AegisNodeFn` impl. `aegis` is the validated
+/// spec and default error field, `None` after a mistake in the attribute;
+/// `spans` is `None` after a mistake in the signature.
 fn node_marker(
     func: &ItemFn,
     spec: &AegisSpec,
+    aegis: Option<(&AegisSpec, &str)>,
     id: &str,
-    default_error_field: &str,
-    spans: &signature::ArgSpans,
+    spans: Option<&signature::ArgSpans>,
+    cfgs: &[&syn::Attribute],
 ) -> TokenStream {
     let p = private_path(spec.krate.as_ref().map(|(path, _)| path));
     let vis = &func.vis;
     let name = &func.sig.ident;
-    let name_str = name_of(name);
-    let cfgs: Vec<_> = func
-        .attrs
-        .iter()
-        .filter(|a| a.path().is_ident("cfg"))
-        .collect();
-    let aegis = aegis_expr(spec, default_error_field, &p);
-    let check = check::check_fn(spec, &name_str, id, default_error_field, vis, &p);
+    let aegis = match aegis {
+        Some((spec, default_error_field)) => aegis_expr(spec, default_error_field, &p),
+        None => quote!(#p::aegis(
+            ::core::option::Option::None,
+            ::core::option::Option::None,
+            ::core::option::Option::None,
+            ::core::option::Option::None,
+        )),
+    };
 
     // Our bindings: mixed-site (hygienic) and unlikely names, so a user's
-    // `const state` or local cannot capture them; located at the user's
-    // argument types so a type mismatch points there.
+    // `const state` or local cannot capture them.
     let state = format_ident!("__aegis_state", span = Span::mixed_site());
     let ctx = format_ident!("__aegis_ctx", span = Span::mixed_site());
-    let state_arg = format_ident!(
-        "__aegis_state",
-        span = Span::mixed_site().located_at(spans.state)
-    );
-    let ctx_arg = format_ident!(
-        "__aegis_ctx",
-        span = Span::mixed_site().located_at(spans.ctx)
-    );
-    let result = format_ident!("__aegis_result", span = Span::mixed_site());
-    let result_at_output = format_ident!(
-        "__aegis_result",
-        span = Span::mixed_site().located_at(spans.output)
-    );
-    let convert =
-        quote_spanned!(spans.output=> #p::NodeReturn::into_node_result(#result_at_output));
-    let call = quote! {
-        let #result = #name(#state_arg, #ctx_arg).await;
-        #convert
+    let body = match spans {
+        Some(spans) => call(name, &state, &ctx, spans, &p),
+        // Never run: the crate does not compile.
+        None => quote! {
+            let _ = (#state, #ctx);
+            ::core::result::Result::Err(#p::StateNodeError::permanent(
+                "this node's #[aegis] function did not compile",
+            ))
+        },
     };
 
     quote! {
-        // The node contract makes the function async whether or not its
-        // body awaits; clippy's advice to drop `async` would break it.
-        #[allow(clippy::unused_async)]
-        #func
-
         #(#cfgs)*
         #[allow(non_camel_case_types, dead_code)]
         #[doc(hidden)]
@@ -143,7 +177,9 @@ fn node_marker(
         #(#cfgs)*
         impl #p::AegisNodeFn for #name {
             const ID: &'static str = #id;
-            const KIND: &'static str = ::core::concat!(::core::module_path!(), "::", #name_str);
+            // The id, not the module path: moving the function to another
+            // module must not change the graph fingerprint.
+            const KIND: &'static str = #id;
 
             fn aegis() -> #p::Aegis {
                 #aegis
@@ -153,13 +189,168 @@ fn node_marker(
                 #state: &'__aegis #p::Battlefield,
                 #ctx: &'__aegis #p::NodeContext,
             ) -> #p::BoxFuture<'__aegis, ::core::result::Result<#p::Directive, #p::StateNodeError>> {
-                ::std::boxed::Box::pin(async move { #call })
+                ::std::boxed::Box::pin(async move { #body })
             }
         }
+    }
+}
 
-        #(#cfgs)*
-        impl #name {
-            #check
-        }
+/// The call of the function, with its result converted for the engine.
+/// The arguments are located at the user's argument types, and the
+/// conversion at the return type, so a type mismatch points there.
+fn call(
+    name: &syn::Ident,
+    state: &syn::Ident,
+    ctx: &syn::Ident,
+    spans: &signature::ArgSpans,
+    p: &TokenStream,
+) -> TokenStream {
+    let state_arg = format_ident!("{}", state, span = state.span().located_at(spans.state));
+    let ctx_arg = format_ident!("{}", ctx, span = ctx.span().located_at(spans.ctx));
+    let result = format_ident!("__aegis_result", span = Span::mixed_site());
+    let result_at_output = format_ident!(
+        "__aegis_result",
+        span = Span::mixed_site().located_at(spans.output)
+    );
+    let convert =
+        quote_spanned!(spans.output=> #p::NodeReturn::into_node_result(#result_at_output));
+    quote! {
+        let #result = #name(#state_arg, #ctx_arg).await;
+        #convert
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn expanded(args: TokenStream, item: TokenStream) -> String {
+        expand(args, item).to_string()
+    }
+
+    #[test]
+    fn a_valid_function_gets_its_marker_and_descriptor() {
+        let out = expanded(
+            quote!(retry(max = 2)),
+            quote!(
+                pub async fn book(s: &Battlefield, c: &NodeContext) -> Result<StateDelta, E> {
+                    todo!()
+                }
+            ),
+        );
+        assert!(!out.contains("compile_error"), "{out}");
+        assert!(out.contains("pub struct book { }"), "{out}");
+        assert!(out.contains("# [macro_export]"), "{out}");
+        assert!(out.contains("macro_rules ! __aegis_node_book_"), "{out}");
+        assert!(out.contains("pub use __aegis_node_book_"), "{out}");
+        assert!(out.contains("as book ;"), "{out}");
+        // The attribute's tokens, for graph! to read.
+        assert!(out.contains("true { retry (max = 2) }"), "{out}");
+        assert!(
+            out.contains("book (__aegis_state , __aegis_ctx) . await"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn a_mistake_keeps_the_marker_and_descriptor_and_reports_once() {
+        let out = expanded(
+            quote!(retry(max = 0)),
+            quote!(
+                async fn book(s: &Battlefield, c: &NodeContext) -> Result<StateDelta, E> {
+                    todo!()
+                }
+            ),
+        );
+        assert_eq!(out.matches("compile_error").count(), 1, "{out}");
+        assert!(out.contains("struct book { }"), "{out}");
+        assert!(
+            out.contains("impl :: aegis :: __private :: AegisNodeFn for book"),
+            "{out}"
+        );
+        // No Aegis, and no tokens for graph! to check.
+        assert!(out.contains("false { }"), "{out}");
+        assert!(
+            out.contains(":: aegis :: __private :: aegis (:: core :: option :: Option :: None"),
+            "{out}"
+        );
+
+        // A mistake in the signature: the marker does not call the function.
+        let out = expanded(
+            quote!(),
+            quote!(
+                fn book(s: &Battlefield, c: &NodeContext) -> Result<StateDelta, E> {
+                    todo!()
+                }
+            ),
+        );
+        assert_eq!(out.matches("compile_error").count(), 1, "{out}");
+        assert!(out.contains("struct book { }"), "{out}");
+        assert!(!out.contains(". await"), "{out}");
+        assert!(out.contains("StateNodeError :: permanent"), "{out}");
+    }
+
+    #[test]
+    fn no_second_marker_for_a_repeated_attribute_nor_any_for_a_method() {
+        let out = expanded(
+            quote!(),
+            quote!(
+                #[aegis(retry)]
+                async fn book(s: &Battlefield, c: &NodeContext) -> Result<StateDelta, E> {
+                    todo!()
+                }
+            ),
+        );
+        assert_eq!(out.matches("compile_error").count(), 1, "{out}");
+        assert!(
+            !out.contains("struct book"),
+            "the second #[aegis] emits it: {out}"
+        );
+        let out = expanded(
+            quote!(),
+            quote!(
+                async fn book(&self, s: &Battlefield, c: &NodeContext) -> Result<StateDelta, E> {
+                    todo!()
+                }
+            ),
+        );
+        assert!(!out.contains("struct book"), "{out}");
+        assert!(!out.contains("macro_rules"), "{out}");
+    }
+
+    #[test]
+    fn a_function_named_like_a_std_macro_gets_no_descriptor() {
+        let out = expanded(
+            quote!(),
+            quote!(
+                async fn write(s: &Battlefield, c: &NodeContext) -> Result<StateDelta, E> {
+                    todo!()
+                }
+            ),
+        );
+        assert_eq!(out.matches("compile_error").count(), 1, "{out}");
+        assert!(out.contains("cannot be named `write`"), "{out}");
+        assert!(out.contains("struct write { }"), "{out}");
+        assert!(!out.contains("macro_rules"), "{out}");
+    }
+
+    #[test]
+    fn a_descriptor_name_is_deterministic() {
+        // (Two `book`s in one crate get two names: the hash covers the
+        // span's position, which only the compiler's spans carry; see
+        // `ui-tests/pass/graph_descriptors.rs`.)
+        let item = quote!(
+            async fn book(s: &Battlefield, c: &NodeContext) -> Result<StateDelta, E> {
+                todo!()
+            }
+        );
+        let name = |out: String| {
+            let start = out.find("__aegis_node_book_").unwrap();
+            out[start..start + 34].to_string()
+        };
+        assert_eq!(
+            name(expanded(quote!(), item.clone())),
+            name(expanded(quote!(), item))
+        );
     }
 }

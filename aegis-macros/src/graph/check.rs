@@ -1,5 +1,6 @@
 //! `graph!`'s cross-reference checks: everything the guide's validation
-//! rejects that the tokens of one `graph!` already show.
+//! rejects that the tokens of one `graph!` already show, and (through
+//! [`Site::Attribute`]) what an `#[aegis]` function's own attribute names.
 
 use proc_macro2::Span;
 use std::collections::BTreeMap;
@@ -29,19 +30,26 @@ pub(crate) struct Graph {
     pub(crate) default_aegis: Option<AegisSpec>,
     pub(crate) edges: Vec<EdgeStmt>,
     pub(crate) dynamic: Vec<Ident>,
+    /// Whether every field (node) parsed; see [`Scope`].
+    fields_complete: bool,
+    nodes_complete: bool,
 }
 
-impl Graph {
-    pub(crate) fn is_worker(&self, id: &str) -> bool {
-        self.nodes
-            .iter()
-            .any(|n| n.decl.worker.is_some() && name_of(&n.decl.id) == id)
-    }
+/// Whether `name` is START, END or their runtime ids, which no node takes.
+pub(crate) fn is_reserved(name: &str) -> bool {
+    name == "START" || name == "END" || RESERVED_IDS.contains(&name)
+}
+
+/// A parsed graph and every problem its own tokens show.
+pub(crate) struct Checked {
+    pub(crate) graph: Graph,
+    pub(crate) errors: Errors,
 }
 
 /// What the checks look names up in.
-struct Scope<'a> {
-    fields: BTreeMap<String, Rule>,
+pub(crate) struct Scope<'a> {
+    /// Each field's rule, and the span of the rule as written.
+    fields: BTreeMap<String, (Rule, Span)>,
     nodes: BTreeMap<String, &'a NodeDecl>,
     /// Whether every field (node) parsed: when one did not, its error is
     /// already reported and "undeclared" would only echo it.
@@ -49,7 +57,69 @@ struct Scope<'a> {
     nodes_complete: bool,
 }
 
-impl Scope<'_> {
+impl<'a> Scope<'a> {
+    /// The names `fields` and `decls` declare; reports a field or node
+    /// declared twice, a reserved node name and an invalid field name.
+    fn build(
+        fields: &[FieldDecl],
+        decls: impl IntoIterator<Item = &'a NodeDecl>,
+        (fields_complete, nodes_complete): (bool, bool),
+        errors: &mut Errors,
+    ) -> Self {
+        let mut scope = Scope {
+            fields: BTreeMap::new(),
+            nodes: BTreeMap::new(),
+            fields_complete,
+            nodes_complete,
+        };
+        for field in fields {
+            let name = name_of(&field.name);
+            if let Some(problem) = field_name_problem(&name) {
+                errors.error(
+                    field.name.span(),
+                    format!("`{name}` is not a valid field name: {problem}"),
+                );
+            }
+            if scope
+                .fields
+                .insert(name.clone(), (field.rule, field.rule_span))
+                .is_some()
+            {
+                errors.error(
+                    field.name.span(),
+                    format!("field `{name}` is declared twice: keep one declaration"),
+                );
+            }
+        }
+        for decl in decls {
+            let name = name_of(&decl.id);
+            if is_reserved(&name) {
+                errors.error(
+                    decl.id.span(),
+                    format!(
+                        "`{name}` names the graph's virtual entry or exit: choose another node name"
+                    ),
+                );
+            } else if scope.nodes.insert(name.clone(), decl).is_some() {
+                errors.error(
+                    decl.id.span(),
+                    format!("node `{name}` is declared twice: each node is declared once (give the second another id)"),
+                );
+            }
+        }
+        scope
+    }
+
+    /// The names a checked graph declares.
+    pub(crate) fn of(graph: &'a Graph) -> Self {
+        Scope::build(
+            &graph.fields,
+            graph.nodes.iter().map(|n| &n.decl),
+            (graph.fields_complete, graph.nodes_complete),
+            &mut Errors::new(),
+        )
+    }
+
     fn node_names(&self) -> impl Iterator<Item = &str> {
         self.nodes.keys().map(String::as_str)
     }
@@ -58,15 +128,23 @@ impl Scope<'_> {
         self.fields.keys().map(String::as_str)
     }
 
-    /// Reports `field` unless the schema declares it.
-    fn require_field(&self, field: &Ident, what: &str, errors: &mut Errors) -> Option<Rule> {
+    /// Reports `field` unless the schema declares it; else its rule and
+    /// the rule's span.
+    fn require_field(
+        &self,
+        field: &Ident,
+        what: &str,
+        site: Site<'_>,
+        errors: &mut Errors,
+    ) -> Option<(Rule, Span)> {
         let name = name_of(field);
         let rule = self.fields.get(&name).copied();
         if rule.is_none() && self.fields_complete {
             errors.error(
-                field.span(),
+                site.at(field.span()),
                 format!(
-                    "{what} `{name}` is not in this graph's schema: declare it in `schema {{ .. }}`, e.g. `{name}: LastWrite`{}",
+                    "{what} `{name}`{} is not in this graph's schema: declare it in `schema {{ .. }}`, e.g. `{name}: LastWrite`{}",
+                    site.of(),
                     did_you_mean(&name, self.field_names())
                 ),
             );
@@ -75,14 +153,15 @@ impl Scope<'_> {
     }
 
     /// Reports `id` unless it is a declared node.
-    fn require_node(&self, id: &Ident, what: &str, errors: &mut Errors) -> bool {
+    fn require_node(&self, id: &Ident, what: &str, site: Site<'_>, errors: &mut Errors) -> bool {
         let name = name_of(id);
         let known = self.nodes.contains_key(&name);
         if !known && self.nodes_complete {
             errors.error(
-                id.span(),
+                site.at(id.span()),
                 format!(
-                    "{what} `{name}` is not a node of this graph: declare it in `nodes {{ .. }}`{}",
+                    "{what} `{name}`{} is not a node of this graph: declare it in `nodes {{ .. }}`{}",
+                    site.of(),
                     did_you_mean(&name, self.node_names())
                 ),
             );
@@ -91,7 +170,55 @@ impl Scope<'_> {
     }
 }
 
-pub(crate) fn check(input: GraphInput) -> syn::Result<Graph> {
+/// Where the Aegis being checked was written.
+#[derive(Clone, Copy)]
+pub(crate) enum Site<'a> {
+    /// In this graph!: `default_aegis` or a node's `#[aegis(..)]`.
+    Graph,
+    /// In the `#[aegis(..)]` attribute of the function `fn_name`, which
+    /// this graph names at `anchor`. The attribute's tokens reach graph!
+    /// through the function's descriptor macro (see `attr::descriptor`).
+    Attribute {
+        fn_name: &'a str,
+        anchor: Span,
+        /// Whether the function is in the crate graph! expands in. An
+        /// error in another crate's file would not say which graph! it is
+        /// about, and an IDE would not show it: such errors point at
+        /// `anchor`, and their message names the attribute's token.
+        local: bool,
+    },
+}
+
+impl Site<'_> {
+    /// Where an error about `token` is reported. An attribute token came
+    /// through a `macro_rules!` expansion, so it is re-anchored at the
+    /// user's own span (`anchor`'s): the error shows at the token, as a
+    /// plain error, with no "this error originates in the macro" note.
+    pub(crate) fn at(self, token: Span) -> Span {
+        match self {
+            Site::Graph => token,
+            Site::Attribute {
+                anchor,
+                local: true,
+                ..
+            } => anchor.located_at(token),
+            Site::Attribute { anchor, .. } => anchor,
+        }
+    }
+
+    /// `" (in the #[aegis] of `book`)"` for an attribute; nothing in graph!.
+    fn of(self) -> String {
+        match self {
+            Site::Graph => String::new(),
+            Site::Attribute { fn_name, .. } => format!(" (in the #[aegis] of `{fn_name}`)"),
+        }
+    }
+}
+
+/// Parses the sections and runs every check graph!'s own tokens allow.
+/// The graph comes back even when there are errors, so the checks of the
+/// `#[aegis]` functions it names can still run and be reported with them.
+pub(crate) fn check(input: GraphInput) -> Checked {
     let mut errors = Errors::new();
     let fields = match &input.schema {
         Some(s) => parse_items(&s.content, ',', &mut errors, parse_field),
@@ -124,43 +251,12 @@ pub(crate) fn check(input: GraphInput) -> syn::Result<Graph> {
         spec
     });
 
-    let mut scope = Scope {
-        fields: BTreeMap::new(),
-        nodes: BTreeMap::new(),
-        fields_complete,
-        nodes_complete,
-    };
-    for field in &fields {
-        let name = name_of(&field.name);
-        if let Some(problem) = field_name_problem(&name) {
-            errors.error(
-                field.name.span(),
-                format!("`{name}` is not a valid field name: {problem}"),
-            );
-        }
-        if scope.fields.insert(name.clone(), field.rule).is_some() {
-            errors.error(
-                field.name.span(),
-                format!("field `{name}` is declared twice: keep one declaration"),
-            );
-        }
-    }
-    for decl in &decls {
-        let name = name_of(&decl.id);
-        if name == "START" || name == "END" || RESERVED_IDS.contains(&name.as_str()) {
-            errors.error(
-                decl.id.span(),
-                format!(
-                    "`{name}` names the graph's virtual entry or exit: choose another node name"
-                ),
-            );
-        } else if scope.nodes.insert(name.clone(), decl).is_some() {
-            errors.error(
-                decl.id.span(),
-                format!("node `{name}` is declared twice: each node is declared once (give the second another id)"),
-            );
-        }
-    }
+    let scope = Scope::build(
+        &fields,
+        &decls,
+        (fields_complete, nodes_complete),
+        &mut errors,
+    );
 
     let mut owns = Vec::new();
     for decl in &decls {
@@ -170,13 +266,17 @@ pub(crate) fn check(input: GraphInput) -> syn::Result<Graph> {
             spec
         });
         if let Some(spec) = &own {
-            check_policy(spec, Some(decl), &scope, &mut errors);
+            let owner = Owner {
+                decl,
+                id: name_of(&decl.id),
+            };
+            check_policy(spec, Some(&owner), &scope, Site::Graph, &mut errors);
         }
         check_node(decl, &scope, &mut errors);
         owns.push(own);
     }
     if let Some(default) = &default_aegis {
-        check_policy(default, None, &scope, &mut errors);
+        check_policy(default, None, &scope, Site::Graph, &mut errors);
         for (decl, own) in decls.iter().zip(&owns) {
             if own.is_none() {
                 check_default_applies(default, decl, &mut errors);
@@ -193,8 +293,7 @@ pub(crate) fn check(input: GraphInput) -> syn::Result<Graph> {
     );
 
     drop(scope);
-    errors.finish()?;
-    Ok(Graph {
+    let graph = Graph {
         krate: input.krate,
         limits: input.limits,
         fields,
@@ -206,7 +305,10 @@ pub(crate) fn check(input: GraphInput) -> syn::Result<Graph> {
         default_aegis,
         edges,
         dynamic,
-    })
+        fields_complete,
+        nodes_complete,
+    };
+    Checked { graph, errors }
 }
 
 fn reject_attribute_only_keys(spec: &AegisSpec, place: &str, errors: &mut Errors) {
@@ -226,40 +328,52 @@ fn reject_attribute_only_keys(spec: &AegisSpec, place: &str, errors: &mut Errors
     }
 }
 
+/// The node an Aegis is attached to: its declaration, and its id as the
+/// runtime will see it (for an attribute, the attribute's `id`).
+pub(crate) struct Owner<'a> {
+    pub(crate) decl: &'a NodeDecl,
+    pub(crate) id: String,
+}
+
 /// The names an Aegis uses, and the node kind it is attached to; `owner`
 /// is `None` for `default_aegis`.
-fn check_policy(
+pub(crate) fn check_policy(
     spec: &AegisSpec,
-    owner: Option<&NodeDecl>,
+    owner: Option<&Owner<'_>>,
     scope: &Scope<'_>,
+    site: Site<'_>,
     errors: &mut Errors,
 ) {
     if let Some(k) = &spec.on_error {
         match &k.value {
             Handler::Route { to, error_field } => {
-                if scope.require_node(to, "route target", errors) {
-                    let target = name_of(to);
-                    if scope.nodes.get(&target).is_some_and(|d| d.worker.is_some()) {
-                        errors.error(
-                            to.span(),
-                            format!("route target `{target}` is a worker template, which runs only as mustered tasks: route to a regular node"),
-                        );
-                    }
+                let target = name_of(to);
+                if scope.require_node(to, "route target", site, errors)
+                    && scope.nodes.get(&target).is_some_and(|d| d.worker.is_some())
+                {
+                    errors.error(
+                        site.at(to.span()),
+                        format!("route target `{target}`{} is a worker template, which runs only as mustered tasks: route to a regular node", site.of()),
+                    );
                 }
                 let rule = match (error_field, owner) {
                     (Some(field), _) => scope
-                        .require_field(field, "error field", errors)
-                        .map(|r| (r, name_of(field), field.span())),
-                    (None, Some(node)) => {
-                        let field = format!("{}_error", name_of(&node.id));
+                        .require_field(field, "error field", site, errors)
+                        .map(|rule| (rule, name_of(field), site.at(field.span()))),
+                    (None, Some(owner)) => {
+                        let field = format!("{}_error", owner.id);
                         match scope.fields.get(&field) {
-                            Some(rule) => Some((*rule, field, k.key)),
+                            Some(rule) => Some((*rule, field, site.at(k.key))),
                             None => {
+                                let in_its = match site {
+                                    Site::Graph => "",
+                                    Site::Attribute { .. } => " in its #[aegis]",
+                                };
                                 errors.error(
-                                    k.key,
+                                    site.at(k.key),
                                     format!(
-                                        "`{}` routes its error to `{field}` (the default `<node id>_error`), which this graph's schema does not declare: add `{field}: LastWrite` to `schema {{ .. }}`, or set `error_field = ..`",
-                                        name_of(&node.id)
+                                        "`{}` routes its error to `{field}` (`on_error(route = {target})` without `error_field` writes to `<node id>_error`), which this graph's schema does not declare: add `{field}: LastWrite` to `schema {{ .. }}`, or set `error_field = ..`{in_its}",
+                                        owner.id
                                     ),
                                 );
                                 None
@@ -274,27 +388,37 @@ fn check_policy(
                         None
                     }
                 };
-                if let Some((Rule::Sum, field, span)) = rule {
+                if let Some(((Rule::Sum, rule_span), field, span)) = rule {
+                    // In graph! the field is named next to the route; an
+                    // attribute may serve many graphs, so its error is on
+                    // the `Sum` of the graph it does not fit.
+                    let (span, here) = match site {
+                        Site::Graph => (span, ""),
+                        Site::Attribute { .. } => (rule_span, " here"),
+                    };
                     errors.error(
                         span,
-                        format!("error field `{field}` is declared `Sum`, and a serialised error cannot be summed: declare it `LastWrite`, `Append` or `Merge`"),
+                        format!("error field `{field}`{} is declared `Sum`{here}, and a serialised error cannot be summed: declare it `LastWrite`, `Append` or `Merge`", site.of()),
                     );
                 }
-                if let Some(node) = owner
-                    && node.worker.is_some()
+                if let Some(owner) = owner
+                    && owner.decl.worker.is_some()
                 {
-                    errors.error(
-                        k.key,
-                        format!(
-                            "`{}` is a worker template, and a mustered task cannot be routed: use `on_error(absorb(..))` or a custom handler, or handle the failure at the aggregator",
-                            name_of(&node.id)
+                    let message = match site {
+                        Site::Graph => format!(
+                            "`{}` is a worker template, and a mustered task cannot be routed (`on_error(route = {target})`): use `on_error(absorb(..))` or a custom handler, or handle the failure at the aggregator",
+                            owner.id
                         ),
-                    );
+                        Site::Attribute { fn_name, .. } => format!(
+                            "`{fn_name}` is declared a worker template, and its #[aegis] routes failures to `{target}` (`on_error(route = {target})`): a mustered task cannot be routed, so use `on_error(absorb(..))` or a custom handler, or handle the failure at the aggregator"
+                        ),
+                    };
+                    errors.error(site.at(k.key), message);
                 }
             }
             Handler::Absorb(writes) => {
                 for (field, _) in writes {
-                    scope.require_field(field, "absorbed field", errors);
+                    scope.require_field(field, "absorbed field", site, errors);
                 }
             }
             Handler::Custom(_) => {}
@@ -304,11 +428,14 @@ fn check_policy(
         && let CacheKey::Fields(fields) = &k.value.key
     {
         for field in fields {
-            scope.require_field(field, "cache key field", errors);
+            scope.require_field(field, "cache key field", site, errors);
         }
     }
-    let Some(node) = owner else { return };
-    let id = name_of(&node.id);
+    // Battalions and Gates are declared in graph!, so only graph!'s own
+    // Aegis can land on one.
+    let Some(Owner { decl: node, id }) = owner else {
+        return;
+    };
     match node.kind {
         NodeKind::Battalion { .. } => {
             for (key, part) in [
@@ -396,12 +523,31 @@ fn check_default_applies(default: &AegisSpec, node: &NodeDecl, errors: &mut Erro
 fn check_node(decl: &NodeDecl, scope: &Scope<'_>, errors: &mut Errors) {
     match &decl.kind {
         NodeKind::Paladin {
-            template, output, ..
+            template,
+            output,
+            task_independent,
+            ..
         } => {
-            scope.require_field(output, "output field", errors);
+            scope.require_field(output, "output field", Site::Graph, errors);
             match template_fields(&template.value()) {
                 Ok(names) => {
+                    let id = &decl.id;
+                    let reads_task = names.iter().any(|n| n.starts_with("task."));
+                    match (decl.worker.is_some(), reads_task) {
+                        (false, true) => errors.error(
+                            template.span(),
+                            format!("the input template reads the task (`{{task.…}}`), but `{id}` is not a worker template, so it never runs as a task: declare it `worker {id} = paladin(..)`"),
+                        ),
+                        (true, false) if !task_independent => errors.error(
+                            template.span(),
+                            format!("the worker template `{id}` renders the same prompt for every task: read the task with `{{task.key}}` or `{{task.<field>}}`, or add `, task_independent` after the output field if that is intended"),
+                        ),
+                        _ => {}
+                    }
                     for name in names {
+                        if name.starts_with("task.") {
+                            continue;
+                        }
                         if !scope.fields.contains_key(&name) && scope.fields_complete {
                             errors.error(
                                 template.span(),
@@ -423,10 +569,10 @@ fn check_node(decl: &NodeDecl, scope: &Scope<'_>, errors: &mut Errors) {
             inputs, outputs, ..
         } => {
             for (parent, _) in inputs {
-                scope.require_field(parent, "battalion input", errors);
+                scope.require_field(parent, "battalion input", Site::Graph, errors);
             }
             for (_, parent) in outputs {
-                scope.require_field(parent, "battalion output", errors);
+                scope.require_field(parent, "battalion output", Site::Graph, errors);
             }
         }
         NodeKind::Fn(_) | NodeKind::Gate(_) | NodeKind::Spec(_) => {}
@@ -462,7 +608,7 @@ fn check_edges(
                                 );
                             }
                         } else {
-                            scope.require_node(id, "edge endpoint", errors);
+                            scope.require_node(id, "edge endpoint", Site::Graph, errors);
                         }
                     }
                 }
@@ -478,7 +624,7 @@ fn check_edges(
                         "conditional edges leave a node: START and END cannot choose; route from a node instead",
                     );
                 } else {
-                    scope.require_node(from, "edge endpoint", errors);
+                    scope.require_node(from, "edge endpoint", Site::Graph, errors);
                 }
                 if evaluator.value().trim().is_empty() {
                     errors.error(
@@ -490,14 +636,14 @@ fn check_edges(
                     if to == "START" {
                         errors.error(to.span(), START_IS_NO_TARGET);
                     } else if to != "END" {
-                        scope.require_node(to, "edge endpoint", errors);
+                        scope.require_node(to, "edge endpoint", Site::Graph, errors);
                     }
                 }
             }
         }
     }
     for id in dynamic {
-        scope.require_node(id, "dynamic target", errors);
+        scope.require_node(id, "dynamic target", Site::Graph, errors);
     }
     if !leaves_start {
         errors.error(

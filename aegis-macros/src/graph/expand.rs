@@ -1,25 +1,26 @@
-//! The block a checked `graph!` expands to: the compile-time checks of the
-//! `#[aegis]` functions it names, then the builder calls, in declaration
-//! order, that evaluate to the `WarGraph`.
+//! The block a checked `graph!` expands to: the builder calls, in
+//! declaration order, that evaluate to the `WarGraph`. An `#[aegis]`
+//! function is added through its descriptor macro, which first checks its
+//! attribute against this graph (see `node_fn`).
 
 use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
 
-use super::check::{Graph, Node};
+use super::check::{Graph, Node, is_reserved};
 use super::parse::{EdgeStmt, NodeKind, Rule, id_of};
 use crate::attr::private_path;
+use crate::names::STD_MACROS;
 use crate::policy::aegis_expr;
 
-pub(crate) fn expand(graph: &Graph) -> TokenStream {
+/// The expansion of a graph that passed every check of its own: `input`
+/// is graph!'s input, handed on to the functions' descriptors.
+pub(crate) fn expand(graph: &Graph, input: &TokenStream) -> TokenStream {
     let p = private_path(graph.krate.as_ref());
     // Hygienic (mixed-site) local: a user's `graph` in the expressions
     // inside graph! still means theirs.
     let g = format_ident!("__aegis_graph", span = Span::mixed_site());
-    let facts = format_ident!("__AEGIS_GRAPH_FACTS");
 
-    let aliases = fn_aliases(graph);
-    let checks = fn_checks(graph, &facts, &p);
     let fields = graph.fields.iter().map(|f| {
         let name = id_of(&f.name);
         let rule = syn::Ident::new(
@@ -51,7 +52,7 @@ pub(crate) fn expand(graph: &Graph) -> TokenStream {
         .nodes
         .iter()
         .enumerate()
-        .map(|(i, n)| add_node(i, n, &g, &p));
+        .map(|(i, n)| add_node(i, n, &g, &p, input));
     let own = graph.nodes.iter().filter_map(|n| {
         let spec = n.own.as_ref()?;
         let id = id_of(&n.decl.id);
@@ -71,8 +72,6 @@ pub(crate) fn expand(graph: &Graph) -> TokenStream {
 
     quote! {
         {
-            #aliases
-            #checks
             let mut #g = #p::WarGraph::new(
                 #p::BattlefieldSchema::new(::std::vec![#(#fields),*]),
                 #limits,
@@ -87,100 +86,100 @@ pub(crate) fn expand(graph: &Graph) -> TokenStream {
     }
 }
 
-/// The name each function node's marker is used through: one alias per
-/// node, so a path that is not an `#[aegis]` function is reported once.
-fn alias(index: usize, path: &syn::Path) -> syn::Ident {
-    format_ident!(
-        "__AegisFnNode{}",
-        index,
-        span = Span::call_site().located_at(path.span())
-    )
-}
-
-fn fn_aliases(graph: &Graph) -> TokenStream {
+/// The checks of the `#[aegis]` functions a graph with errors of its own
+/// names, so their errors are reported with the graph's.
+pub(crate) fn fn_node_checks(graph: &Graph, input: &TokenStream) -> TokenStream {
+    let p = private_path(graph.krate.as_ref());
+    let g = format_ident!("__aegis_graph", span = Span::mixed_site());
     graph
         .nodes
         .iter()
         .enumerate()
         .filter_map(|(i, n)| match &n.decl.kind {
-            NodeKind::Fn(path) => {
-                let alias = alias(i, path);
-                Some(quote_spanned!(path.span()=> type #alias = #path;))
+            // A reserved name is reported already, and is no function.
+            NodeKind::Fn(path) if !has_no_descriptor(path) && !is_reserved(&id_of(&n.decl.id)) => {
+                Some(descriptor_call(path, "check", i, &g, &p, input))
             }
             _ => None,
         })
         .collect()
 }
 
-/// One `const` per `#[aegis]` function, running the check its attribute
-/// generated against what this graph declares.
-fn fn_checks(graph: &Graph, facts: &syn::Ident, p: &TokenStream) -> TokenStream {
-    let calls: Vec<TokenStream> = graph
-        .nodes
-        .iter()
-        .enumerate()
-        .filter_map(|(i, n)| {
-            let NodeKind::Fn(path) = &n.decl.kind else {
-                return None;
-            };
-            let node = alias(i, path);
-            let id = id_of(&n.decl.id);
-            let overridden = n.own.is_some();
-            let worker = n.decl.worker.is_some();
-            Some(quote_spanned! {path.span()=>
-                const _: () = #node::__aegis_check(&#facts, #id, #overridden, #worker);
-            })
-        })
-        .collect();
-    if calls.is_empty() {
-        return TokenStream::new();
-    }
-    let nodes = graph.nodes.iter().map(|n| id_of(&n.decl.id));
-    let workers = graph
-        .nodes
-        .iter()
-        .filter(|n| graph.is_worker(&id_of(&n.decl.id)))
-        .map(|n| id_of(&n.decl.id));
-    let fields = graph.fields.iter().map(|f| {
-        let name = id_of(&f.name);
-        let sum = f.rule == Rule::Sum;
-        quote!((#name, #sum))
-    });
-    quote! {
-        const #facts: #p::GraphFacts<'static> = #p::GraphFacts {
-            nodes: &[#(#nodes),*],
-            workers: &[#(#workers),*],
-            fields: &[#(#fields),*],
-        };
-        #(#calls)*
+/// `path! { [callback] mode index (g) (p) { input } }`: the function's
+/// descriptor calls `__graph_node!` with these and the attribute's tokens.
+/// A path that is no `#[aegis]` function fails here, once: "cannot find
+/// macro `book`".
+fn descriptor_call(
+    path: &syn::Path,
+    mode: &str,
+    index: usize,
+    g: &syn::Ident,
+    p: &TokenStream,
+    input: &TokenStream,
+) -> TokenStream {
+    let mode = syn::Ident::new(mode, Span::call_site());
+    let index = proc_macro2::Literal::usize_unsuffixed(index);
+    quote_spanned! {path.span()=>
+        #path! { [#p::__graph_node] #mode #index (#g) (#p) { #input } }
     }
 }
 
-fn add_node(index: usize, node: &Node, g: &syn::Ident, p: &TokenStream) -> TokenStream {
+/// Whether `path` names a function `#[aegis]` gives no descriptor: the
+/// attribute has reported its name (see `names::STD_MACROS`), and the
+/// same-named standard macro must not be called.
+fn has_no_descriptor(path: &syn::Path) -> bool {
+    path.segments
+        .last()
+        .is_some_and(|s| STD_MACROS.contains(&id_of(&s.ident).as_str()))
+}
+
+/// Adds the `#[aegis]` function at `path` as a node (or worker template).
+pub(crate) fn add_fn_node(
+    path: &syn::Path,
+    worker: bool,
+    g: &syn::Ident,
+    p: &TokenStream,
+) -> TokenStream {
+    let span = path.span();
+    if worker {
+        quote_spanned! {span=>
+            #g.add_worker_template(
+                #p::NodeId::new(<#path as #p::AegisNodeFn>::ID),
+                <#path as #p::AegisNodeFn>::node_spec(),
+            );
+            #p::attach_aegis::<#path>(&mut #g);
+        }
+    } else {
+        quote_spanned!(span=> #g.add_aegis_node(#path {});)
+    }
+}
+
+fn add_node(
+    index: usize,
+    node: &Node,
+    g: &syn::Ident,
+    p: &TokenStream,
+    input: &TokenStream,
+) -> TokenStream {
     let id = id_of(&node.decl.id);
     let spec = match &node.decl.kind {
-        NodeKind::Fn(path) => {
-            let marker = alias(index, path);
-            let span = path.span();
-            return if node.decl.worker.is_some() {
-                quote_spanned! {span=>
-                    #g.add_worker_template(
-                        #p::NodeId::new(<#marker as #p::AegisNodeFn>::ID),
-                        <#marker as #p::AegisNodeFn>::node_spec(),
-                    );
-                    #p::attach_aegis::<#marker>(&mut #g);
-                }
-            } else {
-                quote_spanned!(span=> #g.add_aegis_node(#marker {});)
-            };
+        NodeKind::Fn(path) if has_no_descriptor(path) => {
+            return add_fn_node(path, node.decl.worker.is_some(), g, p);
         }
+        NodeKind::Fn(path) => return descriptor_call(path, "add", index, g, p, input),
         NodeKind::Paladin {
             paladin,
             template,
             output,
+            task_independent,
         } => {
             let output = id_of(output);
-            quote!(#p::NodeSpec::paladin(#paladin, #p::InputMapping::new(#template), #p::field(#output)))
+            let input = if *task_independent {
+                quote!(#p::InputMapping::new(#template).task_independent())
+            } else {
+                quote!(#p::InputMapping::new(#template))
+            };
+            quote!(#p::NodeSpec::paladin(#paladin, #input, #p::field(#output)))
         }
         NodeKind::Battalion {
             child,

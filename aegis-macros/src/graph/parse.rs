@@ -232,11 +232,14 @@ pub(crate) fn parse_field(input: ParseStream<'_>) -> syn::Result<FieldDecl> {
 pub(crate) enum NodeKind {
     /// An `#[aegis]` function, by path.
     Fn(syn::Path),
-    /// `paladin(expr, "template" -> output)`.
+    /// `paladin(expr, "template" -> output[, task_independent])`.
     Paladin {
         paladin: Expr,
         template: LitStr,
         output: Ident,
+        /// `task_independent`: a worker template's prompt is the same for
+        /// every task on purpose.
+        task_independent: bool,
     },
     /// `battalion(child, inputs(a -> b), outputs(c -> d))`.
     Battalion {
@@ -376,13 +379,28 @@ fn parse_kind(input: ParseStream<'_>) -> syn::Result<NodeKind> {
                 syn::Error::new(e.span(), "expected `-> output_field` after the template")
             })?;
             let output = content.call(Ident::parse_any)?;
+            let mut task_independent = false;
             if content.peek(Token![,]) {
                 content.parse::<Token![,]>()?;
+                if !content.is_empty() {
+                    let flag: Ident = content.parse()?;
+                    if flag != "task_independent" {
+                        return Err(syn::Error::new(
+                            flag.span(),
+                            "expected `task_independent` (a worker template whose prompt is the same for every task) or `)`",
+                        ));
+                    }
+                    task_independent = true;
+                    if content.peek(Token![,]) {
+                        content.parse::<Token![,]>()?;
+                    }
+                }
             }
             NodeKind::Paladin {
                 paladin,
                 template,
                 output,
+                task_independent,
             }
         }
         "battalion" => {

@@ -1,3 +1,5 @@
+//! Backoff delays: exponential growth, capped, with optional jitter.
+
 use rand::Rng;
 use std::time::Duration;
 
@@ -19,15 +21,9 @@ impl RetryPolicy {
         if attempt < 2 {
             return Duration::ZERO;
         }
-        let cap = self.max_interval.as_secs_f64();
-        let exp = i32::try_from(attempt - 2).unwrap_or(i32::MAX);
-        let raw = self.initial_interval.as_secs_f64() * self.backoff_factor.powi(exp);
-        // Compare in f64 first: an overflowing product must cap, not panic.
-        if !raw.is_finite() || raw >= cap {
-            self.max_interval
-        } else {
-            Duration::from_secs_f64(raw)
-        }
+        // Past `Duration::MAX`, or not a number: the cap, never a panic.
+        scaled(self.initial_interval, self.backoff_factor, attempt - 2)
+            .map_or(self.max_interval, |d| d.min(self.max_interval))
     }
 
     /// The wait before `attempt`, jittered when the policy says so.
@@ -41,13 +37,53 @@ impl RetryPolicy {
     }
 }
 
-/// `delay` plus a uniform draw from `[0, delay)`; zero stays zero.
+/// `delay` plus a uniform draw from `[0, delay)`; zero stays zero. The draw
+/// is at most `u64::MAX` nanoseconds (about 584 years) and the sum
+/// saturates at `Duration::MAX`.
+#[doc(hidden)]
 pub fn jittered(delay: Duration, rng: &mut impl Rng) -> Duration {
-    let nanos = delay.as_nanos().min(u128::from(u64::MAX)) as u64;
+    let nanos = u64::try_from(delay.as_nanos()).unwrap_or(u64::MAX);
     if nanos == 0 {
         return delay;
     }
-    delay + Duration::from_nanos(rng.random_range(0..nanos))
+    delay.saturating_add(Duration::from_nanos(rng.random_range(0..nanos)))
+}
+
+const NANOS_PER_SEC: u128 = 1_000_000_000;
+
+/// `initial × factor^exp`, or `None` when that is past `Duration::MAX` or
+/// not a number. Whole factors (the default 2.0) multiply nanoseconds, so
+/// the guide's waits are exact at any size; other factors go through `f64`.
+fn scaled(initial: Duration, factor: f64, exp: u32) -> Option<Duration> {
+    if exp == 0 || initial.is_zero() || factor == 1.0 {
+        return Some(initial);
+    }
+    if factor.fract() == 0.0 && (2.0..=f64::from(u32::MAX)).contains(&factor) {
+        // `factor` is a whole number in u32 range, so the cast is exact; a
+        // factor ≥ 2 passes `Duration::MAX` within 128 steps.
+        let factor = factor as u128;
+        let mut nanos = initial.as_nanos();
+        for _ in 0..exp {
+            nanos = nanos.checked_mul(factor)?;
+            if nanos / NANOS_PER_SEC > u128::from(u64::MAX) {
+                return None;
+            }
+        }
+        let secs = u64::try_from(nanos / NANOS_PER_SEC).ok()?;
+        let sub = u32::try_from(nanos % NANOS_PER_SEC).ok()?;
+        return Some(Duration::new(secs, sub));
+    }
+    let exp = i32::try_from(exp).unwrap_or(i32::MAX);
+    let raw = initial.as_secs_f64() * factor.powi(exp);
+    if raw.is_nan() {
+        return None;
+    }
+    // A factor below 1 (refused by validation, but this is public) shrinks
+    // the wait towards zero; a negative one never waits.
+    if raw <= 0.0 {
+        return Some(Duration::ZERO);
+    }
+    Duration::try_from_secs_f64(raw).ok()
 }
 
 #[cfg(test)]
@@ -86,6 +122,58 @@ mod tests {
         // The draws actually spread over the range, not a constant.
         let lo = draws.iter().filter(|d| **d < base + base / 2).count();
         assert!((4_000..6_000).contains(&lo), "{lo}");
+    }
+
+    #[test]
+    fn whole_factors_are_exact_at_any_size() {
+        let p = RetryPolicy {
+            initial_interval: Duration::new(1, 1),
+            backoff_factor: 3.0,
+            max_interval: Duration::MAX,
+            jitter: false,
+            ..RetryPolicy::default()
+        };
+        // 3^20 × (1 s + 1 ns), to the nanosecond.
+        assert_eq!(p.base_delay(22), Duration::new(3_486_784_404, 486_784_401));
+        // Past Duration::MAX: the cap.
+        assert_eq!(p.base_delay(100), Duration::MAX);
+    }
+
+    #[test]
+    fn extreme_policies_cap_instead_of_panicking() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(5);
+        for (initial, factor, max) in [
+            (Duration::MAX, 2.0, Duration::MAX),
+            (Duration::MAX, 1.5, Duration::MAX),
+            (Duration::MAX, 1.0, Duration::MAX),
+            (Duration::from_secs(1), f64::INFINITY, Duration::MAX),
+            (Duration::from_secs(1), f64::NAN, Duration::from_secs(7)),
+            (Duration::from_secs(1), -3.0, Duration::MAX),
+            (Duration::from_secs(1), f64::MAX, Duration::MAX),
+            (Duration::from_nanos(1), 1.000_000_1, Duration::MAX),
+        ] {
+            let p = RetryPolicy {
+                initial_interval: initial,
+                backoff_factor: factor,
+                max_interval: max,
+                jitter: true,
+                ..RetryPolicy::default()
+            };
+            for attempt in [2, 3, 64, 65, 1_000, u32::MAX] {
+                let base = p.base_delay(attempt);
+                assert!(base <= max, "{initial:?} {factor} {attempt}");
+                let jittered = p.delay_before(attempt, &mut rng);
+                assert!(jittered >= base);
+            }
+        }
+        // NaN gives the cap; a negative factor never waits on odd powers.
+        let nan = RetryPolicy {
+            backoff_factor: f64::NAN,
+            max_interval: Duration::from_secs(7),
+            ..RetryPolicy::default()
+        };
+        assert_eq!(nan.base_delay(3), Duration::from_secs(7));
+        assert_eq!(jittered(Duration::MAX, &mut rng), Duration::MAX);
     }
 
     #[test]

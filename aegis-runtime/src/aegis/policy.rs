@@ -1,8 +1,11 @@
+//! The policy types an `Aegis` is made of: retry, timeout, error handler and
+//! cache.
+
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
 use crate::error::Transience;
-use crate::graph::NodeId;
+use crate::id::NodeId;
 use crate::state::{FieldName, StateDelta};
 
 /// The whole fault-tolerance policy for one node.

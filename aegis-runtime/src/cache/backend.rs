@@ -60,6 +60,10 @@ pub enum NodeCacheError {
 ///   a laxer clock can never serve a stale hit.
 /// - A stored entry that cannot be decoded is a miss (`Ok(None)`), never an
 ///   error or a panic, and the next `put` under its key replaces it.
+/// - `get` returns an entry as it was stored, [`CacheEntry::key`] included:
+///   the engine's handle refuses (as a miss) an entry recording another key
+///   than the one it was found under, and one that does not fit the
+///   graph's schema, whatever the backend.
 /// - `put` replaces any entry under the key; an entry whose `expires_at` has
 ///   already passed is not stored.
 /// - `invalidate_prefix(p)` removes every entry whose key text starts with

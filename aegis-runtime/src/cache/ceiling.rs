@@ -55,7 +55,10 @@ impl NodeCache for TtlCeiling {
     async fn put(&self, key: &CacheKey, entry: &CacheEntry) -> Result<(), NodeCacheError> {
         match self.clock.now().checked_add(self.ceiling) {
             Some(latest) if entry.expires_at > latest => {
-                let capped = CacheEntry::new(entry.delta.clone(), latest);
+                let capped = CacheEntry {
+                    expires_at: latest,
+                    ..entry.clone()
+                };
                 self.inner.put(key, &capped).await
             }
             _ => self.inner.put(key, entry).await,
@@ -94,14 +97,22 @@ mod tests {
         cache
             .put(
                 &long,
-                &CacheEntry::new(StateDelta::new(), now + Duration::from_secs(3600)),
+                &CacheEntry::new(
+                    long.clone(),
+                    StateDelta::new(),
+                    now + Duration::from_secs(3600),
+                ),
             )
             .await
             .unwrap();
         cache
             .put(
                 &short,
-                &CacheEntry::new(StateDelta::new(), now + Duration::from_secs(10)),
+                &CacheEntry::new(
+                    short.clone(),
+                    StateDelta::new(),
+                    now + Duration::from_secs(10),
+                ),
             )
             .await
             .unwrap();

@@ -1,12 +1,12 @@
 //! `NodeCacheConfig`: the operator's choice of node cache backend.
 
-use crate::error::REDACTED;
+use crate::error::{REDACTED, redact_connection_string};
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
 use super::{InMemoryNodeCache, NodeCache, NodeCacheError, TtlCeiling};
-use crate::engine::ConfigError;
+use crate::config::{ConfigError, DurationUnit, Env, EnvValue};
 
 /// The default Redis command timeout, in milliseconds.
 const DEFAULT_COMMAND_TIMEOUT_MS: u64 = 250;
@@ -31,14 +31,19 @@ pub enum NodeCacheBackend {
 /// | `APP_NODE_CACHE_REDIS_URL` | `redis_url` | `redis://host:port/db`; required for `redis` |
 /// | `APP_NODE_CACHE_KEY_PREFIX` | `key_prefix` | non-empty; default `aegis:node-cache` |
 /// | `APP_NODE_CACHE_REDIS_PASSWORD` | `redis_password` | any string |
-/// | `APP_NODE_CACHE_MAX_TTL_SECS` | `max_ttl` | whole seconds (> 0): the TTL ceiling |
+/// | `APP_NODE_CACHE_MAX_TTL_SECS` | `max_ttl` | whole seconds (> 0, at most 100 years): the TTL ceiling |
 /// | `APP_NODE_CACHE_MAX_ENTRIES` | `max_entries` | > 0; the in-memory bound, default 10,000 |
-/// | `APP_NODE_CACHE_COMMAND_TIMEOUT_MS` | `command_timeout` | > 0; Redis, default 250 |
+/// | `APP_NODE_CACHE_COMMAND_TIMEOUT_MS` | `command_timeout` | > 0, at most 100 years; Redis, default 250 |
 ///
 /// An unset variable keeps the default; a malformed one is a [`ConfigError`]
-/// naming it (a URL shown with its credentials redacted), never a silent
-/// default. `Debug` never prints `redis_password`, nor a password inside
-/// `redis_url`.
+/// naming it, never a silent default: a value that is not UTF-8, not a
+/// whole number, out of range, or a duration past
+/// [`MAX_CONFIG_DURATION_SECS`](crate::MAX_CONFIG_DURATION_SECS) (so every
+/// accepted TTL ceiling and timeout is a representable deadline). A URL is
+/// shown with its credentials redacted
+/// ([`redact_connection_string`](crate::redact_connection_string)), even a
+/// malformed one, and the password variable is never shown. `Debug` never
+/// prints `redis_password`, nor a password inside `redis_url`.
 ///
 /// The per-node policies (which nodes are cached, their TTL and key) are
 /// code, never configuration: there is no variable for them, on purpose.
@@ -99,7 +104,10 @@ impl fmt::Debug for NodeCacheConfig {
         f.debug_struct("NodeCacheConfig")
             .field("enabled", &self.enabled)
             .field("backend", &self.backend)
-            .field("redis_url", &self.redis_url.as_deref().map(redact_url))
+            .field(
+                "redis_url",
+                &self.redis_url.as_deref().map(redact_connection_string),
+            )
             .field("key_prefix", &self.key_prefix)
             .field(
                 "redis_password",
@@ -112,19 +120,6 @@ impl fmt::Debug for NodeCacheConfig {
     }
 }
 
-/// `url` with any userinfo (`user:password@`) replaced by a placeholder.
-pub(crate) fn redact_url(url: &str) -> String {
-    let (scheme, rest) = match url.find("://") {
-        Some(i) => url.split_at(i + 3),
-        None => ("", url),
-    };
-    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    match rest[..authority_end].rfind('@') {
-        Some(at) => format!("{scheme}{REDACTED}{}", &rest[at..]),
-        None => url.to_string(),
-    }
-}
-
 const ENABLED: &str = "APP_NODE_CACHE_ENABLED";
 const BACKEND: &str = "APP_NODE_CACHE_BACKEND";
 const REDIS_URL: &str = "APP_NODE_CACHE_REDIS_URL";
@@ -134,42 +129,26 @@ const MAX_TTL_SECS: &str = "APP_NODE_CACHE_MAX_TTL_SECS";
 const MAX_ENTRIES: &str = "APP_NODE_CACHE_MAX_ENTRIES";
 const COMMAND_TIMEOUT_MS: &str = "APP_NODE_CACHE_COMMAND_TIMEOUT_MS";
 
-fn positive<T: std::str::FromStr + PartialEq + Default>(
-    lookup: &impl Fn(&str) -> Option<String>,
-    variable: &'static str,
-) -> Result<Option<T>, ConfigError> {
-    let Some(raw) = lookup(variable) else {
-        return Ok(None);
-    };
-    let v: T = raw.trim().parse().map_err(|_| ConfigError {
-        variable,
-        value: raw.clone(),
-        reason: "expected a whole number greater than zero",
-    })?;
-    if v == T::default() {
-        return Err(ConfigError {
-            variable,
-            value: raw,
-            reason: "must be greater than zero",
-        });
-    }
-    Ok(Some(v))
-}
-
 impl NodeCacheConfig {
     /// The default Redis key prefix.
     pub const DEFAULT_KEY_PREFIX: &str = "aegis:node-cache";
 
-    /// Reads the process environment.
+    /// Reads the process environment (`std::env::var_os`, so a value that
+    /// is not UTF-8 is reported, not skipped).
     pub fn from_env() -> Result<Self, ConfigError> {
-        Self::from_lookup(|k| std::env::var(k).ok())
+        Self::from_lookup(|k: &str| std::env::var_os(k))
     }
 
-    /// Reads the `APP_NODE_CACHE_*` variables through `lookup` (a map in
-    /// tests, the environment in [`NodeCacheConfig::from_env`]).
-    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+    /// Reads the `APP_NODE_CACHE_*` variables through `lookup`: a map in
+    /// tests (returning `String` or `&str`), the environment in
+    /// [`NodeCacheConfig::from_env`] (returning `OsString`). See
+    /// [`EnvValue`].
+    pub fn from_lookup<V: Into<EnvValue>>(
+        lookup: impl Fn(&str) -> Option<V>,
+    ) -> Result<Self, ConfigError> {
+        let env = Env(lookup);
         let mut cfg = NodeCacheConfig::default();
-        if let Some(raw) = lookup(ENABLED) {
+        if let Some(raw) = env.text(ENABLED)? {
             cfg.enabled = match raw.trim().to_ascii_lowercase().as_str() {
                 "true" | "1" | "yes" | "on" => true,
                 "false" | "0" | "no" | "off" => false,
@@ -182,7 +161,7 @@ impl NodeCacheConfig {
                 }
             };
         }
-        if let Some(raw) = lookup(BACKEND) {
+        if let Some(raw) = env.text(BACKEND)? {
             cfg.backend = match raw.trim().to_ascii_lowercase().as_str() {
                 "memory" | "in-memory" | "in_memory" | "inmemory" => NodeCacheBackend::InMemory,
                 "redis" => NodeCacheBackend::Redis,
@@ -195,7 +174,10 @@ impl NodeCacheConfig {
                 }
             };
         }
-        if let Some(raw) = lookup(REDIS_URL) {
+        let url = env.read(REDIS_URL, |raw| {
+            redact_connection_string(&raw.to_string_lossy())
+        })?;
+        if let Some(raw) = url {
             let url = raw.trim();
             let scheme_ok = ["redis://", "rediss://", "redis+unix://", "unix://"]
                 .iter()
@@ -203,13 +185,13 @@ impl NodeCacheConfig {
             if !scheme_ok || url.len() <= url.find("://").map_or(0, |i| i + 3) {
                 return Err(ConfigError {
                     variable: REDIS_URL,
-                    value: redact_url(url),
+                    value: redact_connection_string(url),
                     reason: "expected a redis://, rediss:// or unix:// URL",
                 });
             }
             cfg.redis_url = Some(url.to_string());
         }
-        if let Some(raw) = lookup(KEY_PREFIX) {
+        if let Some(raw) = env.text(KEY_PREFIX)? {
             if raw.trim().is_empty() {
                 return Err(ConfigError {
                     variable: KEY_PREFIX,
@@ -219,15 +201,15 @@ impl NodeCacheConfig {
             }
             cfg.key_prefix = raw.trim().to_string();
         }
-        cfg.redis_password = lookup(REDIS_PASSWORD).filter(|p| !p.is_empty());
-        if let Some(secs) = positive::<u64>(&lookup, MAX_TTL_SECS)? {
-            cfg.max_ttl = Some(Duration::from_secs(secs));
+        cfg.redis_password = env.secret(REDIS_PASSWORD)?.filter(|p| !p.is_empty());
+        if let Some(ttl) = env.duration(MAX_TTL_SECS, DurationUnit::Secs, 1)? {
+            cfg.max_ttl = Some(ttl);
         }
-        if let Some(n) = positive::<usize>(&lookup, MAX_ENTRIES)? {
+        if let Some(n) = env.number::<usize>(MAX_ENTRIES, 1)? {
             cfg.max_entries = n;
         }
-        if let Some(ms) = positive::<u64>(&lookup, COMMAND_TIMEOUT_MS)? {
-            cfg.command_timeout = Duration::from_millis(ms);
+        if let Some(timeout) = env.duration(COMMAND_TIMEOUT_MS, DurationUnit::Millis, 1)? {
+            cfg.command_timeout = timeout;
         }
         if cfg.enabled && cfg.backend == NodeCacheBackend::Redis && cfg.redis_url.is_none() {
             return Err(ConfigError {
@@ -351,17 +333,29 @@ mod tests {
             ),
             (KEY_PREFIX, "  ", "must not be empty"),
             (MAX_TTL_SECS, "0", "must be greater than zero"),
+            (MAX_TTL_SECS, "1h", "expected a whole non-negative number"),
+            (MAX_ENTRIES, "-5", "expected a whole non-negative number"),
+            (COMMAND_TIMEOUT_MS, "0", "must be greater than zero"),
             (
                 MAX_TTL_SECS,
-                "1h",
-                "expected a whole number greater than zero",
+                "18446744073709551615",
+                "must be at most 3153600000 seconds (100 years); leave it unset for the default",
+            ),
+            (
+                MAX_TTL_SECS,
+                "18446744073709551616",
+                "is too large for this setting",
+            ),
+            (
+                COMMAND_TIMEOUT_MS,
+                "3153600000001",
+                "must be at most 3153600000000 milliseconds (100 years); leave it unset for the default",
             ),
             (
                 MAX_ENTRIES,
-                "-5",
-                "expected a whole number greater than zero",
+                "18446744073709551616",
+                "is too large for this setting",
             ),
-            (COMMAND_TIMEOUT_MS, "0", "must be greater than zero"),
         ] {
             let err = NodeCacheConfig::from_lookup(lookup(&[(var, value)])).unwrap_err();
             assert_eq!((err.variable, err.reason), (var, reason), "{var}={value}");
@@ -398,14 +392,88 @@ mod tests {
     }
 
     #[test]
-    fn urls_are_redacted_only_where_they_carry_userinfo() {
-        assert_eq!(redact_url("redis://h:1/0"), "redis://h:1/0");
-        assert_eq!(redact_url("redis://:pw@h:1"), "redis://[REDACTED]@h:1");
-        assert_eq!(
-            redact_url("redis://u:p@h/0?x=a@b"),
-            "redis://[REDACTED]@h/0?x=a@b"
-        );
-        assert_eq!(redact_url("u:p@h"), "[REDACTED]@h");
+    fn malformed_urls_lose_their_password_in_errors_and_debug() {
+        for url in [
+            "redis:/user:url-secret@host",
+            "redis//:url-secret@host",
+            "redis://:url-secret@",
+            "user:url-secret@host",
+            "http://u:url-secret@h",
+            "redis:/u:url%2Dsecret@h",
+            "redis+unix:///tmp/r.sock?pass=url-secret",
+        ] {
+            let shown = match NodeCacheConfig::from_lookup(lookup(&[(REDIS_URL, url)])) {
+                Err(err) => {
+                    assert_eq!(err.variable, REDIS_URL);
+                    err.to_string()
+                }
+                Ok(cfg) => format!("{cfg:?}"),
+            };
+            assert!(
+                !shown.contains("url-secret") && !shown.contains("url%2Dsecret"),
+                "{url}: {shown}"
+            );
+            assert!(shown.contains(REDACTED), "{url}: {shown}");
+        }
+        // Set directly, bypassing the parser, it is still hidden.
+        let cfg = NodeCacheConfig {
+            redis_url: Some("redis//:field-secret@h".into()),
+            ..NodeCacheConfig::default()
+        };
+        assert!(!format!("{cfg:?}").contains("field-secret"));
+    }
+
+    #[test]
+    fn durations_up_to_a_hundred_years_are_representable_deadlines() {
+        let cfg = NodeCacheConfig::from_lookup(lookup(&[
+            (MAX_TTL_SECS, "3153600000"),
+            (COMMAND_TIMEOUT_MS, "3153600000000"),
+            (MAX_ENTRIES, "18446744073709551615"),
+        ]))
+        .unwrap();
+        let longest = Duration::from_secs(crate::config::MAX_CONFIG_DURATION_SECS);
+        assert_eq!(cfg.max_ttl, Some(longest));
+        assert_eq!(cfg.command_timeout, longest);
+        assert_eq!(cfg.max_entries as u64, u64::MAX);
+        assert!(std::time::SystemTime::now().checked_add(longest).is_some());
+        assert!(std::time::Instant::now().checked_add(longest).is_some());
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_value_that_is_not_utf8_is_an_error_never_a_default() {
+        use std::ffi::OsString;
+        use std::os::unix::ffi::OsStringExt;
+        let bad = |prefix: &[u8]| {
+            let mut bytes = prefix.to_vec();
+            bytes.push(0xff);
+            OsString::from_vec(bytes)
+        };
+        for var in [
+            ENABLED,
+            BACKEND,
+            REDIS_URL,
+            KEY_PREFIX,
+            REDIS_PASSWORD,
+            MAX_TTL_SECS,
+            MAX_ENTRIES,
+            COMMAND_TIMEOUT_MS,
+        ] {
+            let value = match var {
+                REDIS_URL => bad(b"redis://:pw-secret@h/"),
+                REDIS_PASSWORD => bad(b"pw-secret"),
+                _ => bad(b"1"),
+            };
+            let err = NodeCacheConfig::from_lookup(|k: &str| (k == var).then(|| value.clone()))
+                .unwrap_err();
+            assert_eq!((err.variable, err.reason), (var, "is not valid UTF-8"));
+            assert!(!err.to_string().contains("pw-secret"), "{err}");
+        }
+        let err = NodeCacheConfig::from_lookup(|k: &str| {
+            (k == REDIS_PASSWORD).then(|| bad(b"pw-secret"))
+        })
+        .unwrap_err();
+        assert_eq!(err.value, REDACTED);
     }
 
     #[tokio::test]

@@ -13,9 +13,10 @@ use std::time::Duration;
 
 use super::{CacheClock, CacheEntry, CacheKey, NodeCache, derive_key};
 use crate::aegis::CacheKeySpec;
-use crate::engine::NodeContext;
 use crate::error::StateNodeError;
-use crate::graph::{Directive, NodeId, NodeSpec, StateNode};
+use crate::graph::NodeContext;
+use crate::graph::{Directive, NodeSpec, StateNode};
+use crate::id::NodeId;
 use crate::state::{Battlefield, StateDelta};
 
 /// One backend under test, with control over its clock and raw storage.
@@ -33,6 +34,10 @@ pub(crate) trait Harness {
 struct Noop;
 #[async_trait::async_trait]
 impl StateNode for Noop {
+    fn kind_name(&self) -> &str {
+        "noop"
+    }
+
     async fn run(&self, _: &Battlefield, _: &NodeContext) -> Result<Directive, StateNodeError> {
         Ok(Directive::edges(StateDelta::new()))
     }
@@ -57,8 +62,8 @@ pub(crate) fn delta(value: Value) -> StateDelta {
     d
 }
 
-fn entry_for(h: &impl Harness, value: Value, ttl: Duration) -> CacheEntry {
-    CacheEntry::new(delta(value), h.clock().now() + ttl)
+fn entry_for(h: &impl Harness, k: &CacheKey, value: Value, ttl: Duration) -> CacheEntry {
+    CacheEntry::new(k.clone(), delta(value), h.clock().now() + ttl)
 }
 
 const TTL: Duration = Duration::from_secs(600);
@@ -68,11 +73,16 @@ pub(crate) async fn round_trip(h: impl Harness) {
     let k = key("v6:g", "answerer", 1);
     assert_eq!(cache.get(&k).await.unwrap(), None);
 
-    let first = entry_for(&h, json!({"text": "42", "n": [1, 2.5, null, true]}), TTL);
+    let first = entry_for(
+        &h,
+        &k,
+        json!({"text": "42", "n": [1, 2.5, null, true]}),
+        TTL,
+    );
     cache.put(&k, &first).await.unwrap();
     assert_eq!(cache.get(&k).await.unwrap(), Some(first));
 
-    let second = entry_for(&h, json!("replaced"), TTL);
+    let second = entry_for(&h, &k, json!("replaced"), TTL);
     cache.put(&k, &second).await.unwrap();
     assert_eq!(cache.get(&k).await.unwrap(), Some(second));
 
@@ -83,7 +93,7 @@ pub(crate) async fn expiry(h: impl Harness) {
     let cache = h.cache();
     let k = key("v6:g", "n", 1);
     cache
-        .put(&k, &entry_for(&h, json!(1), Duration::from_secs(10)))
+        .put(&k, &entry_for(&h, &k, json!(1), Duration::from_secs(10)))
         .await
         .unwrap();
     h.advance(Duration::from_secs(5)).await;
@@ -93,7 +103,11 @@ pub(crate) async fn expiry(h: impl Harness) {
 
     // An entry already expired when stored is never served.
     let late = key("v6:g", "n", 2);
-    let stale = CacheEntry::new(delta(json!(2)), h.clock().now() - Duration::from_secs(1));
+    let stale = CacheEntry::new(
+        late.clone(),
+        delta(json!(2)),
+        h.clock().now() - Duration::from_secs(1),
+    );
     cache.put(&late, &stale).await.unwrap();
     assert_eq!(cache.get(&late).await.unwrap(), None);
 }
@@ -102,7 +116,7 @@ pub(crate) async fn closed_boundary(h: impl Harness) {
     let cache = h.cache();
     let k = key("v6:g", "n", 1);
     let ttl = Duration::from_secs(30);
-    let entry = entry_for(&h, json!("v"), ttl);
+    let entry = entry_for(&h, &k, json!("v"), ttl);
     cache.put(&k, &entry).await.unwrap();
 
     h.advance(ttl - Duration::from_nanos(1)).await;
@@ -124,7 +138,10 @@ pub(crate) async fn invalidation(h: impl Harness) {
         b1.push(key(gb, "one", t));
     }
     for k in a1.iter().chain(&a2).chain(&b1) {
-        cache.put(k, &entry_for(&h, json!(1), TTL)).await.unwrap();
+        cache
+            .put(k, &entry_for(&h, k, json!(1), TTL))
+            .await
+            .unwrap();
     }
 
     let node_prefix = CacheKey::node_prefix(ga, &NodeId::new("one"));
@@ -172,7 +189,7 @@ pub(crate) async fn concurrent_writers(h: impl Harness) {
                 let k = key("v6:g", "shared", (w + r) % KEYS);
                 let value = json!({"writer": w, "round": r, "pad": "x".repeat(256)});
                 cache
-                    .put(&k, &CacheEntry::new(delta(value), expires_at))
+                    .put(&k, &CacheEntry::new(k.clone(), delta(value), expires_at))
                     .await
                     .unwrap();
                 tokio::task::yield_now().await;
@@ -203,7 +220,7 @@ pub(crate) async fn large_values(h: impl Harness) {
         .map(|i| char::from(b'a' + (i % 26) as u8))
         .collect();
     let list: Vec<u64> = (0..50_000).collect();
-    let entry = entry_for(&h, json!({"text": big, "list": list}), TTL);
+    let entry = entry_for(&h, &k, json!({"text": big, "list": list}), TTL);
     cache.put(&k, &entry).await.unwrap();
     assert_eq!(cache.get(&k).await.unwrap(), Some(entry));
 }
@@ -221,7 +238,7 @@ pub(crate) async fn corrupt_entry(h: impl Harness) {
         assert_eq!(cache.get(&k).await.unwrap(), None, "{garbage:?}");
     }
     // The miss's re-run stores over it.
-    let entry = entry_for(&h, json!("fresh"), TTL);
+    let entry = entry_for(&h, &k, json!("fresh"), TTL);
     cache.put(&k, &entry).await.unwrap();
     assert_eq!(cache.get(&k).await.unwrap(), Some(entry));
 }

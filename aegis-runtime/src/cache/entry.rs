@@ -3,17 +3,23 @@
 use serde::{Deserialize, Serialize};
 use std::time::{Duration, SystemTime};
 
-use super::NodeCacheError;
+use super::{CacheKey, NodeCacheError};
 use crate::state::StateDelta;
 
 /// The stored form's version; an entry of any other version reads as corrupt
-/// (a miss), never as a wrongly shaped delta.
-const ENTRY_FORMAT: u32 = 1;
+/// (a miss), never as a wrongly shaped delta. Version 2 added the key the
+/// entry was stored under.
+const ENTRY_FORMAT: u32 = 2;
 
 /// One cached node result: the delta a successful, Edges-routed attempt
-/// returned, and the instant it stops being served.
+/// returned, the key it was stored under, and the instant it stops being
+/// served.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CacheEntry {
+    /// The key the entry was stored under. The engine serves an entry only
+    /// under this key: one found under any other (copied by another
+    /// process, or planted) is a miss.
+    pub key: CacheKey,
     /// The delta merged on a hit, exactly as the original attempt's was.
     pub delta: StateDelta,
     /// A hard expiry with a closed boundary: read at exactly this instant,
@@ -24,21 +30,33 @@ pub struct CacheEntry {
 #[derive(Serialize)]
 struct WireOut<'a> {
     format: u32,
+    key: &'a str,
     expires_at: SystemTime,
     delta: &'a StateDelta,
 }
 
 #[derive(Deserialize)]
 struct WireIn {
-    format: u32,
+    key: String,
     expires_at: SystemTime,
     delta: StateDelta,
 }
 
+/// Just the version, read first, so an entry of another format is reported
+/// as such rather than as whatever field it lacks.
+#[derive(Deserialize)]
+struct WireFormat {
+    format: u32,
+}
+
 impl CacheEntry {
-    /// An entry of `delta` expiring at `expires_at`.
-    pub fn new(delta: StateDelta, expires_at: SystemTime) -> Self {
-        CacheEntry { delta, expires_at }
+    /// An entry of `delta`, stored under `key`, expiring at `expires_at`.
+    pub fn new(key: CacheKey, delta: StateDelta, expires_at: SystemTime) -> Self {
+        CacheEntry {
+            key,
+            delta,
+            expires_at,
+        }
     }
 
     /// Whether the entry may be served at `now`: strictly before its expiry.
@@ -54,12 +72,13 @@ impl CacheEntry {
             .filter(|d| !d.is_zero())
     }
 
-    /// The stored form: versioned JSON of the expiry and the delta. Both
-    /// built-in backends store exactly these bytes, so they fail alike on a
-    /// damaged entry.
+    /// The stored form: versioned JSON of the key, the expiry and the
+    /// delta. Both built-in backends store exactly these bytes, so they
+    /// fail alike on a damaged entry.
     pub fn to_bytes(&self) -> Result<Vec<u8>, NodeCacheError> {
         serde_json::to_vec(&WireOut {
             format: ENTRY_FORMAT,
+            key: self.key.as_str(),
             expires_at: self.expires_at,
             delta: &self.delta,
         })
@@ -71,19 +90,21 @@ impl CacheEntry {
     /// Reads the stored form back; anything else is
     /// [`NodeCacheError::CorruptEntry`].
     pub fn from_bytes(bytes: &[u8]) -> Result<Self, NodeCacheError> {
-        let wire: WireIn =
-            serde_json::from_slice(bytes).map_err(|e| NodeCacheError::CorruptEntry {
-                message: e.to_string(),
-            })?;
-        if wire.format != ENTRY_FORMAT {
+        let corrupt = |e: serde_json::Error| NodeCacheError::CorruptEntry {
+            message: e.to_string(),
+        };
+        let version: WireFormat = serde_json::from_slice(bytes).map_err(corrupt)?;
+        if version.format != ENTRY_FORMAT {
             return Err(NodeCacheError::CorruptEntry {
                 message: format!(
                     "entry format {} is not the supported format {ENTRY_FORMAT}",
-                    wire.format
+                    version.format
                 ),
             });
         }
+        let wire: WireIn = serde_json::from_slice(bytes).map_err(corrupt)?;
         Ok(CacheEntry {
+            key: CacheKey::from_raw(wire.key),
             delta: wire.delta,
             expires_at: wire.expires_at,
         })
@@ -101,15 +122,18 @@ mod tests {
             .set("answer", json!({"text": "42", "n": [1, 2.5, null]}))
             .unwrap();
         CacheEntry::new(
+            CacheKey::from_raw("v1:abc:def:0123"),
             delta,
             SystemTime::UNIX_EPOCH + Duration::new(1_700_000_000, 123_456_789),
         )
     }
 
     #[test]
-    fn round_trips_with_nanosecond_expiry() {
+    fn round_trips_with_its_key_and_nanosecond_expiry() {
         let e = entry();
-        assert_eq!(CacheEntry::from_bytes(&e.to_bytes().unwrap()).unwrap(), e);
+        let back = CacheEntry::from_bytes(&e.to_bytes().unwrap()).unwrap();
+        assert_eq!(back, e);
+        assert_eq!(back.key.as_str(), "v1:abc:def:0123");
     }
 
     #[test]
@@ -129,9 +153,13 @@ mod tests {
         for bytes in [
             &b"not json"[..],
             b"",
-            b"{\"format\":1}",
+            b"{\"format\":2}",
+            b"{\"format\":3,\"key\":\"k\",\"expires_at\":{\"secs_since_epoch\":1,\"nanos_since_epoch\":0},\"delta\":{\"writes\":{}}}",
+            b"{\"format\":2,\"key\":\"k\",\"expires_at\":{\"secs_since_epoch\":1,\"nanos_since_epoch\":0},\"delta\":{\"writes\":{\"bad name\":1}}}",
+            // Format 2 without its key.
             b"{\"format\":2,\"expires_at\":{\"secs_since_epoch\":1,\"nanos_since_epoch\":0},\"delta\":{\"writes\":{}}}",
-            b"{\"format\":1,\"expires_at\":{\"secs_since_epoch\":1,\"nanos_since_epoch\":0},\"delta\":{\"writes\":{\"bad name\":1}}}",
+            // A format-1 entry, written before entries recorded their key.
+            b"{\"format\":1,\"expires_at\":{\"secs_since_epoch\":1,\"nanos_since_epoch\":0},\"delta\":{\"writes\":{}}}",
             &[0xff, 0xfe, 0x00],
         ] {
             assert!(

@@ -5,11 +5,13 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use super::validate::{EntryMisfit, delta_fits};
 use super::{CacheClock, CacheEntry, CacheKey, NodeCache, NodeCacheError, delta_is_cacheable};
 use crate::graph::{Directive, NextStep};
 use crate::state::BattlefieldSchema;
 
 /// What a lookup found.
+#[doc(hidden)]
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum CacheLookup {
@@ -22,6 +24,10 @@ pub enum CacheLookup {
         /// The entry's expiry.
         expires_at: SystemTime,
     },
+    /// The backend served an entry that cannot be this lookup's result (it
+    /// records another key, or does not fit the schema); treated as a miss,
+    /// and overwritten when the node's fresh result is stored.
+    Misfit(EntryMisfit),
     /// The backend failed; treated as a miss.
     Failed(NodeCacheError),
 }
@@ -42,6 +48,7 @@ impl CacheLookup {
 }
 
 /// What a store did.
+#[doc(hidden)]
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum StoreOutcome {
@@ -65,6 +72,7 @@ pub enum StoreOutcome {
 ///
 /// Cheap to clone. The handle adopts its backend's clock when the backend
 /// has one, so both judge every expiry boundary alike.
+#[doc(hidden)]
 #[derive(Clone)]
 pub struct NodeCacheHandle {
     backend: Arc<dyn NodeCache>,
@@ -94,22 +102,44 @@ impl NodeCacheHandle {
         &self.clock
     }
 
-    /// Looks `key` up. Only [`CacheLookup::Hit`] is a hit: the entry is
-    /// re-checked against this handle's clock whatever the backend served
-    /// (closed boundary), and a backend error is a miss, logged at `warn`.
-    pub async fn lookup(&self, key: &CacheKey) -> CacheLookup {
-        match self.backend.get(key).await {
-            Ok(None) => CacheLookup::Miss,
-            Ok(Some(entry)) if entry.is_fresh_at(self.clock.now()) => CacheLookup::Hit(entry),
-            Ok(Some(entry)) => {
-                tracing::debug!(backend = self.backend.backend_name(), key = %key, "node cache served an expired entry; treated as a miss");
-                CacheLookup::Expired {
-                    expires_at: entry.expires_at,
-                }
-            }
+    /// Looks `key` up for a node of a graph with `schema`. Only
+    /// [`CacheLookup::Hit`] is a hit; everything else is a miss:
+    ///
+    /// - an entry recording another key than `key` (copied or planted
+    ///   there), and one whose delta does not fit `schema` (an undeclared
+    ///   field, a value its dispatch rule rejects, a `Deny` field) are
+    ///   [`CacheLookup::Misfit`], logged at `warn`: serving it would fail
+    ///   the run's merge, or serve another activation's result;
+    /// - the entry is re-checked against this handle's clock whatever the
+    ///   backend served (closed boundary);
+    /// - a backend error is [`CacheLookup::Failed`], logged at `warn`.
+    pub async fn lookup(&self, schema: &BattlefieldSchema, key: &CacheKey) -> CacheLookup {
+        let backend = self.backend.backend_name();
+        let entry = match self.backend.get(key).await {
+            Ok(None) => return CacheLookup::Miss,
+            Ok(Some(entry)) => entry,
             Err(e) => {
-                tracing::warn!(backend = self.backend.backend_name(), key = %key, error = %e, "node cache lookup failed; treated as a miss");
-                CacheLookup::Failed(e)
+                tracing::warn!(backend, key = %key, error = %e, "node cache lookup failed; treated as a miss");
+                return CacheLookup::Failed(e);
+            }
+        };
+        let misfit = if entry.key != *key {
+            Some(EntryMisfit::OtherKey {
+                stored_under: entry.key.clone(),
+            })
+        } else if !entry.is_fresh_at(self.clock.now()) {
+            tracing::debug!(backend, key = %key, "node cache served an expired entry; treated as a miss");
+            return CacheLookup::Expired {
+                expires_at: entry.expires_at,
+            };
+        } else {
+            delta_fits(schema, &entry.delta).err()
+        };
+        match misfit {
+            None => CacheLookup::Hit(entry),
+            Some(misfit) => {
+                tracing::warn!(backend, key = %key, reason = %misfit, "node cache entry does not fit; treated as a miss and overwritten by the node's result");
+                CacheLookup::Misfit(misfit)
             }
         }
     }
@@ -137,7 +167,7 @@ impl NodeCacheHandle {
         let Some(expires_at) = self.clock.now().checked_add(ttl).filter(|_| !ttl.is_zero()) else {
             return StoreOutcome::TtlOutOfRange;
         };
-        let entry = CacheEntry::new(directive.delta.clone(), expires_at);
+        let entry = CacheEntry::new(key.clone(), directive.delta.clone(), expires_at);
         match self.backend.put(key, &entry).await {
             Ok(()) => StoreOutcome::Stored { expires_at },
             Err(e) => {
@@ -205,10 +235,10 @@ mod tests {
             }
         );
         tokio::time::advance(ttl - Duration::from_nanos(1)).await;
-        let hit = handle.lookup(&key()).await.into_hit().unwrap();
+        let hit = handle.lookup(&schema(), &key()).await.into_hit().unwrap();
         assert_eq!(hit.delta.get("answer"), Some(&json!("42")));
         tokio::time::advance(Duration::from_nanos(1)).await;
-        assert_eq!(handle.lookup(&key()).await, CacheLookup::Miss);
+        assert_eq!(handle.lookup(&schema(), &key()).await, CacheLookup::Miss);
     }
 
     /// A backend that serves whatever it was given, expired or not.
@@ -235,10 +265,10 @@ mod tests {
         let handle = NodeCacheHandle::new(Arc::new(Lax(Default::default())));
         let ttl = Duration::from_secs(10);
         handle.store(&schema(), &key(), &answer("a"), ttl).await;
-        assert!(handle.lookup(&key()).await.is_hit());
+        assert!(handle.lookup(&schema(), &key()).await.is_hit());
         tokio::time::advance(ttl).await;
         assert!(matches!(
-            handle.lookup(&key()).await,
+            handle.lookup(&schema(), &key()).await,
             CacheLookup::Expired { .. }
         ));
     }
@@ -269,7 +299,7 @@ mod tests {
     #[tokio::test]
     async fn backend_errors_are_misses_and_logged_store_failures() {
         let handle = NodeCacheHandle::new(Arc::new(Broken));
-        let lookup = handle.lookup(&key()).await;
+        let lookup = handle.lookup(&schema(), &key()).await;
         assert!(matches!(lookup, CacheLookup::Failed(_)));
         assert_eq!(lookup.into_hit(), None);
         assert!(matches!(
@@ -326,8 +356,9 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn one_graphs_entry_is_never_another_graphs_hit() {
         use crate::aegis::CacheKeySpec;
-        use crate::graph::{InputMapping, NodeId, NodeSpec};
-        use crate::paladin::Paladin;
+        use crate::graph::Paladin;
+        use crate::graph::{InputMapping, NodeSpec};
+        use crate::id::NodeId;
         let spec = NodeSpec::paladin(
             Paladin::new("A").with_model("m"),
             InputMapping::new("Answer: {answer}"),
@@ -355,8 +386,104 @@ mod tests {
             )
             .await;
         assert!(matches!(stored, StoreOutcome::Stored { .. }));
-        assert!(handle.lookup(&key_in("v6:a")).await.is_hit());
-        assert_eq!(handle.lookup(&key_in("v6:b")).await, CacheLookup::Miss);
+        assert!(handle.lookup(&schema(), &key_in("v6:a")).await.is_hit());
+        assert_eq!(
+            handle.lookup(&schema(), &key_in("v6:b")).await,
+            CacheLookup::Miss
+        );
+    }
+
+    fn schema_with_counters() -> BattlefieldSchema {
+        let f = |n: &str, rule| FieldSpec::new(FieldName::new(n).unwrap(), rule, None, false);
+        BattlefieldSchema::new(vec![
+            f("answer", DispatchRule::LastWrite),
+            f("total", DispatchRule::Sum),
+            f("meta", DispatchRule::Merge),
+            f("log", DispatchRule::Append),
+        ])
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_entry_that_does_not_fit_the_schema_is_a_misfit_then_overwritten() {
+        let backend = Arc::new(InMemoryNodeCache::new());
+        let handle = NodeCacheHandle::new(backend.clone());
+        let schema = schema_with_counters();
+        let far = handle.clock().now() + Duration::from_secs(600);
+        let misfits: Vec<(&str, serde_json::Value, EntryMisfit)> = vec![
+            (
+                "gone",
+                json!(1),
+                EntryMisfit::UndeclaredField {
+                    field: FieldName::new("gone").unwrap(),
+                },
+            ),
+            (
+                "total",
+                json!("12"),
+                EntryMisfit::DispatchMismatch {
+                    field: FieldName::new("total").unwrap(),
+                    rule: DispatchRule::Sum,
+                    found: "a string",
+                },
+            ),
+            (
+                "meta",
+                json!([1]),
+                EntryMisfit::DispatchMismatch {
+                    field: FieldName::new("meta").unwrap(),
+                    rule: DispatchRule::Merge,
+                    found: "an array",
+                },
+            ),
+        ];
+        for (field, value, expected) in misfits {
+            let mut delta = StateDelta::new();
+            delta.set(field, value).unwrap();
+            backend
+                .put(&key(), &CacheEntry::new(key(), delta, far))
+                .await
+                .unwrap();
+            assert_eq!(
+                handle.lookup(&schema, &key()).await,
+                CacheLookup::Misfit(expected)
+            );
+            // The node's fresh result replaces it.
+            let out = handle
+                .store(&schema, &key(), &answer("fresh"), Duration::from_secs(60))
+                .await;
+            assert!(matches!(out, StoreOutcome::Stored { .. }));
+            let hit = handle.lookup(&schema, &key()).await.into_hit().unwrap();
+            assert_eq!(hit.delta.get("answer"), Some(&json!("fresh")));
+        }
+        // An object appended to an Append field is what a node may write.
+        let mut append = StateDelta::new();
+        append.set("log", json!({"k": 1})).unwrap();
+        backend
+            .put(&key(), &CacheEntry::new(key(), append, far))
+            .await
+            .unwrap();
+        assert!(handle.lookup(&schema, &key()).await.is_hit());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_entry_found_under_another_key_is_a_misfit() {
+        let backend = Arc::new(InMemoryNodeCache::new());
+        let handle = NodeCacheHandle::new(backend.clone());
+        let elsewhere = CacheKey::from_raw("v1:g:n:other");
+        let out = handle
+            .store(&schema(), &elsewhere, &answer("a"), Duration::from_secs(60))
+            .await;
+        assert!(matches!(out, StoreOutcome::Stored { .. }));
+        // Another process copies it, whole, under this key.
+        let copied = backend.get(&elsewhere).await.unwrap().unwrap();
+        backend.put(&key(), &copied).await.unwrap();
+        assert_eq!(
+            handle.lookup(&schema(), &key()).await,
+            CacheLookup::Misfit(EntryMisfit::OtherKey {
+                stored_under: elsewhere.clone()
+            })
+        );
+        assert!(handle.lookup(&schema(), &elsewhere).await.is_hit());
     }
 
     #[test]

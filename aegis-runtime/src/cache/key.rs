@@ -4,16 +4,17 @@
 use serde_json::Value;
 use std::fmt;
 
-use super::canon::CanonicalHasher;
 use crate::aegis::CacheKeySpec;
-use crate::graph::{NodeId, NodeSpec, TemplateError};
+use crate::canon::Canon;
+use crate::graph::{NodeSpec, TemplateError};
+use crate::id::NodeId;
 use crate::state::{Battlefield, FieldName};
 
 /// The key scheme's version, the first segment of every [`CacheKey`].
 ///
 /// Bumped whenever the encoding below changes, so entries written under an
 /// older scheme can never be read under a newer one.
-pub const CACHE_KEY_VERSION: &str = "v1";
+pub const CACHE_KEY_VERSION: &str = "v2";
 
 /// How many hex digits of a digest the scoping segments of a key keep. They
 /// only scope invalidation; uniqueness rests on the full digest.
@@ -21,7 +22,7 @@ const SCOPE_HEX: usize = 16;
 
 /// The key one node activation's result is cached under.
 ///
-/// Its text is `v1:{graph}:{node}:{digest}`: `graph` and `node` are short
+/// Its text is `v2:{graph}:{node}:{digest}`: `graph` and `node` are short
 /// digests of the graph fingerprint and of the node id within it (so
 /// [`NodeCache::invalidate_prefix`](super::NodeCache::invalidate_prefix) with
 /// [`CacheKey::graph_prefix`] or [`CacheKey::node_prefix`] drops one graph's
@@ -52,7 +53,7 @@ impl CacheKey {
         )
     }
 
-    #[cfg(test)]
+    /// A key from its text, as an entry records it (and as tests plant it).
     pub(crate) fn from_raw(raw: impl Into<String>) -> Self {
         CacheKey(raw.into())
     }
@@ -96,7 +97,7 @@ pub enum CacheKeyError {
 }
 
 fn graph_scope(graph_fingerprint: &str) -> String {
-    let mut h = CanonicalHasher::new("aegis-node-cache/graph-scope");
+    let mut h = Canon::new("aegis-node-cache/graph-scope");
     h.str(graph_fingerprint);
     let mut s = h.hex();
     s.truncate(SCOPE_HEX);
@@ -104,7 +105,7 @@ fn graph_scope(graph_fingerprint: &str) -> String {
 }
 
 fn node_scope(graph_fingerprint: &str, node_id: &NodeId) -> String {
-    let mut h = CanonicalHasher::new("aegis-node-cache/node-scope");
+    let mut h = Canon::new("aegis-node-cache/node-scope");
     h.str(graph_fingerprint).str(node_id.as_str());
     let mut s = h.hex();
     s.truncate(SCOPE_HEX);
@@ -151,6 +152,7 @@ fn node_scope(graph_fingerprint: &str, node_id: &NodeId) -> String {
 /// assert_ne!(key(&state)?, key(&other)?);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
+#[doc(hidden)]
 pub fn derive_key(
     graph_fingerprint: &str,
     node_id: &NodeId,
@@ -159,7 +161,7 @@ pub fn derive_key(
     state: &Battlefield,
     task: Option<(&str, &Value)>,
 ) -> Result<CacheKey, CacheKeyError> {
-    let mut h = CanonicalHasher::new("aegis-node-cache/key");
+    let mut h = Canon::new("aegis-node-cache/key");
     h.str(CACHE_KEY_VERSION)
         .str(graph_fingerprint)
         .str(node_id.as_str());
@@ -172,13 +174,12 @@ pub fn derive_key(
             });
         }
         NodeSpec::Paladin { paladin, input, .. } => {
-            let rendered =
-                input
-                    .render(state)
-                    .map_err(|source| CacheKeyError::InputNotRendered {
-                        node: node_id.clone(),
-                        source,
-                    })?;
+            let rendered = input.render_task(state, task).map_err(|source| {
+                CacheKeyError::InputNotRendered {
+                    node: node_id.clone(),
+                    source,
+                }
+            })?;
             h.str("paladin")
                 .str(&paladin.config_fingerprint())
                 .str(&rendered);
@@ -233,7 +234,7 @@ pub fn derive_key(
     )))
 }
 
-fn hash_fields(h: &mut CanonicalHasher, fields: &[FieldName], state: &Battlefield) {
+fn hash_fields(h: &mut Canon, fields: &[FieldName], state: &Battlefield) {
     let mut names: Vec<&str> = fields.iter().map(FieldName::as_str).collect();
     names.sort_unstable();
     names.dedup();
@@ -250,16 +251,20 @@ fn hash_fields(h: &mut CanonicalHasher, fields: &[FieldName], state: &Battlefiel
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::NodeContext;
     use crate::error::StateNodeError;
+    use crate::graph::NodeContext;
+    use crate::graph::Paladin;
     use crate::graph::{Directive, InputMapping, StateNode};
-    use crate::paladin::Paladin;
     use crate::state::{BattlefieldSchema, DispatchRule, FieldSpec, initial_state};
     use serde_json::json;
 
     struct Noop;
     #[async_trait::async_trait]
     impl StateNode for Noop {
+        fn kind_name(&self) -> &str {
+            "noop"
+        }
+
         async fn run(&self, _: &Battlefield, _: &NodeContext) -> Result<Directive, StateNodeError> {
             Ok(Directive::edges(crate::state::StateDelta::new()))
         }
@@ -323,8 +328,8 @@ mod tests {
             pkey(&func, &CacheKeySpec::Default, &base()),
             pkey(&func, &CacheKeySpec::Default, &base())
         );
-        assert!(a.as_str().starts_with("v1:"));
-        assert_eq!(a.as_str().len(), "v1:".len() + 16 + 1 + 16 + 1 + 64);
+        assert!(a.as_str().starts_with("v2:"));
+        assert_eq!(a.as_str().len(), "v2:".len() + 16 + 1 + 16 + 1 + 64);
     }
 
     #[test]

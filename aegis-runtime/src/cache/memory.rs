@@ -244,7 +244,7 @@ mod tests {
     fn entry(n: u64, ttl: Duration, clock: &CacheClock) -> CacheEntry {
         let mut delta = StateDelta::new();
         delta.set("n", n).unwrap();
-        CacheEntry::new(delta, clock.now() + ttl)
+        CacheEntry::new(key(n), delta, clock.now() + ttl)
     }
 
     fn key(n: u64) -> CacheKey {

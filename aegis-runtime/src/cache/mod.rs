@@ -8,16 +8,20 @@
 //!   expiry), `invalidate_prefix`, `invalidate_all`. [`InMemoryNodeCache`]
 //!   is always available and bounded; `RedisNodeCache` needs the
 //!   `redis-cache` feature. Both pass one contract test suite.
-//! - [`derive_key`] makes the [`CacheKey`]: a versioned SHA-256 over a
-//!   canonical, length-prefixed encoding of the graph fingerprint, the node
-//!   id, the node's input (a Paladin node's rendered prompt and
-//!   configuration fingerprint; a Function node's snapshot or named fields),
-//!   and the mustered task. Change the prompt, the model, the graph or the
-//!   input and the key changes; two graphs never share a key.
-//! - [`NodeCacheHandle`] applies the engine's rules around a backend: a
-//!   lookup re-checks expiry by its [`CacheClock`] (a read at exactly
-//!   `expires_at` is a miss) whatever the backend served, and a backend
-//!   error is a miss; a store refuses anything but an Edges-routed
+//! - The engine makes the [`CacheKey`] (with the hidden `derive_key`): a
+//!   versioned SHA-256 over a canonical, length-prefixed encoding of the
+//!   graph fingerprint, the node id, the node's input (a Paladin node's
+//!   rendered prompt and configuration fingerprint; a Function node's
+//!   snapshot or named fields), and the mustered task. Change the prompt, the
+//!   model, the graph or the input and the key changes; two graphs never
+//!   share a key.
+//! - The engine applies its rules around a backend (the hidden
+//!   `NodeCacheHandle`): a lookup re-checks expiry by its [`CacheClock`] (a
+//!   read at exactly `expires_at` is a miss) whatever the backend served, an
+//!   entry that records another key than the one it was found under, or whose
+//!   delta does not fit the graph's schema ([`EntryMisfit`]), is a miss
+//!   logged at `warn` (the node's fresh result then overwrites it), and a
+//!   backend error is a miss; a store refuses anything but an Edges-routed
 //!   directive, refuses a delta touching a `CacheMarker::Deny` field, and
 //!   logs a backend error instead of failing the run.
 //! - [`NodeCacheConfig`] is the operator's side (`APP_NODE_CACHE_*`), off
@@ -33,7 +37,9 @@
 //! # How the engine uses it
 //!
 //! Before attempt 1 of a cached node, outside the interceptor chain; after a
-//! successful attempt of the node itself (not a handler's outcome):
+//! successful attempt of the node itself (not a handler's outcome). The
+//! key derivation and the handle are internals, public (and hidden) only for
+//! the property tests and benches; this is what they do:
 //!
 //! ```
 //! use aegis_runtime::*;
@@ -68,7 +74,7 @@
 //! let key = derive_key("v6:graph", &node, &spec, &policy.key, &state, None)?;
 //!
 //! // Miss: run the node normally ...
-//! assert!(!cache.lookup(&key).await.is_hit());
+//! assert!(!cache.lookup(&schema, &key).await.is_hit());
 //! let mut delta = StateDelta::new();
 //! delta.set("answer", "because")?;
 //! let directive = Directive::edges(delta);
@@ -77,7 +83,7 @@
 //! assert!(matches!(stored, StoreOutcome::Stored { .. }));
 //!
 //! // Hit: merge the stored delta with zero executions (record `cache_hit`).
-//! let entry = cache.lookup(&key).await.into_hit().expect("a hit");
+//! let entry = cache.lookup(&schema, &key).await.into_hit().expect("a hit");
 //! assert_eq!(entry.delta, directive.delta);
 //!
 //! // Invalidate one node's entries (or a graph's, with `graph_prefix`).
@@ -95,7 +101,6 @@
 //! node.
 
 mod backend;
-mod canon;
 mod ceiling;
 mod clock;
 mod config;
@@ -123,4 +128,4 @@ pub use key::{CACHE_KEY_VERSION, CacheKey, CacheKeyError, derive_key};
 pub use memory::InMemoryNodeCache;
 #[cfg(feature = "redis-cache")]
 pub use redis::{RedisNodeCache, RedisNodeCacheBuilder};
-pub use validate::delta_is_cacheable;
+pub use validate::{EntryMisfit, delta_is_cacheable};

@@ -7,10 +7,13 @@ use std::fmt;
 use std::future::Future;
 use std::time::Duration;
 
-use super::config::redact_url;
 use super::{CacheClock, CacheEntry, CacheKey, NodeCache, NodeCacheError};
+use crate::error::{redact_connection_string, scrub_values};
 
 const BACKEND: &str = "redis";
+
+/// The longest expiry handed to the server, in milliseconds: 100 years.
+const MAX_SERVER_TTL_MS: u128 = crate::config::MAX_CONFIG_DURATION_SECS as u128 * 1_000;
 
 /// How many keys one `SCAN` step asks for while invalidating.
 const SCAN_COUNT: usize = 500;
@@ -20,8 +23,10 @@ const SCAN_COUNT: usize = 500;
 ///
 /// Each entry is the JSON of [`CacheEntry::to_bytes`] under
 /// `{key_prefix}:{key}`, written with `SET .. PX` so the server drops it at
-/// its expiry too (rounded up to the millisecond; the engine's re-check
-/// enforces the exact boundary). Invalidation walks the keys with
+/// its expiry too (rounded up to the millisecond, at most 100 years; the
+/// engine's re-check enforces the exact boundary). A lookup reads at most
+/// [`RedisNodeCacheBuilder::max_entry_bytes`] of it, so another process
+/// sharing the server cannot make a lookup read without limit. Invalidation walks the keys with
 /// cursor-based `SCAN .. MATCH` and removes them with `UNLINK`, never
 /// `KEYS`, so a large cache never blocks the server.
 ///
@@ -53,6 +58,7 @@ pub struct RedisNodeCache {
     conn: ConnectionManager,
     key_prefix: String,
     command_timeout: Duration,
+    max_entry_bytes: usize,
     clock: CacheClock,
 }
 
@@ -64,13 +70,14 @@ pub struct RedisNodeCacheBuilder {
     password: Option<String>,
     command_timeout: Duration,
     connect_timeout: Duration,
+    max_entry_bytes: usize,
     clock: Option<CacheClock>,
 }
 
 impl fmt::Debug for RedisNodeCacheBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedisNodeCacheBuilder")
-            .field("url", &redact_url(&self.url))
+            .field("url", &redact_connection_string(&self.url))
             .field("key_prefix", &self.key_prefix)
             .field(
                 "password",
@@ -78,6 +85,7 @@ impl fmt::Debug for RedisNodeCacheBuilder {
             )
             .field("command_timeout", &self.command_timeout)
             .field("connect_timeout", &self.connect_timeout)
+            .field("max_entry_bytes", &self.max_entry_bytes)
             .finish()
     }
 }
@@ -101,6 +109,17 @@ impl RedisNodeCacheBuilder {
         self
     }
 
+    /// Bounds the stored size of one entry (default
+    /// [`RedisNodeCache::DEFAULT_MAX_ENTRY_BYTES`], at least 1). A larger
+    /// entry is not stored (the store fails, which the engine logs), and
+    /// one found larger, written by another process, is read no further
+    /// than the bound and is a miss: a shared server cannot make a lookup
+    /// read without limit.
+    pub fn max_entry_bytes(mut self, bytes: usize) -> Self {
+        self.max_entry_bytes = bytes.max(1);
+        self
+    }
+
     /// Judges expiry by `clock` (default: a new [`CacheClock`]).
     pub fn clock(mut self, clock: CacheClock) -> Self {
         self.clock = Some(clock);
@@ -108,8 +127,8 @@ impl RedisNodeCacheBuilder {
     }
 
     /// Connects. Fails if the URL is invalid, the prefix empty, or the server
-    /// unreachable within the connect timeout; error messages never include
-    /// the URL or the password.
+    /// unreachable within the connect timeout; error messages show the URL
+    /// only with its credentials redacted, and never the password.
     pub async fn connect(self) -> Result<RedisNodeCache, NodeCacheError> {
         if self.key_prefix.is_empty() {
             return Err(NodeCacheError::Config {
@@ -121,12 +140,23 @@ impl RedisNodeCacheBuilder {
                 .as_str()
                 .into_connection_info()
                 .map_err(|_| NodeCacheError::Config {
-                    message: "the Redis URL is not a valid redis:// URL".to_string(),
+                    message: format!(
+                        "the Redis URL `{}` is not a valid redis:// URL",
+                        redact_connection_string(&self.url)
+                    ),
                 })?;
         if let Some(password) = &self.password {
             let settings = info.redis_settings().clone().set_password(password);
             info = info.set_redis_settings(settings);
         }
+        // Whatever the client or the server says is scrubbed of both
+        // passwords it may know.
+        let url_password = info.redis_settings().password().map(str::to_string);
+        let secrets = [self.password.as_deref(), url_password.as_deref()];
+        let unavailable = |e: &redis::RedisError| NodeCacheError::Unavailable {
+            backend: BACKEND,
+            message: scrub_values(&e.to_string(), secrets.into_iter().flatten()),
+        };
         let client = redis::Client::open(info).map_err(|e| unavailable(&e))?;
         let config = ConnectionManagerConfig::new()
             .set_response_timeout(Some(self.command_timeout))
@@ -150,6 +180,7 @@ impl RedisNodeCacheBuilder {
             conn,
             key_prefix: self.key_prefix,
             command_timeout: self.command_timeout,
+            max_entry_bytes: self.max_entry_bytes,
             clock: self.clock.unwrap_or_default(),
         })
     }
@@ -183,6 +214,10 @@ impl RedisNodeCache {
     /// How long connecting may take, unless configured otherwise.
     pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 
+    /// The largest entry stored or read, unless configured otherwise:
+    /// 64 MiB.
+    pub const DEFAULT_MAX_ENTRY_BYTES: usize = 64 * 1024 * 1024;
+
     /// Connects to `url` with the default timeouts, storing entries under
     /// `{key_prefix}:{key}`.
     pub async fn connect(
@@ -200,6 +235,7 @@ impl RedisNodeCache {
             password: None,
             command_timeout: Self::DEFAULT_COMMAND_TIMEOUT,
             connect_timeout: Self::DEFAULT_CONNECT_TIMEOUT,
+            max_entry_bytes: Self::DEFAULT_MAX_ENTRY_BYTES,
             clock: None,
         }
     }
@@ -289,6 +325,7 @@ impl fmt::Debug for RedisNodeCache {
         f.debug_struct("RedisNodeCache")
             .field("key_prefix", &self.key_prefix)
             .field("command_timeout", &self.command_timeout)
+            .field("max_entry_bytes", &self.max_entry_bytes)
             .finish_non_exhaustive()
     }
 }
@@ -296,12 +333,25 @@ impl fmt::Debug for RedisNodeCache {
 #[async_trait]
 impl NodeCache for RedisNodeCache {
     async fn get(&self, key: &CacheKey) -> Result<Option<CacheEntry>, NodeCacheError> {
-        let bytes: Option<Vec<u8>> = self
-            .run("get", redis::cmd("GET").arg(self.redis_key(key)))
+        // At most one byte past the bound: enough to tell an oversized
+        // entry (another process's) from one that fits. A missing key reads
+        // as empty, which no entry is.
+        let bytes: Vec<u8> = self
+            .run(
+                "get",
+                redis::cmd("GETRANGE")
+                    .arg(self.redis_key(key))
+                    .arg(0)
+                    .arg(self.max_entry_bytes),
+            )
             .await?;
-        let Some(bytes) = bytes else {
+        if bytes.is_empty() {
             return Ok(None);
-        };
+        }
+        if bytes.len() > self.max_entry_bytes {
+            tracing::warn!(backend = BACKEND, key = %key, max_entry_bytes = self.max_entry_bytes, "oversized node cache entry treated as a miss");
+            return Ok(None);
+        }
         match CacheEntry::from_bytes(&bytes) {
             Ok(entry) if entry.is_fresh_at(self.clock.now()) => Ok(Some(entry)),
             Ok(_) => Ok(None),
@@ -317,10 +367,24 @@ impl NodeCache for RedisNodeCache {
             return Ok(());
         };
         // Rounded up: the server must not drop an entry the clock still
-        // calls fresh.
-        let px = remaining.as_nanos().div_ceil(1_000_000).max(1);
+        // calls fresh. Capped: Redis refuses an expiry past its clock's
+        // range, and an entry living a century is as good as forever (the
+        // engine still enforces the entry's own expiry on every hit).
+        let px = remaining
+            .as_nanos()
+            .div_ceil(1_000_000)
+            .clamp(1, MAX_SERVER_TTL_MS);
         let px = u64::try_from(px).unwrap_or(u64::MAX);
         let bytes = entry.to_bytes()?;
+        if bytes.len() > self.max_entry_bytes {
+            return Err(NodeCacheError::Encode {
+                message: format!(
+                    "the entry is {} bytes, over this cache's bound of {} bytes",
+                    bytes.len(),
+                    self.max_entry_bytes
+                ),
+            });
+        }
         let _: () = self
             .run(
                 "put",
@@ -383,6 +447,81 @@ mod tests {
             .await
             .unwrap_err();
         assert!(err.to_string().contains("prefix"));
+    }
+
+    #[tokio::test]
+    async fn malformed_urls_never_show_their_password() {
+        for url in [
+            "redis:/user:hunter2@host",
+            "redis//:hunter2@host",
+            "redis://:hunter2@",
+            "user:hunter2@host",
+            "redis://u:hunt%65r2@host:notaport",
+            "redis://u:hunter2@ho st:1",
+        ] {
+            let builder = RedisNodeCache::builder(url, "p").password("s3cret");
+            let debug = format!("{builder:?}");
+            let shown = match builder
+                .connect_timeout(Duration::from_millis(200))
+                .connect()
+                .await
+            {
+                Err(e) => format!("{debug} {e} {e:?}"),
+                Ok(cache) => format!("{debug} {cache:?}"),
+            };
+            for secret in ["hunter2", "hunt%65r2", "s3cret"] {
+                assert!(!shown.contains(secret), "{url}: {shown}");
+            }
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_wrong_password_is_an_error_without_the_password() {
+        let _server = crate::cache::contract::on_redis::share_server().await;
+        // The test server has no password: AUTH itself is refused.
+        let result = RedisNodeCache::builder("redis://:url-pw-secret@127.0.0.1:6379", "p")
+            .password("builder-pw-secret")
+            .connect_timeout(Duration::from_secs(2))
+            .connect()
+            .await;
+        let Err(err) = result else {
+            panic!("AUTH against a server without a password must fail");
+        };
+        let shown = format!("{err} {err:?}");
+        assert!(!shown.contains("pw-secret"), "{shown}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_longest_timeouts_and_expiries_work() {
+        let _server = crate::cache::contract::on_redis::share_server().await;
+        let cache = RedisNodeCache::builder(
+            crate::cache::contract::on_redis::URL,
+            crate::cache::contract::on_redis::unique_prefix("max-timeouts"),
+        )
+        .command_timeout(Duration::MAX)
+        .connect_timeout(Duration::MAX)
+        .connect()
+        .await
+        .unwrap();
+        let key = CacheKey::from_raw("k");
+        let entry = CacheEntry::new(
+            key.clone(),
+            crate::state::StateDelta::new(),
+            cache.clock.now() + Duration::from_secs(60),
+        );
+        cache.put(&key, &entry).await.unwrap();
+        assert_eq!(cache.get(&key).await.unwrap(), Some(entry));
+        // An expiry past what Redis's clock takes is stored, capped
+        // server-side, and read back with its own expiry.
+        let far = CacheKey::from_raw("far");
+        let forever = CacheEntry::new(
+            far.clone(),
+            crate::state::StateDelta::new(),
+            cache.clock.now() + Duration::from_secs(1 << 60),
+        );
+        cache.put(&far, &forever).await.unwrap();
+        assert_eq!(cache.get(&far).await.unwrap(), Some(forever));
+        assert_eq!(cache.invalidate_all().await.unwrap(), 2);
     }
 
     #[tokio::test]

@@ -14,9 +14,11 @@ use super::contract::on_redis::{
     URL, admin, own_server, redis_harness, share_server, unique_prefix, unreachable,
 };
 use super::contract::{delta, key};
-use super::{CacheEntry, CacheLookup, NodeCache, NodeCacheHandle, RedisNodeCache, StoreOutcome};
+use super::{
+    CacheEntry, CacheLookup, EntryMisfit, NodeCache, NodeCacheHandle, RedisNodeCache, StoreOutcome,
+};
 use crate::graph::Directive;
-use crate::state::{BattlefieldSchema, DispatchRule, FieldName, FieldSpec};
+use crate::state::{BattlefieldSchema, DispatchRule, FieldName, FieldSpec, StateDelta};
 
 async fn pttl(admin: &mut ::redis::aio::MultiplexedConnection, key: &str) -> i64 {
     ::redis::cmd("PTTL")
@@ -35,7 +37,11 @@ async fn entries_carry_a_server_side_expiry() {
     h.cache
         .put(
             &k,
-            &CacheEntry::new(delta(json!(1)), now + Duration::from_millis(10_000)),
+            &CacheEntry::new(
+                k.clone(),
+                delta(json!(1)),
+                now + Duration::from_millis(10_000),
+            ),
         )
         .await
         .unwrap();
@@ -49,7 +55,7 @@ async fn entries_carry_a_server_side_expiry() {
     h.cache
         .put(
             &k2,
-            &CacheEntry::new(delta(json!(2)), now + Duration::from_micros(1)),
+            &CacheEntry::new(k2.clone(), delta(json!(2)), now + Duration::from_micros(1)),
         )
         .await
         .unwrap();
@@ -63,7 +69,7 @@ async fn entries_carry_a_server_side_expiry() {
     // An entry already expired is not written at all.
     let k3 = key("v6:g", "n", 3);
     h.cache
-        .put(&k3, &CacheEntry::new(delta(json!(3)), now))
+        .put(&k3, &CacheEntry::new(k3.clone(), delta(json!(3)), now))
         .await
         .unwrap();
     let exists: i64 = ::redis::cmd("EXISTS")
@@ -92,7 +98,7 @@ async fn invalidation_never_leaves_its_own_key_prefix() {
     let k = key("v6:g", "n", 1);
     for cache in [&mine, &sibling, &neighbour] {
         cache
-            .put(&k, &CacheEntry::new(delta(json!(1)), expires_at))
+            .put(&k, &CacheEntry::new(k.clone(), delta(json!(1)), expires_at))
             .await
             .unwrap();
     }
@@ -112,7 +118,8 @@ async fn invalidation_walks_every_scan_page() {
     let n = 1_200u64;
     let mut admin = h.admin.clone();
     let mut pipe = ::redis::pipe();
-    let bytes = CacheEntry::new(delta(json!(1)), expires_at)
+    // Invalidation never reads entries, so one entry's bytes serve all.
+    let bytes = CacheEntry::new(key("v6:g", "n", 0), delta(json!(1)), expires_at)
         .to_bytes()
         .unwrap();
     for t in 0..n {
@@ -144,7 +151,7 @@ fn schema() -> BattlefieldSchema {
 /// answer) and store. Returns the answer it ended with and whether it hit.
 async fn activation(handle: &NodeCacheHandle, task: u64) -> (serde_json::Value, bool) {
     let k = key("v6:workload", "worker", task);
-    match handle.lookup(&k).await {
+    match handle.lookup(&schema(), &k).await {
         CacheLookup::Hit(entry) => (entry.delta.get("answer").unwrap().clone(), true),
         _ => {
             let answer = json!(task * 10);
@@ -207,7 +214,7 @@ async fn a_paused_server_turns_lookups_into_misses_and_the_cache_recovers() {
 
     // During the pause every lookup fails within its timeout: a miss.
     let k = key("v6:workload", "worker", 0);
-    let during = handle.lookup(&k).await;
+    let during = handle.lookup(&schema(), &k).await;
     assert!(
         matches!(
             during,
@@ -257,7 +264,9 @@ async fn a_killed_connection_turns_lookups_into_misses_and_reconnects() {
     assert_eq!(killed, 1);
 
     // The first command on the dead connection fails: a miss, not a hang.
-    let first = handle.lookup(&key("v6:workload", "worker", 0)).await;
+    let first = handle
+        .lookup(&schema(), &key("v6:workload", "worker", 0))
+        .await;
     assert!(matches!(first, CacheLookup::Failed(_)), "{first:?}");
     let results = futures::future::join_all((0..4).map(|t| activation(&handle, t))).await;
     for (task, (answer, _)) in results.into_iter().enumerate() {
@@ -366,4 +375,144 @@ async fn the_cache_reconnects_after_a_server_restart() {
     server.ready().await;
     assert!(recovers(&handle, 2, Duration::from_secs(10)).await);
     drop(server);
+}
+
+/// Writes `bytes` under `key` of `h`'s prefix, as another process sharing
+/// the server would.
+async fn plant(h: &super::contract::on_redis::Redis, k: &super::CacheKey, bytes: &[u8]) {
+    let mut admin = h.admin.clone();
+    let _: () = ::redis::cmd("SET")
+        .arg(format!("{}:{}", h.cache.key_prefix(), k.as_str()))
+        .arg(bytes)
+        .arg("PX")
+        .arg(600_000)
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn an_entry_another_process_wrote_off_schema_is_a_miss_then_overwritten() {
+    let h = redis_harness("misfit").await;
+    let handle = NodeCacheHandle::new(h.cache.clone());
+    let schema = BattlefieldSchema::new(vec![
+        FieldSpec::new(
+            FieldName::new("answer").unwrap(),
+            DispatchRule::LastWrite,
+            None,
+            false,
+        ),
+        FieldSpec::new(
+            FieldName::new("total").unwrap(),
+            DispatchRule::Sum,
+            None,
+            false,
+        ),
+    ]);
+    let k = key("v6:g", "n", 1);
+    let expiry = h.manual.now() + Duration::from_secs(600);
+    let secs = expiry
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    for (writes, field) in [
+        (json!({"undeclared": 1}), "undeclared"),
+        (json!({"answer": "ok", "total": "12"}), "total"),
+    ] {
+        // Written by hand, as another program would: the current format
+        // and this very key, but a delta this graph cannot merge.
+        let raw = json!({
+            "format": 2,
+            "key": k.as_str(),
+            "expires_at": {"secs_since_epoch": secs, "nanos_since_epoch": 0},
+            "delta": {"writes": writes},
+        });
+        plant(&h, &k, raw.to_string().as_bytes()).await;
+        match handle.lookup(&schema, &k).await {
+            CacheLookup::Misfit(
+                EntryMisfit::UndeclaredField { field: f }
+                | EntryMisfit::DispatchMismatch { field: f, .. },
+            ) => assert_eq!(f.as_str(), field),
+            other => panic!("{other:?}"),
+        }
+        let mut fresh = StateDelta::new();
+        fresh.set("answer", "fresh").unwrap();
+        let out = handle
+            .store(
+                &schema,
+                &k,
+                &Directive::edges(fresh),
+                Duration::from_secs(60),
+            )
+            .await;
+        assert!(matches!(out, StoreOutcome::Stored { .. }), "{out:?}");
+        let hit = handle.lookup(&schema, &k).await.into_hit().unwrap();
+        assert_eq!(hit.delta.get("answer"), Some(&json!("fresh")));
+    }
+}
+
+#[tokio::test]
+async fn an_entry_copied_under_another_key_is_a_miss() {
+    let h = redis_harness("copied").await;
+    let handle = NodeCacheHandle::new(h.cache.clone());
+    let (original, copy) = (key("v6:g", "n", 1), key("v6:g", "n", 2));
+    let mut d = StateDelta::new();
+    d.set("answer", "for task 1").unwrap();
+    let out = handle
+        .store(
+            &schema(),
+            &original,
+            &Directive::edges(d),
+            Duration::from_secs(60),
+        )
+        .await;
+    assert!(matches!(out, StoreOutcome::Stored { .. }), "{out:?}");
+    let mut admin = h.admin.clone();
+    let bytes: Vec<u8> = ::redis::cmd("GET")
+        .arg(format!("{}:{}", h.cache.key_prefix(), original.as_str()))
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    plant(&h, &copy, &bytes).await;
+    assert_eq!(
+        handle.lookup(&schema(), &copy).await,
+        CacheLookup::Misfit(EntryMisfit::OtherKey {
+            stored_under: original.clone()
+        })
+    );
+    assert!(handle.lookup(&schema(), &original).await.is_hit());
+}
+
+#[tokio::test]
+async fn an_oversized_entry_is_neither_stored_nor_read_past_the_bound() {
+    let _server = share_server().await;
+    let cache = RedisNodeCache::builder(URL, unique_prefix("oversized"))
+        .max_entry_bytes(1_024)
+        .connect()
+        .await
+        .unwrap_or_else(|e| unreachable(e));
+    let expires_at = SystemTime::now() + Duration::from_secs(600);
+    let k = key("v6:g", "n", 1);
+    let small = CacheEntry::new(k.clone(), delta(json!("fits")), expires_at);
+    cache.put(&k, &small).await.unwrap();
+    assert_eq!(cache.get(&k).await.unwrap(), Some(small));
+
+    let big = CacheEntry::new(k.clone(), delta(json!("x".repeat(2_000))), expires_at);
+    let err = cache.put(&k, &big).await.unwrap_err();
+    assert!(matches!(err, super::NodeCacheError::Encode { .. }), "{err}");
+
+    // Another process writes a huge value under the key: a miss, read no
+    // further than the bound.
+    let mut admin = admin().await;
+    let huge = format!("{{\"format\":2,\"pad\":\"{}\"}}", "y".repeat(4 << 20));
+    let _: () = ::redis::cmd("SET")
+        .arg(format!("{}:{}", cache.key_prefix(), k.as_str()))
+        .arg(huge)
+        .arg("PX")
+        .arg(60_000)
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    assert_eq!(cache.get(&k).await.unwrap(), None);
+    assert_eq!(cache.invalidate_all().await.unwrap(), 1);
 }

@@ -1,15 +1,17 @@
-//! Cache rules a graph must satisfy before any node runs.
+//! Whether a delta may enter the cache, and whether a stored entry still
+//! fits the graph's schema.
 
-use crate::aegis::{Aegis, CacheKeySpec};
-use crate::error::{EngineError, PolicyOffender};
-use crate::graph::{NodeId, NodeSpec, WarGraph};
-use crate::state::{BattlefieldSchema, CacheMarker, StateDelta};
+use serde_json::Value;
+
+use super::CacheKey;
+use crate::state::{BattlefieldSchema, CacheMarker, DispatchRule, FieldName, StateDelta};
 
 /// Whether `delta` may be stored in the node cache: it writes no field the
 /// schema marks `CacheMarker::Deny`.
 ///
 /// A field the schema does not declare is not Deny here; such a delta fails
 /// its merge, and is never stored for that reason.
+#[doc(hidden)]
 pub fn delta_is_cacheable(schema: &BattlefieldSchema, delta: &StateDelta) -> bool {
     delta.iter().all(|(field, _)| {
         schema
@@ -18,240 +20,167 @@ pub fn delta_is_cacheable(schema: &BattlefieldSchema, delta: &StateDelta) -> boo
     })
 }
 
-/// The graph's cache problems, one error per kind, each listing every
-/// offender: `CacheKeyFieldUndeclared` (checked on each Aegis value once:
-/// the default under `None`, own entries under their node) and
-/// `CacheOutputFieldDenied` (checked on the policy each Paladin node
-/// actually gets).
-pub(crate) fn cache_problems(graph: &WarGraph) -> Vec<EngineError> {
-    let schema = graph.schema();
-    let entries = graph.aegis_entries();
-    let mut undeclared = Vec::new();
-    for (node, aegis) in entries {
-        if let Some(CacheKeySpec::Fields(fields)) = aegis.cache.as_ref().map(|c| &c.key) {
-            for field in fields {
-                if schema.field(field.as_str()).is_none() {
-                    undeclared.push(PolicyOffender::new(
-                        node,
-                        format!("cache key names undeclared field `{field}`"),
-                    ));
-                }
-            }
+/// Why a stored entry is not served: it decodes, but cannot be this
+/// lookup's result. The engine treats it as a miss (logged at `warn`); the
+/// node runs and its fresh result overwrites the entry.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum EntryMisfit {
+    /// The entry records another key than the one it was found under:
+    /// copied there by another process, or planted.
+    #[error("the entry was stored under another key ({stored_under})")]
+    OtherKey {
+        /// The key the entry records.
+        stored_under: CacheKey,
+    },
+    /// The delta writes a field the current schema does not declare.
+    #[error("the entry writes undeclared field `{field}`")]
+    UndeclaredField {
+        /// The field.
+        field: FieldName,
+    },
+    /// The delta writes a value its field's dispatch rule rejects (a string
+    /// into `Sum`, an array into `Merge`).
+    #[error("the entry writes {found} to {rule:?} field `{field}`")]
+    DispatchMismatch {
+        /// The field.
+        field: FieldName,
+        /// The field's rule.
+        rule: DispatchRule,
+        /// What kind of value the entry holds.
+        found: &'static str,
+    },
+    /// The delta writes a field the schema now marks `CacheMarker::Deny`,
+    /// which would never have been stored under this schema.
+    #[error("the entry writes field `{field}`, marked CacheMarker::Deny")]
+    DeniedField {
+        /// The field.
+        field: FieldName,
+    },
+}
+
+/// Whether a stored `delta` fits `schema` as the merge will apply it: every
+/// field declared and not `Deny`, every value one its dispatch rule takes
+/// (`Sum` a number, `Merge` an object; `LastWrite` and `Append` anything,
+/// exactly as [`merge`](crate::merge) decides).
+pub(crate) fn delta_fits(
+    schema: &BattlefieldSchema,
+    delta: &StateDelta,
+) -> Result<(), EntryMisfit> {
+    for (field, value) in delta.iter() {
+        let Some(spec) = schema.field(field.as_str()) else {
+            return Err(EntryMisfit::UndeclaredField {
+                field: field.clone(),
+            });
+        };
+        let accepted = match spec.dispatch {
+            DispatchRule::LastWrite | DispatchRule::Append => true,
+            DispatchRule::Sum => value.is_number(),
+            DispatchRule::Merge => value.is_object(),
+        };
+        if !accepted {
+            return Err(EntryMisfit::DispatchMismatch {
+                field: field.clone(),
+                rule: spec.dispatch,
+                found: kind(value),
+            });
+        }
+        if spec.cache == CacheMarker::Deny {
+            return Err(EntryMisfit::DeniedField {
+                field: field.clone(),
+            });
         }
     }
-
-    let mut denied = Vec::new();
-    for (id, spec) in graph.nodes() {
-        if let NodeSpec::Paladin { output_field, .. } = spec {
-            let cached = graph.aegis_for(id).is_some_and(has_cache);
-            let deny = schema
-                .field(output_field.as_str())
-                .is_some_and(|f| f.cache == CacheMarker::Deny);
-            if cached && deny {
-                denied.push(PolicyOffender::new(
-                    Some(id),
-                    format!("output field `{output_field}` is marked CacheMarker::Deny"),
-                ));
-            }
-        }
-    }
-
-    let mut errors = Vec::new();
-    if !undeclared.is_empty() {
-        errors.push(EngineError::CacheKeyFieldUndeclared {
-            offenders: undeclared,
-        });
-    }
-    if !denied.is_empty() {
-        errors.push(EngineError::CacheOutputFieldDenied { offenders: denied });
-    }
-    errors
+    Ok(())
 }
 
-/// Every node whose effective Aegis carries a cache policy, in declaration
-/// order.
-pub(crate) fn cached_nodes(graph: &WarGraph) -> Vec<NodeId> {
-    graph
-        .nodes()
-        .filter(|(id, _)| graph.aegis_for(id).is_some_and(has_cache))
-        .map(|(id, _)| id.clone())
-        .collect()
-}
-
-/// `CachePolicyWithoutCacheBackend` for an engine without a node cache,
-/// naming every cached node; `None` when no node is cached.
-pub(crate) fn missing_backend_error(graph: &WarGraph) -> Option<EngineError> {
-    let nodes = cached_nodes(graph);
-    (!nodes.is_empty()).then_some(EngineError::CachePolicyWithoutCacheBackend { nodes })
-}
-
-fn has_cache(aegis: &Aegis) -> bool {
-    aegis.cache.is_some()
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::aegis::CachePolicy;
-    use crate::engine::{EngineLimits, NodeContext};
-    use crate::error::StateNodeError;
-    use crate::graph::{Directive, END, InputMapping, START, StateNode};
-    use crate::paladin::Paladin;
-    use crate::state::{Battlefield, DispatchRule, FieldName, FieldSpec};
-    use std::time::Duration;
-
-    struct Noop;
-    #[async_trait::async_trait]
-    impl StateNode for Noop {
-        async fn run(&self, _: &Battlefield, _: &NodeContext) -> Result<Directive, StateNodeError> {
-            Ok(Directive::edges(StateDelta::new()))
-        }
-    }
+    use crate::state::FieldSpec;
 
     fn f(n: &str) -> FieldName {
         FieldName::new(n).unwrap()
     }
 
-    fn cache(key: CacheKeySpec) -> Aegis {
-        Aegis {
-            cache: Some(CachePolicy {
-                ttl: Duration::from_secs(60),
-                key,
-            }),
-            ..Default::default()
-        }
-    }
-
-    fn graph() -> WarGraph {
-        let schema = BattlefieldSchema::new(vec![
-            FieldSpec::new(f("question"), DispatchRule::LastWrite, None, false),
+    fn deny_schema() -> BattlefieldSchema {
+        BattlefieldSchema::new(vec![
             FieldSpec::new(f("answer"), DispatchRule::LastWrite, None, false),
             FieldSpec::new(f("secret"), DispatchRule::LastWrite, None, false)
                 .with_cache(CacheMarker::Deny),
             FieldSpec::new(f("audit_log"), DispatchRule::Append, None, false)
                 .with_cache(CacheMarker::Deny),
+        ])
+    }
+
+    #[test]
+    fn a_stored_delta_fits_exactly_when_the_merge_would_take_it() {
+        use crate::state::{Battlefield, Writer, merge};
+        use serde_json::json;
+        let schema = BattlefieldSchema::new(vec![
+            FieldSpec::new(f("last"), DispatchRule::LastWrite, None, false),
+            FieldSpec::new(f("log"), DispatchRule::Append, None, false),
+            FieldSpec::new(f("total"), DispatchRule::Sum, None, false),
+            FieldSpec::new(f("obj"), DispatchRule::Merge, None, false),
         ]);
-        let mut g = WarGraph::new(schema, EngineLimits::default());
-        g.add_node(
-            "answerer",
-            NodeSpec::paladin(
-                Paladin::new("A").with_model("m"),
-                InputMapping::new("Answer: {question}"),
-                f("answer"),
-            ),
-        )
-        .add_node(
-            "leaker",
-            NodeSpec::paladin(
-                Paladin::new("L").with_model("m"),
-                InputMapping::new("{question}"),
-                f("secret"),
-            ),
-        )
-        .add_node("scorer", NodeSpec::function(Noop))
-        .add_edge(START, "answerer")
-        .add_edge("answerer", "leaker")
-        .add_edge("leaker", "scorer")
-        .add_edge("scorer", END);
-        g
-    }
-
-    #[test]
-    fn a_graph_without_cache_policies_has_no_cache_problems() {
-        let g = graph();
-        assert!(cache_problems(&g).is_empty());
-        assert!(cached_nodes(&g).is_empty());
-        assert_eq!(missing_backend_error(&g), None);
-    }
-
-    #[test]
-    fn fields_naming_undeclared_fields_are_reported_per_aegis() {
-        let mut g = graph();
-        g.set_aegis(
-            "answerer",
-            cache(CacheKeySpec::Fields(vec![f("question"), f("questoin")])),
-        )
-        .set_aegis("scorer", cache(CacheKeySpec::Fields(vec![f("nope")])))
-        .with_default_aegis(cache(CacheKeySpec::Fields(vec![f("missing")])));
-        let problems = cache_problems(&g);
-        let Some(EngineError::CacheKeyFieldUndeclared { offenders }) = problems.first() else {
-            panic!("{problems:?}");
-        };
-        let text: Vec<String> = offenders.iter().map(ToString::to_string).collect();
-        assert_eq!(
-            text,
-            [
-                "default Aegis: cache key names undeclared field `missing`",
-                "`answerer`: cache key names undeclared field `questoin`",
-                "`scorer`: cache key names undeclared field `nope`",
-            ]
-        );
-    }
-
-    #[test]
-    fn a_cached_paladin_writing_a_deny_field_is_rejected() {
-        let mut g = graph();
-        // Through the default Aegis: `leaker` has no entry of its own.
-        g.with_default_aegis(cache(CacheKeySpec::Default));
-        let problems = cache_problems(&g);
-        assert_eq!(
-            problems,
-            [EngineError::CacheOutputFieldDenied {
-                offenders: vec![PolicyOffender::new(
-                    Some(&NodeId::new("leaker")),
-                    "output field `secret` is marked CacheMarker::Deny"
-                )]
-            }]
-        );
-        assert!(problems[0].to_string().contains("`leaker`"));
-
-        // Its own entry without a cache wins wholesale: no longer cached.
-        g.set_aegis("leaker", Aegis::default());
-        assert!(cache_problems(&g).is_empty());
-    }
-
-    #[test]
-    fn both_kinds_are_reported_together() {
-        let mut g = graph();
-        g.set_aegis("leaker", cache(CacheKeySpec::Fields(vec![f("typo")])));
-        let kinds: Vec<_> = cache_problems(&g)
-            .iter()
-            .map(std::mem::discriminant)
-            .collect();
-        assert_eq!(kinds.len(), 2);
-    }
-
-    #[test]
-    fn cached_nodes_follow_the_effective_policy() {
-        let mut g = graph();
-        g.with_default_aegis(cache(CacheKeySpec::Default))
-            .set_aegis("leaker", Aegis::default());
-        assert_eq!(
-            cached_nodes(&g),
-            [NodeId::new("answerer"), NodeId::new("scorer")]
-        );
-        let err = missing_backend_error(&g).unwrap();
-        assert_eq!(
-            err,
-            EngineError::CachePolicyWithoutCacheBackend {
-                nodes: vec![NodeId::new("answerer"), NodeId::new("scorer")]
+        let values = [
+            json!(null),
+            json!(true),
+            json!(3),
+            json!(-2.5),
+            json!("text"),
+            json!([1, "a"]),
+            json!({"k": 1}),
+        ];
+        for field in ["last", "log", "total", "obj", "undeclared"] {
+            for value in &values {
+                let mut delta = StateDelta::new();
+                delta.set(field, value).unwrap();
+                let merged = merge(&schema, &Battlefield::new(), [(Writer::node("n"), &delta)]);
+                assert_eq!(
+                    delta_fits(&schema, &delta).is_ok(),
+                    merged.is_ok(),
+                    "{field} = {value}"
+                );
             }
+        }
+        let mut sum = StateDelta::new();
+        sum.set("total", "12").unwrap();
+        assert_eq!(
+            delta_fits(&schema, &sum).unwrap_err().to_string(),
+            "the entry writes a string to Sum field `total`"
         );
-        assert!(err.to_string().contains("`answerer`, `scorer`"));
+        let mut denied = StateDelta::new();
+        denied.set("secret", "s").unwrap();
+        assert_eq!(
+            delta_fits(&deny_schema(), &denied),
+            Err(EntryMisfit::DeniedField { field: f("secret") })
+        );
     }
 
     #[test]
     fn a_delta_touching_a_deny_field_is_not_cacheable() {
-        let g = graph();
+        let schema = deny_schema();
         let mut ok = StateDelta::new();
         ok.set("answer", "a").unwrap();
-        assert!(delta_is_cacheable(g.schema(), &ok));
-        assert!(delta_is_cacheable(g.schema(), &StateDelta::new()));
+        assert!(delta_is_cacheable(&schema, &ok));
+        assert!(delta_is_cacheable(&schema, &StateDelta::new()));
         let mut denied = ok.clone();
         denied.set("audit_log", "entry").unwrap();
-        assert!(!delta_is_cacheable(g.schema(), &denied));
+        assert!(!delta_is_cacheable(&schema, &denied));
         let mut undeclared = StateDelta::new();
         undeclared.set("elsewhere", 1).unwrap();
-        assert!(delta_is_cacheable(g.schema(), &undeclared));
+        assert!(delta_is_cacheable(&schema, &undeclared));
     }
 }

@@ -3,10 +3,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::attempt::StepCtx;
-use super::{HeartbeatHandle, NodeContext, RunOutcome, WarEngine};
+use super::attempt::ActivationCtx;
+use super::{RunOutcome, WarEngine};
 use crate::error::{EngineError, NodeError, NodeErrorSource, Transience};
 use crate::graph::{Directive, ParleyRequest, WarGraph};
+use crate::graph::{HeartbeatHandle, NodeContext};
+use crate::id::{
+    BATTALION_SEPARATOR, battalion_thread_id, legacy_battalion_thread_id, validate_thread_id,
+};
 use crate::state::{Battlefield, FieldName, StateDelta};
 use crate::waypoint::{WaypointStatus, WaypointStore};
 
@@ -28,7 +32,37 @@ impl<S: WaypointStore> WarEngine<S> {
             node_cache: self.node_cache.clone(),
             superstep_beat: Some(heartbeat),
             jitter_seed: self.jitter_seed,
+            isolated_attempts: self.isolated_attempts,
             grace_cap: Some(grace),
+        }
+    }
+
+    /// Earlier versions named a child `{parent}/{node}`, which a caller's
+    /// own thread could also be named, so such a thread is never adopted: a
+    /// child halted under the old name starts again under the new one. When
+    /// a thread of that name ran this very child graph, say so, where an
+    /// operator upgrading with runs halted mid-child will look.
+    async fn warn_of_legacy_child(&self, child: &WarGraph, ctx: &NodeContext, visit: u32) {
+        let parent: &str = &ctx.thread_id;
+        if parent.contains(BATTALION_SEPARATOR) {
+            // A parent named under the current scheme never had children
+            // under the old one.
+            return;
+        }
+        let legacy = legacy_battalion_thread_id(parent, &ctx.node_id, visit);
+        if validate_thread_id(&legacy).is_err() {
+            return;
+        }
+        if let Ok(Some(w)) = self.store.latest(&legacy).await
+            && w.fingerprint == child.fingerprint()
+        {
+            tracing::warn!(
+                thread_id = parent,
+                node_id = %ctx.node_id,
+                legacy_thread = %legacy,
+                status = w.status.name(),
+                "a thread under the name earlier versions gave this Battalion's child ran its child graph; it is not adopted (a caller's own thread could carry that name), so the child starts afresh under its current name"
+            );
         }
     }
 
@@ -41,16 +75,11 @@ impl<S: WaypointStore> WarEngine<S> {
         outputs: &[(FieldName, FieldName)],
         state: &Battlefield,
         ctx: &NodeContext,
-        step: &StepCtx<'_>,
+        act: &ActivationCtx<'_>,
     ) -> Result<Directive, NodeError> {
-        let visit = step.visit;
-        // Each visit of the node is its own child thread; the first keeps the
-        // plain `{parent}/{node}` name.
-        let thread = if visit <= 1 {
-            format!("{}/{}", ctx.thread_id, ctx.node_id)
-        } else {
-            format!("{}/{}#{visit}", ctx.thread_id, ctx.node_id)
-        };
+        // Each visit of the node is its own child thread, named so that no
+        // other parent's child and no caller's thread can share it.
+        let thread = battalion_thread_id(&ctx.thread_id, &ctx.node_id, act.visit);
         let fail = |transience, message: String| NodeError {
             node_id: ctx.node_id.clone(),
             attempt: ctx.attempt,
@@ -60,7 +89,10 @@ impl<S: WaypointStore> WarEngine<S> {
                 message,
             },
         };
-        let engine = self.child_engine(ctx.heartbeat.clone(), step.shutdown_grace);
+        // Too long for a store (a deep nesting under a long root id): no
+        // retry can fix that.
+        validate_thread_id(&thread).map_err(|e| fail(Transience::Permanent, e.to_string()))?;
+        let engine = self.child_engine(ctx.heartbeat.clone(), act.shutdown_grace);
         // A timed-out parent attempt drops this future; the guard then
         // cancels the child's token too.
         let _guard = engine.cancellation.clone().drop_guard();
@@ -69,6 +101,9 @@ impl<S: WaypointStore> WarEngine<S> {
             .latest(&thread)
             .await
             .map_err(|e| fail(Transience::Transient, e.to_string()))?;
+        if latest.is_none() {
+            self.warn_of_legacy_child(child, ctx, act.visit).await;
+        }
         let outcome = match latest.map(|w| w.status) {
             None => {
                 let mut input = serde_json::Map::new();
@@ -78,15 +113,15 @@ impl<S: WaypointStore> WarEngine<S> {
                     }
                 }
                 engine
-                    .start(child, &thread, serde_json::Value::Object(input))
+                    .start_thread(child, &thread, serde_json::Value::Object(input))
                     .await
             }
             Some(WaypointStatus::AwaitingInput { .. }) => {
                 engine
-                    .resume(child, &thread, ctx.parley_response.clone())
+                    .resume_thread(child, &thread, ctx.parley_response.clone())
                     .await
             }
-            Some(_) => engine.resume(child, &thread, None).await,
+            Some(_) => engine.resume_thread(child, &thread, None).await,
         };
         match outcome {
             Ok(RunOutcome::Completed { state: out, .. }) => {

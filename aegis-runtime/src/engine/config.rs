@@ -1,61 +1,26 @@
-//! Run limits and their operator-facing configuration.
+//! The engine's operator-facing configuration.
 
 use std::time::Duration;
 
-/// Bounds on one run.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EngineLimits {
-    /// The most supersteps a thread may take (`RecursionLimitExceeded`).
-    pub max_supersteps: u32,
-    /// The most activations of one node in a thread (`NodeVisitLimitExceeded`).
-    pub max_node_visits: u32,
-    /// The budget of one `start`/`resume` call (`RunTimeoutExceeded`); it
-    /// nests outside every per-attempt bound. `None`: unbounded.
-    pub run_timeout: Option<Duration>,
-    /// The most activations of one superstep running at once.
-    pub max_concurrency: usize,
-    /// How long in-flight attempts may finish after cancellation.
-    pub shutdown_grace: Duration,
-}
-
-impl Default for EngineLimits {
-    /// 1,000 supersteps, 100 visits per node, no run timeout, 64 concurrent
-    /// activations, 5 s shutdown grace.
-    fn default() -> Self {
-        EngineLimits {
-            max_supersteps: 1_000,
-            max_node_visits: 100,
-            run_timeout: None,
-            max_concurrency: 64,
-            shutdown_grace: Duration::from_secs(5),
-        }
-    }
-}
-
-/// A malformed configuration value.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{variable}={value:?} is invalid: {reason}")]
-pub struct ConfigError {
-    /// The variable.
-    pub variable: &'static str,
-    /// Its value.
-    pub value: String,
-    /// What it must be instead.
-    pub reason: &'static str,
-}
+use crate::config::{ConfigError, DurationUnit, Env, EnvValue};
+use crate::graph::EngineLimits;
 
 /// Operator configuration of the engine, loadable from the environment.
 ///
 /// | variable | meaning |
 /// |---|---|
-/// | `APP_ENGINE_RUN_TIMEOUT_SECS` | `run_timeout`, whole seconds (> 0) |
+/// | `APP_ENGINE_RUN_TIMEOUT_SECS` | `run_timeout`, whole seconds (> 0, at most 100 years) |
 /// | `APP_ENGINE_MAX_SUPERSTEPS` | `max_supersteps` (> 0) |
 /// | `APP_ENGINE_MAX_NODE_VISITS` | `max_node_visits` (> 0) |
 /// | `APP_ENGINE_MAX_CONCURRENCY` | `max_concurrency` (> 0) |
-/// | `APP_ENGINE_SHUTDOWN_GRACE_SECS` | `shutdown_grace`, whole seconds |
+/// | `APP_ENGINE_SHUTDOWN_GRACE_SECS` | `shutdown_grace`, whole seconds (at most 100 years) |
 ///
 /// An unset variable keeps the default; a malformed one is an error naming
-/// it, never a silent default. Per-node policies are code, not configuration.
+/// it, never a silent default: a value that is not UTF-8, not a whole
+/// number, out of its type's range, or a duration past
+/// [`MAX_CONFIG_DURATION_SECS`](crate::MAX_CONFIG_DURATION_SECS). Every duration accepted is therefore one a
+/// deadline can be computed from. Per-node policies are code, not
+/// configuration.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct EngineConfig {
     /// `APP_ENGINE_RUN_TIMEOUT_SECS`.
@@ -71,42 +36,29 @@ pub struct EngineConfig {
 }
 
 impl EngineConfig {
-    /// Reads the process environment.
+    /// Reads the process environment (`std::env::var_os`, so a value that
+    /// is not UTF-8 is reported, not skipped).
     pub fn from_env() -> Result<Self, ConfigError> {
-        Self::from_lookup(|k| std::env::var(k).ok())
+        Self::from_lookup(|k: &str| std::env::var_os(k))
     }
 
-    /// Reads variables through `lookup` (a map in tests, the environment in
-    /// [`EngineConfig::from_env`]).
-    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
-        fn parse<T: std::str::FromStr + PartialEq + Default>(
-            lookup: &impl Fn(&str) -> Option<String>,
-            variable: &'static str,
-            allow_zero: bool,
-        ) -> Result<Option<T>, ConfigError> {
-            let Some(raw) = lookup(variable) else {
-                return Ok(None);
-            };
-            let err = |reason| ConfigError {
-                variable,
-                value: raw.clone(),
-                reason,
-            };
-            let v: T = raw
-                .trim()
-                .parse()
-                .map_err(|_| err("expected a whole non-negative number"))?;
-            if !allow_zero && v == T::default() {
-                return Err(err("must be greater than zero"));
-            }
-            Ok(Some(v))
-        }
+    /// Reads variables through `lookup`: a map in tests (returning `String`
+    /// or `&str`), the environment in [`EngineConfig::from_env`] (returning
+    /// `OsString`). See [`EnvValue`].
+    pub fn from_lookup<V: Into<EnvValue>>(
+        lookup: impl Fn(&str) -> Option<V>,
+    ) -> Result<Self, ConfigError> {
+        let env = Env(lookup);
+        let secs = |variable, min| {
+            env.duration(variable, DurationUnit::Secs, min)
+                .map(|d| d.map(|d| d.as_secs()))
+        };
         Ok(EngineConfig {
-            run_timeout_secs: parse(&lookup, "APP_ENGINE_RUN_TIMEOUT_SECS", false)?,
-            max_supersteps: parse(&lookup, "APP_ENGINE_MAX_SUPERSTEPS", false)?,
-            max_node_visits: parse(&lookup, "APP_ENGINE_MAX_NODE_VISITS", false)?,
-            max_concurrency: parse(&lookup, "APP_ENGINE_MAX_CONCURRENCY", false)?,
-            shutdown_grace_secs: parse(&lookup, "APP_ENGINE_SHUTDOWN_GRACE_SECS", true)?,
+            run_timeout_secs: secs("APP_ENGINE_RUN_TIMEOUT_SECS", 1)?,
+            max_supersteps: env.number("APP_ENGINE_MAX_SUPERSTEPS", 1)?,
+            max_node_visits: env.number("APP_ENGINE_MAX_NODE_VISITS", 1)?,
+            max_concurrency: env.number("APP_ENGINE_MAX_CONCURRENCY", 1)?,
+            shutdown_grace_secs: secs("APP_ENGINE_SHUTDOWN_GRACE_SECS", 0)?,
         })
     }
 
@@ -132,7 +84,9 @@ impl EngineConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::MAX_CONFIG_DURATION_SECS;
     use std::collections::HashMap;
+    use std::ffi::OsString;
 
     fn lookup(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
         let map: HashMap<String, String> = pairs
@@ -180,5 +134,78 @@ mod tests {
         assert!(
             EngineConfig::from_lookup(lookup(&[("APP_ENGINE_MAX_CONCURRENCY", "-1")])).is_err()
         );
+    }
+
+    #[test]
+    fn numbers_past_their_range_name_the_variable() {
+        for (var, value, reason) in [
+            (
+                "APP_ENGINE_MAX_SUPERSTEPS",
+                "4294967296",
+                "is too large for this setting",
+            ),
+            (
+                "APP_ENGINE_MAX_NODE_VISITS",
+                "99999999999999999999999",
+                "is too large for this setting",
+            ),
+            (
+                "APP_ENGINE_RUN_TIMEOUT_SECS",
+                "18446744073709551616",
+                "is too large for this setting",
+            ),
+            (
+                "APP_ENGINE_RUN_TIMEOUT_SECS",
+                "18446744073709551615",
+                "must be at most 3153600000 seconds (100 years); leave it unset for the default",
+            ),
+            (
+                "APP_ENGINE_SHUTDOWN_GRACE_SECS",
+                "3153600001",
+                "must be at most 3153600000 seconds (100 years); leave it unset for the default",
+            ),
+        ] {
+            let err = EngineConfig::from_lookup(lookup(&[(var, value)])).unwrap_err();
+            assert_eq!((err.variable, err.reason), (var, reason), "{var}={value}");
+            assert!(err.to_string().starts_with(var), "{err}");
+        }
+        // The largest accepted durations are deadlines the clock can hold.
+        let cfg = EngineConfig::from_lookup(lookup(&[
+            ("APP_ENGINE_RUN_TIMEOUT_SECS", "3153600000"),
+            ("APP_ENGINE_SHUTDOWN_GRACE_SECS", "3153600000"),
+            ("APP_ENGINE_MAX_SUPERSTEPS", "4294967295"),
+        ]))
+        .unwrap();
+        let limits = cfg.limits();
+        let longest = Duration::from_secs(MAX_CONFIG_DURATION_SECS);
+        assert_eq!(limits.run_timeout, Some(longest));
+        assert_eq!(limits.shutdown_grace, longest);
+        assert_eq!(limits.max_supersteps, u32::MAX);
+        assert!(std::time::Instant::now().checked_add(longest).is_some());
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_value_that_is_not_utf8_is_an_error_never_a_default() {
+        use std::os::unix::ffi::OsStringExt;
+        for var in [
+            "APP_ENGINE_RUN_TIMEOUT_SECS",
+            "APP_ENGINE_MAX_SUPERSTEPS",
+            "APP_ENGINE_MAX_NODE_VISITS",
+            "APP_ENGINE_MAX_CONCURRENCY",
+            "APP_ENGINE_SHUTDOWN_GRACE_SECS",
+        ] {
+            let raw = OsString::from_vec(vec![b'3', 0xff, b'0']);
+            let err =
+                EngineConfig::from_lookup(|k: &str| (k == var).then(|| raw.clone())).unwrap_err();
+            assert_eq!((err.variable, err.reason), (var, "is not valid UTF-8"));
+            assert_eq!(err.value, "3\u{fffd}0");
+        }
+        // An OsString lookup reads UTF-8 values as before.
+        let cfg = EngineConfig::from_lookup(|k: &str| {
+            (k == "APP_ENGINE_MAX_SUPERSTEPS").then(|| OsString::from("12"))
+        })
+        .unwrap();
+        assert_eq!(cfg.max_supersteps, Some(12));
     }
 }

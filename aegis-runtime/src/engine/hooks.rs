@@ -4,7 +4,8 @@
 use async_trait::async_trait;
 
 use crate::error::{NodeError, StateNodeError};
-use crate::graph::{Directive, NodeId};
+use crate::graph::Directive;
+use crate::id::NodeId;
 use crate::state::Battlefield;
 
 /// An error from a custom retry predicate; the engine then does not retry.

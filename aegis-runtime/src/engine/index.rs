@@ -3,7 +3,8 @@
 use std::collections::HashMap;
 
 use crate::aegis::Aegis;
-use crate::graph::{ConditionalEdges, END, NodeId, NodeSpec, START, WarGraph};
+use crate::graph::{ConditionalEdges, NodeSpec, WarGraph};
+use crate::id::{END, NodeId, START};
 use crate::waypoint::Activation;
 
 pub(crate) struct NodeEntry<'g> {

@@ -3,21 +3,19 @@
 mod attempt;
 mod battalion;
 mod config;
-mod context;
+mod evolve;
 mod hooks;
 mod index;
 mod outcome;
-mod record;
+mod presets;
 mod run;
 
-pub use config::{ConfigError, EngineConfig, EngineLimits};
-pub use context::{HeartbeatHandle, NodeContext};
+pub use config::EngineConfig;
 pub use hooks::{
     EdgeConditionEvaluator, ErrorHandler, InterceptorDecision, NodeInterceptor,
     RetryPredicateError, RetryPredicateEvaluator,
 };
 pub use outcome::RunOutcome;
-pub use record::{AttemptRecord, NodeExecutionRecord, NodeStatus};
 
 use std::collections::HashMap;
 use std::fmt;
@@ -28,14 +26,16 @@ use tracing::Instrument;
 use crate::aegis::{Aegis, ErrorHandlerSpec, RetryPredicate};
 use crate::cache::{NodeCache, NodeCacheHandle};
 use crate::error::{EngineError, PolicyOffender};
-use crate::graph::{NodeId, NodeSpec, ParleyExpiry, ParleyResponse, WarGraph};
+use crate::graph::{HeartbeatHandle, NodeSpec, ParleyExpiry, ParleyResponse, WarGraph};
+use crate::id::NodeId;
+use crate::id::validate_root_thread_id;
 use crate::paladin::PaladinPort;
 use crate::state::initial_state;
 use crate::trace::{TraceEvent, TraceSink, log_event};
 use crate::waypoint::{
     Chronicle, InMemoryWaypointStore, ParleyDelivery, WaypointStatus, WaypointStore,
 };
-use attempt::Budget;
+use attempt::RunDeadline;
 use index::GraphIndex;
 use run::Cursor;
 
@@ -59,6 +59,9 @@ pub struct WarEngine<S = InMemoryWaypointStore> {
     pub(crate) superstep_beat: Option<HeartbeatHandle>,
     /// Seeds backoff jitter per attempt (see `with_jitter_seed`).
     pub(crate) jitter_seed: Option<u64>,
+    /// Runs each Function/Paladin attempt as a task of its own on a
+    /// multi-thread runtime (see `with_isolated_attempts`).
+    pub(crate) isolated_attempts: bool,
     /// A Battalion child's ceiling on its attempts' shutdown grace: its
     /// parent attempt's own grace, so the child halts (and writes its
     /// Halted waypoint) before the parent would have given up.
@@ -87,6 +90,7 @@ impl<S> fmt::Debug for WarEngine<S> {
                 &self.node_cache.as_ref().map(|c| c.backend().backend_name()),
             )
             .field("jitter_seed", &self.jitter_seed)
+            .field("isolated_attempts", &self.isolated_attempts)
             .finish_non_exhaustive()
     }
 }
@@ -107,6 +111,7 @@ impl<S: WaypointStore> WarEngine<S> {
             node_cache: None,
             superstep_beat: None,
             jitter_seed: None,
+            isolated_attempts: false,
             grace_cap: None,
         }
     }
@@ -157,6 +162,21 @@ impl<S: WaypointStore> WarEngine<S> {
     /// two engines sharing a seed would retry their threads in lockstep.
     pub fn with_jitter_seed(mut self, seed: u64) -> Self {
         self.jitter_seed = Some(seed);
+        self
+    }
+
+    /// Runs every Function and Paladin attempt as a tokio task of its own
+    /// when the engine runs on a multi-thread runtime, so a node that blocks
+    /// its thread (a synchronous call that should have gone through
+    /// `tokio::task::spawn_blocking`) holds only its own worker: the run
+    /// still sees the attempt's deadline fire, records the timeout and moves
+    /// on, and the abandoned task is aborted. Off by default: the task
+    /// hand-off costs about 11% more instructions per node on a chain or a
+    /// fan-out of trivial nodes (`cargo bench --bench engine -- engine_mt`).
+    /// Either way a result that arrives past its deadline is a timeout, never
+    /// merged. On a current-thread runtime this changes nothing.
+    pub fn with_isolated_attempts(mut self) -> Self {
+        self.isolated_attempts = true;
         self
     }
 
@@ -281,7 +301,7 @@ impl<S: WaypointStore> WarEngine<S> {
             problems.push(EngineError::UnregisteredEdgeEvaluator { names: evaluators });
         }
         if self.node_cache.is_none()
-            && let Some(missing) = crate::cache::validate::missing_backend_error(graph)
+            && let Some(missing) = crate::graph::missing_backend_error(graph)
         {
             problems.push(missing);
         }
@@ -292,8 +312,23 @@ impl<S: WaypointStore> WarEngine<S> {
     ///
     /// `Err` only when the run cannot start (validation, bad input, an
     /// existing thread, the store); a run that executed returns
-    /// `Ok(RunOutcome)`, failed or not.
+    /// `Ok(RunOutcome)`, failed or not. A thread id no store can hold, or
+    /// one containing `>` (reserved for Battalion child threads, see
+    /// [`battalion_thread_id`](crate::battalion_thread_id)), is
+    /// [`EngineError::InvalidThreadId`] before anything runs.
     pub async fn start(
+        &self,
+        graph: &WarGraph,
+        thread_id: &str,
+        input: serde_json::Value,
+    ) -> Result<RunOutcome, EngineError> {
+        validate_root_thread_id(thread_id)?;
+        self.start_thread(graph, thread_id, input).await
+    }
+
+    /// [`WarEngine::start`] on a thread id the engine made itself (a
+    /// Battalion's child), which carries the reserved separator.
+    pub(crate) async fn start_thread(
         &self,
         graph: &WarGraph,
         thread_id: &str,
@@ -308,7 +343,7 @@ impl<S: WaypointStore> WarEngine<S> {
         let state = initial_state(&graph.schema, &input).map_err(EngineError::InvalidInput)?;
         let index = GraphIndex::new(graph);
         let vanguard = index.entry_activations();
-        let budget = Budget::new(graph.limits.run_timeout);
+        let run_deadline = RunDeadline::new(graph.limits.run_timeout);
         let cursor = Cursor {
             thread_id: Arc::from(thread_id),
             fingerprint: graph.fingerprint(),
@@ -320,6 +355,9 @@ impl<S: WaypointStore> WarEngine<S> {
             completed: Default::default(),
             parley: None,
             visits: Default::default(),
+            manifest: Some(Arc::new(graph.manifest())),
+            previous_graph: None,
+            handled: Vec::new(),
         };
         let status = if cursor.vanguard.is_empty() {
             WaypointStatus::Completed
@@ -329,18 +367,38 @@ impl<S: WaypointStore> WarEngine<S> {
         self.store
             .put(cursor.waypoint(0, status, Vec::new()))
             .await?;
-        self.run(&index, cursor, budget, false).await
+        self.run(&index, cursor, run_deadline, false).await
     }
 
     /// Continues a thread from its latest waypoint: a halted run re-runs the
     /// activations it did not finish (from attempt 1), a failed run re-runs
     /// the failed ones, a completed run returns at once.
     ///
-    /// Fails with `GraphMismatch` if `graph` is not the graph the thread ran
-    /// (retry and timeout changes do not count), and with
+    /// `graph` may differ from the graph the thread ran: the resume goes on
+    /// when the change is compatible with the waiting thread, or a
+    /// migration registered with [`WarGraph::with_migration`] rewrites its
+    /// state; otherwise it fails with `GraphMismatch`, which lists why and
+    /// what differs (see the README's "Deploying a new version"). Waypoints
+    /// written after such a change record both fingerprints
+    /// ([`Waypoint::previous_graph`](crate::Waypoint::previous_graph)).
+    /// Fails with
     /// `UnexpectedParleyResponse` if a response is given to a thread that is
-    /// not awaiting one.
+    /// not awaiting one. A thread id no store can hold, or a Battalion's
+    /// child thread (resume its parent instead), is
+    /// [`EngineError::InvalidThreadId`] before anything runs.
     pub async fn resume(
+        &self,
+        graph: &WarGraph,
+        thread_id: &str,
+        response: Option<ParleyResponse>,
+    ) -> Result<RunOutcome, EngineError> {
+        validate_root_thread_id(thread_id)?;
+        self.resume_thread(graph, thread_id, response).await
+    }
+
+    /// [`WarEngine::resume`] on a thread id the engine made itself (a
+    /// Battalion's child).
+    pub(crate) async fn resume_thread(
         &self,
         graph: &WarGraph,
         thread_id: &str,
@@ -352,15 +410,11 @@ impl<S: WaypointStore> WarEngine<S> {
                 thread_id: thread_id.to_string(),
             });
         };
-        let found = graph.fingerprint();
-        if latest.fingerprint != found {
-            return Err(EngineError::GraphMismatch {
-                expected: latest.fingerprint,
-                found,
-            });
-        }
+        // A changed graph takes the thread over only if it is compatible
+        // with where the thread waits (or migrates it).
+        let latest = evolve::onto(graph, latest)?;
         let index = GraphIndex::new(graph);
-        let budget = Budget::new(graph.limits.run_timeout);
+        let run_deadline = RunDeadline::new(graph.limits.run_timeout);
         let created_at = latest.created_at;
         let requests = match &latest.status {
             WaypointStatus::AwaitingInput { requests } => Some(requests.clone()),
@@ -405,14 +459,14 @@ impl<S: WaypointStore> WarEngine<S> {
                 });
             }
         }
-        self.run(&index, cursor, budget, true).await
+        self.run(&index, cursor, run_deadline, true).await
     }
 
     async fn run(
         &self,
         index: &GraphIndex<'_>,
         cursor: Cursor,
-        budget: Budget,
+        run_deadline: RunDeadline,
         resumed: bool,
     ) -> Result<RunOutcome, EngineError> {
         let thread_id = cursor.thread_id.to_string();
@@ -421,7 +475,10 @@ impl<S: WaypointStore> WarEngine<S> {
             thread_id: thread_id.clone(),
             resumed,
         });
-        let outcome = self.drive(index, cursor, budget).instrument(span).await;
+        let outcome = self
+            .drive(index, cursor, run_deadline)
+            .instrument(span)
+            .await;
         if let Ok(o) = &outcome {
             self.emit(TraceEvent::RunFinished {
                 thread_id,

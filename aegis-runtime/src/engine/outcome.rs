@@ -1,8 +1,10 @@
 //! What `start` and `resume` return for a run that executed.
 
 use crate::error::{EngineError, NodeError};
-use crate::graph::{NodeId, ParleyRequest};
+use crate::graph::ParleyRequest;
+use crate::id::NodeId;
 use crate::state::Battlefield;
+use crate::waypoint::HandledFailure;
 
 /// How a `start` or `resume` call ended.
 #[derive(Debug, Clone)]
@@ -14,6 +16,10 @@ pub enum RunOutcome {
         thread_id: String,
         /// The final state.
         state: Battlefield,
+        /// Every failure of the thread whose `on_error` handler ran, in
+        /// superstep then vanguard order; empty for a clean run (see
+        /// [`RunOutcome::handled`]).
+        handled: Vec<HandledFailure>,
     },
     /// The run failed; its last waypoint is `Failed`.
     Failed {
@@ -74,6 +80,22 @@ impl RunOutcome {
             } => Some(e),
             _ => None,
         }
+    }
+
+    /// The failures a Completed run's error handlers compensated: empty when
+    /// nothing failed, so a compensated completion is told from a clean one
+    /// without reading application fields. Always empty for the other
+    /// outcomes: their latest waypoint's [`Waypoint::handled`](crate::Waypoint::handled) lists them.
+    pub fn handled(&self) -> &[HandledFailure] {
+        match self {
+            RunOutcome::Completed { handled, .. } => handled,
+            _ => &[],
+        }
+    }
+
+    /// Whether the run completed and no error handler ran on the way.
+    pub fn is_clean(&self) -> bool {
+        matches!(self, RunOutcome::Completed { handled, .. } if handled.is_empty())
     }
 
     /// The outcome's name.

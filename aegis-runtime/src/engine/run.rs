@@ -8,16 +8,19 @@ use std::sync::Arc;
 use std::time::SystemTime;
 use tracing::Instrument;
 
-use super::attempt::{ActivationResult, Budget, StepCtx};
+use super::attempt::{ActivationCtx, ActivationResult, NO_POLICIES, RunDeadline};
 use super::index::GraphIndex;
-use super::{NodeExecutionRecord, RunOutcome, WarEngine};
+use super::{RunOutcome, WarEngine};
 use crate::aegis::ErrorHandlerSpec;
 use crate::error::{EngineError, NodeError};
-use crate::graph::{END, MusterTask, NextStep, NodeId, NodeSpec, ParleyRequest};
+use crate::graph::{GraphManifest, MusterTask, NextStep, NodeSpec, ParleyRequest};
+use crate::id::{END, NodeId};
 use crate::state::{Battlefield, Writer, merge};
 use crate::trace::TraceEvent;
+use crate::waypoint::NodeExecutionRecord;
 use crate::waypoint::{
-    Activation, CompletedActivation, ParleyDelivery, Waypoint, WaypointStatus, WaypointStore,
+    Activation, CompletedActivation, HandledFailure, ParleyDelivery, PreviousGraph, Waypoint,
+    WaypointStatus, WaypointStore,
 };
 
 /// Where a thread stands between two waypoint writes.
@@ -35,6 +38,10 @@ pub(crate) struct Cursor {
     pub(crate) completed: Vector<Arc<CompletedActivation>>,
     pub(crate) parley: Option<ParleyDelivery>,
     pub(crate) visits: OrdMap<NodeId, u32>,
+    pub(crate) manifest: Option<Arc<GraphManifest>>,
+    pub(crate) previous_graph: Option<PreviousGraph>,
+    /// The thread's handled failures so far (see [`Waypoint::handled`]).
+    pub(crate) handled: Vec<HandledFailure>,
 }
 
 impl Cursor {
@@ -50,6 +57,9 @@ impl Cursor {
             completed: w.completed,
             parley: w.parley,
             visits: w.visits,
+            manifest: w.manifest,
+            previous_graph: w.previous_graph,
+            handled: w.handled,
         }
     }
 
@@ -72,6 +82,9 @@ impl Cursor {
             parley: self.parley.clone(),
             visits: self.visits.clone(),
             fingerprint: self.fingerprint.clone(),
+            manifest: self.manifest.clone(),
+            previous_graph: self.previous_graph.clone(),
+            handled: self.handled.clone(),
             created_at: SystemTime::now(),
         }
     }
@@ -86,6 +99,36 @@ struct StepEnv {
     parley: Option<ParleyDelivery>,
     fingerprint: String,
     visits: OrdMap<NodeId, u32>,
+}
+
+/// Why a thread stops: the outcome still to be written and returned.
+enum Ending {
+    Completed,
+    /// The AwaitingInput waypoint is already written.
+    AwaitingInput(Vec<(NodeId, ParleyRequest)>),
+    Halted {
+        pending: Vec<NodeId>,
+        records: Vec<NodeExecutionRecord>,
+    },
+    Failed {
+        error: EngineError,
+        node_error: Option<NodeError>,
+        records: Vec<NodeExecutionRecord>,
+    },
+}
+
+impl Ending {
+    fn failed(
+        error: EngineError,
+        node_error: Option<NodeError>,
+        records: Vec<NodeExecutionRecord>,
+    ) -> Self {
+        Ending::Failed {
+            error,
+            node_error,
+            records,
+        }
+    }
 }
 
 fn writer(a: &Activation) -> Writer {
@@ -144,57 +187,19 @@ impl<S: WaypointStore> WarEngine<S> {
         })
     }
 
-    /// Drives a thread until it completes, fails, halts or waits for input.
+    /// Drives a thread until it completes, fails, halts or waits for input:
+    /// superstep after superstep, plan the vanguard, run it, then merge at
+    /// the barrier.
     pub(crate) async fn drive(
         &self,
         index: &GraphIndex<'_>,
         mut cur: Cursor,
-        budget: Budget,
+        run_deadline: RunDeadline,
     ) -> Result<RunOutcome, EngineError> {
-        let limits = &index.graph.limits;
         loop {
-            if !cur.interrupted {
-                if cur.vanguard.is_empty() {
-                    return Ok(RunOutcome::Completed {
-                        thread_id: cur.thread_id.to_string(),
-                        state: cur.state,
-                    });
-                }
-                if self.cancellation.is_cancelled() {
-                    let pending = cur.vanguard.iter().map(|a| a.node_id.clone()).collect();
-                    return self.halt(cur, pending, Vec::new()).await;
-                }
-                if let Some(e) = budget.exceeded() {
-                    return self.fail(cur, e, None, Vec::new()).await;
-                }
-                if cur.superstep >= limits.max_supersteps {
-                    let e = EngineError::RecursionLimitExceeded {
-                        limit: limits.max_supersteps,
-                    };
-                    return self.fail(cur, e, None, Vec::new()).await;
-                }
-                // A visit is a node's activation in a superstep, however
-                // many tasks a muster gives it.
-                let nodes: BTreeSet<&NodeId> = cur.vanguard.iter().map(|a| &a.node_id).collect();
-                let mut over = None;
-                for node in nodes {
-                    let v = cur.visits.entry(node.clone()).or_insert(0);
-                    *v += 1;
-                    if *v > limits.max_node_visits && over.is_none() {
-                        over = Some(node.clone());
-                    }
-                }
-                if let Some(node) = over {
-                    let e = EngineError::NodeVisitLimitExceeded {
-                        node,
-                        limit: limits.max_node_visits,
-                    };
-                    return self.fail(cur, e, None, Vec::new()).await;
-                }
-                cur.superstep += 1;
-                cur.interrupted = true;
+            if let Some(ending) = self.plan(index, &mut cur, run_deadline) {
+                return self.end(cur, ending).await;
             }
-
             self.emit(TraceEvent::SuperstepStarted {
                 thread_id: cur.thread_id.to_string(),
                 superstep: cur.superstep,
@@ -208,128 +213,230 @@ impl<S: WaypointStore> WarEngine<S> {
                 .cloned()
                 .collect();
             let span = tracing::debug_span!("aegis.superstep", superstep = cur.superstep);
-            let mut unfinished = self
-                .run_vanguard(index, &mut cur, budget, todo)
+            let unfinished = self
+                .run_vanguard(index, &mut cur, run_deadline, todo)
                 .instrument(span)
                 .await?;
-            // Completion order is a race; everything reported is in vanguard
-            // order, so the same failures always name the same node.
-            unfinished.sort_by(|a, b| a.0.cmp(&b.0));
+            if let Some(ending) = self
+                .barrier(index, &mut cur, unfinished, run_deadline)
+                .await?
+            {
+                return self.end(cur, ending).await;
+            }
+        }
+    }
 
-            let mut failures: Vec<(NodeError, bool)> = Vec::new();
-            let mut pending: Vec<NodeId> = Vec::new();
-            let mut records: Vec<NodeExecutionRecord> = Vec::new();
-            for (activation, result) in unfinished {
-                match result {
-                    ActivationResult::Done { directive, record } => {
-                        cur.completed.push_back(Arc::new(CompletedActivation {
-                            activation,
-                            directive,
-                            record,
-                        }));
-                    }
-                    ActivationResult::Failed {
-                        error,
-                        record,
-                        budget_exhausted,
-                    } => {
-                        records.push(record);
-                        failures.push((error, budget_exhausted));
-                    }
-                    ActivationResult::Shutdown { record } => {
-                        records.push(record);
-                        pending.push(activation.node_id);
-                    }
-                }
-            }
-            cur.completed
-                .sort_by(|a, b| a.activation.cmp(&b.activation));
-            records.extend(cur.completed.iter().map(|c| c.record.clone()));
-            records.sort_by(|a, b| (&a.node_id, &a.task_key).cmp(&(&b.node_id, &b.task_key)));
-
-            if let Some((error, _)) = failures.first() {
-                let run_error = if failures.iter().any(|(_, budget)| *budget) {
-                    budget.error()
-                } else {
-                    EngineError::NodeFailed(error.clone())
-                };
-                let node_error = Some(error.clone());
-                return self.fail(cur, run_error, node_error, records).await;
-            }
-            if !pending.is_empty() {
-                return self.halt(cur, pending, records).await;
-            }
-            if let Some(e) = task_violation(&cur.completed) {
-                return self.fail(cur, e, None, records).await;
-            }
-
-            // A parleying activation's delta is discarded: it runs again,
-            // with the answer, after resume.
-            let requests: Vec<(NodeId, ParleyRequest)> = cur
-                .completed
-                .iter()
-                .filter_map(|c| match &c.directive.next {
-                    NextStep::Parley(r) => Some((c.activation.node_id.clone(), r.clone())),
-                    _ => None,
-                })
-                .collect();
-            let writes = cur
-                .completed
-                .iter()
-                .filter(|c| !matches!(c.directive.next, NextStep::Parley(_)))
-                .map(|c| (writer(&c.activation), &c.directive.delta));
-            let merged = match merge(&index.graph.schema, &cur.state, writes) {
-                Ok(s) => s,
-                Err(e) => return self.fail(cur, e.into(), None, records).await,
-            };
-            let mut next = match self.successors(index, &cur.completed, &merged).await {
-                Ok(n) => n,
-                Err(e) => return self.fail(cur, e, None, records).await,
-            };
-            cur.state = merged;
-            cur.completed.clear();
-            cur.interrupted = false;
-            cur.parley = None;
-
-            if !requests.is_empty() {
-                // The re-run after the answer continues the same visit (a
-                // Battalion finds its child thread by it).
-                for (node, _) in &requests {
-                    if let Some(v) = cur.visits.get_mut(node) {
-                        *v = v.saturating_sub(1);
-                    }
-                }
-                next.extend(requests.iter().map(|(n, _)| Activation::node(n.clone())));
-                next.sort();
-                next.dedup();
-                cur.vanguard = next.into();
-                let status = WaypointStatus::AwaitingInput {
-                    requests: requests.clone(),
-                };
-                self.write(&mut cur, status, records).await?;
-                return Ok(RunOutcome::AwaitingInput {
-                    thread_id: cur.thread_id.to_string(),
-                    state: cur.state,
-                    requests,
-                });
-            }
-
-            cur.vanguard = next.into();
-            let status = if cur.vanguard.is_empty() {
-                WaypointStatus::Completed
-            } else {
-                WaypointStatus::Running
-            };
-            self.write(&mut cur, status, records).await?;
-            if let Some(beat) = &self.superstep_beat {
-                beat.beat();
-            }
-            self.emit(TraceEvent::SuperstepFinished {
+    /// The thread's last waypoint and outcome.
+    async fn end(&self, cur: Cursor, ending: Ending) -> Result<RunOutcome, EngineError> {
+        match ending {
+            Ending::Completed => Ok(RunOutcome::Completed {
                 thread_id: cur.thread_id.to_string(),
-                superstep: cur.superstep,
-                next: cur.vanguard.iter().map(|a| a.node_id.clone()).collect(),
+                state: cur.state,
+                handled: cur.handled,
+            }),
+            Ending::AwaitingInput(requests) => Ok(RunOutcome::AwaitingInput {
+                thread_id: cur.thread_id.to_string(),
+                state: cur.state,
+                requests,
+            }),
+            Ending::Halted { pending, records } => self.halt(cur, pending, records).await,
+            Ending::Failed {
+                error,
+                node_error,
+                records,
+            } => self.fail(cur, error, node_error, records).await,
+        }
+    }
+
+    /// Opens the next superstep, unless the thread is done, cancelled, out
+    /// of time or past a limit. A superstep interrupted mid-way (a crash, a
+    /// halt, a parley) is continued, not opened again.
+    fn plan(
+        &self,
+        index: &GraphIndex<'_>,
+        cur: &mut Cursor,
+        run_deadline: RunDeadline,
+    ) -> Option<Ending> {
+        if cur.interrupted {
+            return None;
+        }
+        let limits = &index.graph.limits;
+        if cur.vanguard.is_empty() {
+            return Some(Ending::Completed);
+        }
+        if self.cancellation.is_cancelled() {
+            let pending = cur.vanguard.iter().map(|a| a.node_id.clone()).collect();
+            return Some(Ending::Halted {
+                pending,
+                records: Vec::new(),
             });
         }
+        if let Some(e) = run_deadline.exceeded() {
+            return Some(Ending::failed(e, None, Vec::new()));
+        }
+        if cur.superstep >= limits.max_supersteps {
+            let e = EngineError::RecursionLimitExceeded {
+                limit: limits.max_supersteps,
+            };
+            return Some(Ending::failed(e, None, Vec::new()));
+        }
+        // A visit is a node's activation in a superstep, however many tasks
+        // a muster gives it.
+        let nodes: BTreeSet<&NodeId> = cur.vanguard.iter().map(|a| &a.node_id).collect();
+        let mut over = None;
+        for node in nodes {
+            let v = cur.visits.entry(node.clone()).or_insert(0);
+            *v += 1;
+            if *v > limits.max_node_visits && over.is_none() {
+                over = Some(node.clone());
+            }
+        }
+        if let Some(node) = over {
+            let e = EngineError::NodeVisitLimitExceeded {
+                node,
+                limit: limits.max_node_visits,
+            };
+            return Some(Ending::failed(e, None, Vec::new()));
+        }
+        cur.superstep += 1;
+        cur.interrupted = true;
+        None
+    }
+
+    /// The barrier: every activation of the superstep has ended. A failure
+    /// fails the run and a shutdown halts it; otherwise the deltas merge in
+    /// vanguard order, the next vanguard is computed and the superstep's
+    /// waypoint written (AwaitingInput when an activation parleyed).
+    async fn barrier(
+        &self,
+        index: &GraphIndex<'_>,
+        cur: &mut Cursor,
+        mut unfinished: Vec<(Activation, ActivationResult)>,
+        run_deadline: RunDeadline,
+    ) -> Result<Option<Ending>, EngineError> {
+        // Completion order is a race; everything reported is in vanguard
+        // order, so the same failures always name the same node.
+        unfinished.sort_by(|a, b| a.0.cmp(&b.0));
+
+        let mut failures: Vec<(NodeError, bool)> = Vec::new();
+        let mut pending: Vec<NodeId> = Vec::new();
+        let mut records: Vec<NodeExecutionRecord> = Vec::new();
+        for (activation, result) in unfinished {
+            match result {
+                ActivationResult::Done {
+                    directive,
+                    record,
+                    handled,
+                } => {
+                    cur.completed.push_back(Arc::new(CompletedActivation {
+                        activation,
+                        directive,
+                        record,
+                        handled,
+                    }));
+                }
+                ActivationResult::Failed {
+                    error,
+                    record,
+                    budget_exhausted,
+                } => {
+                    records.push(record);
+                    failures.push((error, budget_exhausted));
+                }
+                ActivationResult::Shutdown { record } => {
+                    records.push(record);
+                    pending.push(activation.node_id);
+                }
+            }
+        }
+        cur.completed
+            .sort_by(|a, b| a.activation.cmp(&b.activation));
+        records.extend(cur.completed.iter().map(|c| c.record.clone()));
+        records.sort_by(|a, b| (&a.node_id, &a.task_key).cmp(&(&b.node_id, &b.task_key)));
+
+        if let Some((error, _)) = failures.first() {
+            let run_error = if failures.iter().any(|(_, out_of_time)| *out_of_time) {
+                run_deadline.error()
+            } else {
+                EngineError::NodeFailed(error.clone())
+            };
+            let node_error = Some(error.clone());
+            return Ok(Some(Ending::failed(run_error, node_error, records)));
+        }
+        if !pending.is_empty() {
+            return Ok(Some(Ending::Halted { pending, records }));
+        }
+        if let Some(e) = task_violation(&cur.completed) {
+            return Ok(Some(Ending::failed(e, None, records)));
+        }
+
+        // A parleying activation's delta is discarded: it runs again, with
+        // the answer, after resume.
+        let requests: Vec<(NodeId, ParleyRequest)> = cur
+            .completed
+            .iter()
+            .filter_map(|c| match &c.directive.next {
+                NextStep::Parley(r) => Some((c.activation.node_id.clone(), r.clone())),
+                _ => None,
+            })
+            .collect();
+        let writes = cur
+            .completed
+            .iter()
+            .filter(|c| !matches!(c.directive.next, NextStep::Parley(_)))
+            .map(|c| (writer(&c.activation), &c.directive.delta));
+        let merged = match merge(&index.graph.schema, &cur.state, writes) {
+            Ok(s) => s,
+            Err(e) => return Ok(Some(Ending::failed(e.into(), None, records))),
+        };
+        let mut next = match self.successors(index, &cur.completed, &merged).await {
+            Ok(n) => n,
+            Err(e) => return Ok(Some(Ending::failed(e, None, records))),
+        };
+        cur.state = merged;
+        // Only a superstep that merged counts its compensations: one that
+        // failed or halted is re-run (its completed part reused) on resume.
+        cur.handled
+            .extend(cur.completed.iter().filter_map(|c| c.handled.clone()));
+        cur.completed.clear();
+        cur.interrupted = false;
+        cur.parley = None;
+
+        if !requests.is_empty() {
+            // The re-run after the answer continues the same visit (a
+            // Battalion finds its child thread by it).
+            for (node, _) in &requests {
+                if let Some(v) = cur.visits.get_mut(node) {
+                    *v = v.saturating_sub(1);
+                }
+            }
+            next.extend(requests.iter().map(|(n, _)| Activation::node(n.clone())));
+            next.sort();
+            next.dedup();
+            cur.vanguard = next.into();
+            let status = WaypointStatus::AwaitingInput {
+                requests: requests.clone(),
+            };
+            self.write(cur, status, records).await?;
+            return Ok(Some(Ending::AwaitingInput(requests)));
+        }
+
+        cur.vanguard = next.into();
+        let status = if cur.vanguard.is_empty() {
+            WaypointStatus::Completed
+        } else {
+            WaypointStatus::Running
+        };
+        self.write(cur, status, records).await?;
+        if let Some(beat) = &self.superstep_beat {
+            beat.beat();
+        }
+        self.emit(TraceEvent::SuperstepFinished {
+            thread_id: cur.thread_id.to_string(),
+            superstep: cur.superstep,
+            next: cur.vanguard.iter().map(|a| a.node_id.clone()).collect(),
+        });
+        Ok(None)
     }
 
     /// Runs activations concurrently (at most `max_concurrency` at once)
@@ -342,7 +449,7 @@ impl<S: WaypointStore> WarEngine<S> {
         &self,
         index: &GraphIndex<'_>,
         cur: &mut Cursor,
-        budget: Budget,
+        run_deadline: RunDeadline,
         todo: Vec<Activation>,
     ) -> Result<Vec<(Activation, ActivationResult)>, EngineError> {
         let limits = &index.graph.limits;
@@ -371,23 +478,20 @@ impl<S: WaypointStore> WarEngine<S> {
                 .as_ref()
                 .filter(|p| p.nodes.contains(&activation.node_id))
                 .map(|p| &p.response);
-            let step = StepCtx {
+            let act = ActivationCtx {
                 thread_id: &env.thread_id,
                 superstep: env.superstep,
-                budget,
+                run_deadline,
                 spec: entry.spec,
+                aegis: entry.aegis.unwrap_or(&NO_POLICIES),
                 fingerprint: &env.fingerprint,
                 schema: &index.graph.schema,
-                cache: entry.aegis.and_then(|a| a.cache.as_ref()),
-                retry: entry.aegis.and_then(|a| a.retry.as_ref()),
-                on_error: entry.aegis.and_then(|a| a.on_error.as_ref()),
                 task: activation.task.as_ref(),
                 parley_response,
                 visit: env.visits.get(&activation.node_id).copied().unwrap_or(1),
-                timeout: entry.aegis.and_then(|a| a.timeout.as_ref()),
                 shutdown_grace,
             };
-            let result = self.run_activation(&step, &env.state, &activation).await;
+            let result = self.run_activation(&act, &env.state, &activation).await;
             (activation, result)
         };
 
@@ -412,12 +516,17 @@ impl<S: WaypointStore> WarEngine<S> {
             .buffer_unordered(limits.max_concurrency.max(1));
         while let Some((activation, result)) = results.next().await {
             match result {
-                ActivationResult::Done { directive, record } => {
+                ActivationResult::Done {
+                    directive,
+                    record,
+                    handled,
+                } => {
                     let is_task = activation.task.is_some();
                     cur.completed.push_back(Arc::new(CompletedActivation {
                         activation,
                         directive,
                         record,
+                        handled,
                     }));
                     if is_task {
                         since_progress += 1;
@@ -557,7 +666,7 @@ fn task_violation(completed: &Vector<Arc<CompletedActivation>>) -> Option<Engine
         let node = c.activation.node_id.clone();
         let task_key = task.task_key.clone();
         let returned = c.directive.next.name().to_string();
-        Some(if c.record.status == super::NodeStatus::Failed {
+        Some(if c.record.status == crate::waypoint::NodeStatus::Failed {
             EngineError::MusterHandlerMustBeDeltaOnly {
                 node,
                 task_key,

@@ -4,9 +4,11 @@ use std::fmt;
 use std::time::Duration;
 
 use super::NodeError;
-use crate::graph::NodeId;
+use super::evolution::{self, GraphChange, Incompatibility};
+use crate::error::StoreError;
+use crate::id::NodeId;
+use crate::id::ThreadIdError;
 use crate::state::{DispatchRule, FieldName, MergeError, Writer};
-use crate::waypoint::StoreError;
 
 /// One policy problem: which Aegis, and what is wrong with it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -124,6 +126,29 @@ pub enum EngineError {
     PaladinFieldUndeclared {
         /// Every offender.
         offenders: Vec<PolicyOffender>,
+    },
+    /// Paladin nodes whose input does not fit how they run: a worker
+    /// template whose prompt reads nothing of its task (every task would send
+    /// the same one) and is not marked `InputMapping::task_independent`, a
+    /// node that reads `{task.…}` but never runs as a task, or a `task.`
+    /// field the worker's declared task fields do not include.
+    #[error(
+        "paladin nodes whose input does not read their task correctly: {}",
+        list(offenders)
+    )]
+    PaladinTaskInput {
+        /// Every offender.
+        offenders: Vec<PolicyOffender>,
+    },
+    /// Paladin nodes whose agent has no model: `Paladin::new(name)` without
+    /// `with_model(..)` (or a blank model), which would fail at attempt 1.
+    #[error(
+        "paladin nodes with no model (set one with `Paladin::with_model`): {}",
+        ids(nodes)
+    )]
+    PaladinWithoutModel {
+        /// Every such node, worker templates included.
+        nodes: Vec<NodeId>,
     },
     /// `set_aegis` on ids that are not declared nodes.
     #[error("Aegis set on undeclared nodes: {}", ids(nodes))]
@@ -323,13 +348,24 @@ pub enum EngineError {
     #[error("{0}")]
     NodeFailed(NodeError),
 
-    /// `resume` was given a graph whose fingerprint differs from the thread's.
-    #[error("graph mismatch: the thread was run with graph {expected}, this graph is {found}")]
+    /// `resume` was given a graph whose fingerprint differs from the
+    /// thread's, and the change is not compatible with the waiting thread
+    /// (see the README's "Deploying a new version").
+    #[error(
+        "graph mismatch: the thread was run with graph {expected}, this graph is {found}: {}{}",
+        evolution::join(reasons, "; "),
+        if changes.is_empty() { String::new() } else { format!(" (changes: {})", evolution::join(changes, ", ")) }
+    )]
     GraphMismatch {
         /// The thread's fingerprint.
         expected: String,
         /// This graph's fingerprint.
         found: String,
+        /// Why the thread cannot continue on this graph (never empty).
+        reasons: Vec<Incompatibility>,
+        /// Everything that differs between the two graphs' manifests
+        /// (empty when the thread predates manifests).
+        changes: Vec<GraphChange>,
     },
     /// `resume` or `fork` named a thread with no waypoints.
     #[error("thread `{thread_id}` has no waypoints")]
@@ -439,6 +475,10 @@ pub enum EngineError {
     /// The waypoint store failed.
     #[error("waypoint store error: {0}")]
     Store(StoreError),
+    /// `start`, `resume` or `fork` named a thread id that no store can
+    /// hold, or that is reserved for Battalion child threads; nothing ran.
+    #[error("{0}")]
+    InvalidThreadId(ThreadIdError),
     /// `CacheKeySpec::Fields` naming fields the schema does not declare (a
     /// typo would otherwise silently narrow the key).
     #[error("cache keys naming undeclared fields: {}", list(offenders))]
@@ -529,7 +569,14 @@ impl From<StoreError> for EngineError {
     fn from(e: StoreError) -> Self {
         match e {
             StoreError::Conflict { thread_id, .. } => EngineError::ConcurrentUpdate { thread_id },
+            StoreError::InvalidThreadId(e) => EngineError::InvalidThreadId(e),
             other => EngineError::Store(other),
         }
+    }
+}
+
+impl From<ThreadIdError> for EngineError {
+    fn from(e: ThreadIdError) -> Self {
+        EngineError::InvalidThreadId(e)
     }
 }

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
-use super::Transience;
+use super::{KnownSecrets, Transience};
 
 /// What one provider of a fallback chain answered, kept in
 /// [`LlmError::AllProvidersFailed`].
@@ -113,6 +113,45 @@ impl LlmError {
         }
     }
 
+    /// This error with every secret of `secrets` removed from the text it
+    /// carries (per-provider summaries and the last error included): the
+    /// last pass an adapter applies to whatever it returns.
+    pub fn scrubbed(self, secrets: &KnownSecrets) -> LlmError {
+        if secrets.is_empty() {
+            return self;
+        }
+        let s = |text: String| secrets.scrub(&text);
+        match self {
+            LlmError::ProviderError {
+                provider,
+                status,
+                message,
+            } => LlmError::ProviderError {
+                provider,
+                status,
+                message: s(message),
+            },
+            LlmError::AuthenticationError(m) => LlmError::AuthenticationError(s(m)),
+            LlmError::NetworkError(m) => LlmError::NetworkError(s(m)),
+            LlmError::Timeout(m) => LlmError::Timeout(s(m)),
+            LlmError::InvalidRequest(m) => LlmError::InvalidRequest(s(m)),
+            LlmError::ContextLengthExceeded(m) => LlmError::ContextLengthExceeded(s(m)),
+            LlmError::ContentFiltered(m) => LlmError::ContentFiltered(s(m)),
+            LlmError::ParseError(m) => LlmError::ParseError(s(m)),
+            LlmError::AllProvidersFailed { attempts, last } => LlmError::AllProvidersFailed {
+                attempts: attempts
+                    .into_iter()
+                    .map(|a| ProviderAttempt {
+                        error: s(a.error),
+                        ..a
+                    })
+                    .collect(),
+                last: Box::new(last.scrubbed(secrets)),
+            },
+            e @ (LlmError::RateLimited { .. } | LlmError::CircuitOpen { .. }) => e,
+        }
+    }
+
     /// The provider named by this error, if it names one.
     pub fn provider(&self) -> Option<&str> {
         match self {
@@ -136,6 +175,7 @@ impl LlmError {
 ///   defined as temporary.
 /// * Anything else (1xx, 3xx a client failed to follow, a 2xx that still
 ///   failed, a non-standard code) is **Unknown**: nothing typed says which.
+#[doc(hidden)]
 pub fn status_transience(status: u16) -> Transience {
     match status {
         408 | 425 | 429 => Transience::Transient,

@@ -1,10 +1,22 @@
 //! The structured failure of one node, as every observer sees it.
+//!
+//! **Conversions keep transience.** `LlmError` and `PaladinError` become a
+//! node's error without losing their classification: `?` on either inside a
+//! [`StateNode`](crate::StateNode) gives a [`StateNodeError`](struct@StateNodeError) whose
+//! `transience` is the error's own `transience()` (a 503 stays transient and
+//! is retried, a 401 stays permanent and is not), and a Paladin node's
+//! failure is a [`NodeError`] with the same `transience` beside a
+//! [`NodeErrorSource`] built by `From<&LlmError>` / `From<&PaladinError>`
+//! (the source holds the typed facts; the transience travels on the
+//! `NodeError`, never re-derived from the message). `From<LlmError> for
+//! PaladinError` wraps it as `PaladinError::Llm`, whose transience is the
+//! wrapped error's.
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
 use super::{LlmError, PaladinError, Transience};
-use crate::graph::NodeId;
+use crate::id::NodeId;
 
 /// Which bound cut a timed-out attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -49,9 +61,15 @@ pub enum NodeErrorSource {
         /// The redacted, bounded message.
         message: String,
     },
-    /// A Function node's error (or a panic caught inside it).
+    /// A Function node's error.
     Function {
         /// Its message.
+        message: String,
+    },
+    /// The node panicked; the engine caught the panic and failed the
+    /// attempt (`Unknown`: a panic says nothing about whether a retry helps).
+    Panic {
+        /// The panic payload when it was a string, else a fixed description.
         message: String,
     },
     /// The attempt was cut by a timeout.
@@ -92,6 +110,7 @@ impl fmt::Display for NodeErrorSource {
                 write!(f, ": {message}")
             }
             NodeErrorSource::Function { message } => f.write_str(message),
+            NodeErrorSource::Panic { message } => write!(f, "node panicked: {message}"),
             NodeErrorSource::Timeout(kind) => write!(f, "{kind} elapsed"),
             NodeErrorSource::Cancelled => f.write_str("cancelled"),
             NodeErrorSource::Interceptor { message } => write!(f, "interceptor: {message}"),
@@ -103,6 +122,8 @@ impl fmt::Display for NodeErrorSource {
     }
 }
 
+/// The typed facts only: the transience goes on the [`NodeError`] beside it
+/// (the engine sets it from [`LlmError::transience`]).
 impl From<&LlmError> for NodeErrorSource {
     fn from(e: &LlmError) -> Self {
         NodeErrorSource::Llm {
@@ -114,6 +135,9 @@ impl From<&LlmError> for NodeErrorSource {
     }
 }
 
+/// The typed facts only (an `Llm` error as `NodeErrorSource::Llm`): the
+/// transience goes on the [`NodeError`] beside it (the engine sets it from
+/// [`PaladinError::transience`]).
 impl From<&PaladinError> for NodeErrorSource {
     fn from(e: &PaladinError) -> Self {
         match e {
@@ -157,6 +181,23 @@ pub struct NodeError {
     pub transience: Transience,
     /// Where it came from.
     pub source: NodeErrorSource,
+}
+
+impl NodeError {
+    /// An error of `node_id`'s attempt `attempt`.
+    pub fn new(
+        node_id: NodeId,
+        attempt: u32,
+        transience: Transience,
+        source: NodeErrorSource,
+    ) -> Self {
+        NodeError {
+            node_id,
+            attempt,
+            transience,
+            source,
+        }
+    }
 }
 
 impl fmt::Display for NodeError {
@@ -210,9 +251,10 @@ impl StateNodeError {
     }
 }
 
-/// Builds a [`StateNodeError`] of unknown transience, spelled like a tuple
+/// Builds a [`StateNodeError`](struct@StateNodeError) of unknown transience, spelled like a tuple
 /// constructor so the guide's samples (`StateNodeError(e.to_string())`)
 /// compile as written. Prefer [`StateNodeError::new`] in new code.
+#[doc(hidden)]
 #[allow(non_snake_case)]
 pub fn StateNodeError(message: impl Into<String>) -> StateNodeError {
     StateNodeError::new(message)
@@ -237,12 +279,14 @@ impl From<crate::state::StateError> for StateNodeError {
     }
 }
 
+/// Keeps the error's transience ([`LlmError::transience`]).
 impl From<LlmError> for StateNodeError {
     fn from(e: LlmError) -> Self {
         StateNodeError::with_transience(e.to_string(), e.transience())
     }
 }
 
+/// Keeps the error's transience ([`PaladinError::transience`]).
 impl From<PaladinError> for StateNodeError {
     fn from(e: PaladinError) -> Self {
         StateNodeError::with_transience(e.to_string(), e.transience())
@@ -252,5 +296,49 @@ impl From<PaladinError> for StateNodeError {
 impl From<serde_json::Error> for StateNodeError {
     fn from(e: serde_json::Error) -> Self {
         StateNodeError::new(e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn llm_errors() -> Vec<LlmError> {
+        let status = |status| LlmError::ProviderError {
+            provider: "p".into(),
+            status,
+            message: "m".into(),
+        };
+        vec![
+            status(503),
+            status(429),
+            status(400),
+            LlmError::AuthenticationError("no".into()),
+            LlmError::NetworkError("reset".into()),
+            LlmError::Timeout("slow".into()),
+            LlmError::ParseError("garbled".into()),
+            LlmError::ContentFiltered("no".into()),
+        ]
+    }
+
+    #[test]
+    fn converting_llm_and_paladin_errors_keeps_their_transience() {
+        let mut seen = std::collections::BTreeSet::new();
+        for e in llm_errors() {
+            let t = e.transience();
+            seen.insert(format!("{t:?}"));
+            assert_eq!(StateNodeError::from(e.clone()).transience, t, "{e}");
+            let p = PaladinError::from(e.clone());
+            assert_eq!(p.transience(), t, "{e}");
+            assert_eq!(StateNodeError::from(p).transience, t, "{e}");
+        }
+        assert_eq!(seen.len(), 3, "all three classes covered: {seen:?}");
+        for p in [
+            PaladinError::ConfigurationError("c".into()),
+            PaladinError::CircuitBreakerOpen("open".into()),
+            PaladinError::OutputSchemaViolation("v".into()),
+        ] {
+            assert_eq!(StateNodeError::from(p.clone()).transience, p.transience());
+        }
     }
 }

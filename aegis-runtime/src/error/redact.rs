@@ -9,12 +9,14 @@
 
 use std::time::{Duration, SystemTime};
 
-use super::LlmError;
+use super::{KnownSecrets, LlmError};
 
 /// The most characters (not bytes) of provider text an error carries.
+#[doc(hidden)]
 pub const EXCERPT_LIMIT: usize = 512;
 
 /// What a redacted credential is replaced with.
+#[doc(hidden)]
 pub const REDACTED: &str = "[REDACTED]";
 
 /// Token prefixes of well-known API keys; what follows them is a secret.
@@ -64,6 +66,7 @@ const SECRET_KEYS: &[&str] = &[
 ///
 /// Over-redaction is preferred to a leak: error text is for humans, and a
 /// redacted word costs less than a published key.
+#[doc(hidden)]
 pub fn redact_secrets(text: &str) -> String {
     let bytes = text.as_bytes();
     let mut out = String::with_capacity(text.len());
@@ -102,6 +105,7 @@ pub fn redact_secrets(text: &str) -> String {
 
 /// Bounds `text` to [`EXCERPT_LIMIT`] characters, cutting on a char boundary
 /// and marking the cut with `…` (which counts towards the limit).
+#[doc(hidden)]
 pub fn bound_excerpt(text: &str) -> String {
     match text.char_indices().nth(EXCERPT_LIMIT) {
         None => text.to_string(),
@@ -120,6 +124,7 @@ pub fn bound_excerpt(text: &str) -> String {
 
 /// Redacts, then bounds: what any provider text must pass through before it
 /// enters an error.
+#[doc(hidden)]
 pub fn redact_excerpt(text: &str) -> String {
     bound_excerpt(&redact_secrets(text))
 }
@@ -137,30 +142,53 @@ pub fn redact_excerpt(text: &str) -> String {
 /// only the retry hints are read. Adapter-specific pre-checks (an error
 /// envelope inside a 200, Anthropic's 403) run before this and never repeat
 /// its table.
+///
+/// [`KnownSecrets::map_http_status`] also removes known secret values.
+#[doc(hidden)]
 pub fn map_http_status(
     provider: &str,
     status: u16,
     body: &str,
     headers: &[(&str, &str)],
 ) -> LlmError {
-    match status {
-        401 => LlmError::AuthenticationError(bound_excerpt(&format!(
-            "{provider}: {}",
-            redact_secrets(body)
-        ))),
-        429 => LlmError::RateLimited {
-            retry_after: retry_after_hint(headers, SystemTime::now()),
-        },
-        _ => LlmError::ProviderError {
-            provider: provider.to_string(),
-            status,
-            message: redact_excerpt(body),
-        },
+    KnownSecrets::default().map_http_status(provider, status, body, headers)
+}
+
+impl KnownSecrets {
+    /// [`map_http_status`](fn@map_http_status), with every secret of this
+    /// set removed from the body before it is redacted and bounded.
+    pub fn map_http_status(
+        &self,
+        provider: &str,
+        status: u16,
+        body: &str,
+        headers: &[(&str, &str)],
+    ) -> LlmError {
+        match status {
+            401 => LlmError::AuthenticationError(bound_excerpt(&format!(
+                "{provider}: {}",
+                self.redact(body)
+            ))),
+            429 => LlmError::RateLimited {
+                retry_after: retry_after_hint(headers, SystemTime::now()),
+            },
+            _ => LlmError::ProviderError {
+                provider: provider.to_string(),
+                status,
+                message: self.redact_excerpt(body),
+            },
+        }
     }
 }
 
 /// The retry hint of a response: `retry-after-ms` (milliseconds, as OpenAI
 /// sends it) wins over `Retry-After` (seconds or an HTTP-date).
+///
+/// Any header text is accepted without panicking. A hint that is negative,
+/// NaN or unreadable is no hint (`None`); a fractional one is kept to the
+/// nanosecond; a hint too large for a [`Duration`] is [`Duration::MAX`]
+/// ("not in this process's lifetime"); a date in the past is zero.
+#[doc(hidden)]
 pub fn retry_after_hint(headers: &[(&str, &str)], now: SystemTime) -> Option<Duration> {
     let find = |name: &str| {
         headers
@@ -168,24 +196,47 @@ pub fn retry_after_hint(headers: &[(&str, &str)], now: SystemTime) -> Option<Dur
             .find(|(n, _)| n.trim().eq_ignore_ascii_case(name))
             .map(|(_, v)| v.trim())
     };
-    if let Some(ms) = find("retry-after-ms")
-        .and_then(|v| v.parse::<f64>().ok())
-        .filter(|ms| ms.is_finite() && *ms >= 0.0)
-    {
-        return Some(Duration::from_secs_f64(ms / 1000.0));
+    if let Some(ms) = find("retry-after-ms") {
+        // Whole milliseconds are exact; only a fractional hint goes through f64.
+        if let Ok(ms) = ms.parse::<u64>() {
+            return Some(Duration::from_millis(ms));
+        }
+        if let Some(ms) = non_negative_f64(ms) {
+            return Some(saturating_secs_f64(ms / 1000.0));
+        }
     }
     find("retry-after").and_then(|v| parse_retry_after(v, now))
 }
 
-/// Parses one `Retry-After` value: delay-seconds, or an HTTP-date (a date in
-/// the past means "now": zero).
+/// Parses one `Retry-After` value: delay-seconds (whole or, leniently,
+/// fractional), or an HTTP-date (a date in the past means "now": zero).
+/// Negative, NaN or unreadable values are `None`; a delay too large for a
+/// [`Duration`] is [`Duration::MAX`].
+#[doc(hidden)]
 pub fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
     let value = value.trim();
     if let Ok(secs) = value.parse::<u64>() {
         return Some(Duration::from_secs(secs));
     }
+    if let Some(secs) = non_negative_f64(value) {
+        return Some(saturating_secs_f64(secs));
+    }
     let at = httpdate::parse_http_date(value).ok()?;
     Some(at.duration_since(now).unwrap_or(Duration::ZERO))
+}
+
+/// A number that can be a delay: finite or +∞, and not negative.
+fn non_negative_f64(value: &str) -> Option<f64> {
+    value
+        .parse::<f64>()
+        .ok()
+        .filter(|v| !v.is_nan() && *v >= 0.0)
+}
+
+/// `Duration::from_secs_f64` panics past `Duration::MAX`; a hint that large
+/// means "not in this process's lifetime", so it saturates.
+fn saturating_secs_f64(secs: f64) -> Duration {
+    Duration::try_from_secs_f64(secs).unwrap_or(Duration::MAX)
 }
 
 /// The secret starting at byte `i`, as a `[start, end)` byte range to

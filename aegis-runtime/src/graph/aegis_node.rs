@@ -14,8 +14,8 @@ use std::sync::Arc;
 
 use super::{Directive, NodeSpec, StateNode, WarGraph};
 use crate::aegis::Aegis;
-use crate::engine::NodeContext;
 use crate::error::StateNodeError;
+use crate::graph::NodeContext;
 use crate::state::Battlefield;
 
 #[doc(hidden)]
@@ -43,7 +43,7 @@ pub mod __macro_support;
 ///
 /// impl AegisNodeFn for hello {
 ///     const ID: &'static str = "hello";
-///     const KIND: &'static str = "my_crate::hello";
+///     const KIND: &'static str = "hello";
 ///     fn aegis() -> Aegis {
 ///         Aegis {
 ///             timeout: Some(TimeoutPolicy {
@@ -80,9 +80,9 @@ pub trait AegisNodeFn: Send + Sync + 'static {
     /// The node id: the function's name unless the attribute says `id = ".."`.
     const ID: &'static str;
 
-    /// The stable name hashed into the graph fingerprint:
-    /// `module_path!()::function_name`, the same whichever way the node is
-    /// added to a graph.
+    /// The stable name hashed into the graph fingerprint: the node id (the
+    /// function's name or the attribute's `id = ".."`), so moving the
+    /// function to another module leaves the fingerprint unchanged.
     const KIND: &'static str;
 
     /// The node's own Aegis as the attribute declares it; empty for a bare
@@ -161,7 +161,7 @@ impl WarGraph {
 mod tests {
     use super::*;
     use crate::aegis::{RetryPolicy, TimeoutPolicy};
-    use crate::graph::{END, NodeId, START};
+    use crate::id::{END, NodeId, START};
     use crate::state::{BattlefieldSchema, DispatchRule, FieldName, FieldSpec, StateDelta};
     use crate::{EngineLimits, NextStep};
     use std::time::Duration;
@@ -181,7 +181,7 @@ mod tests {
 
     impl AegisNodeFn for double {
         const ID: &'static str = "double";
-        const KIND: &'static str = "tests::double";
+        const KIND: &'static str = "double";
         fn aegis() -> Aegis {
             Aegis {
                 retry: Some(RetryPolicy::default()),
@@ -236,7 +236,7 @@ mod tests {
         let empty = crate::state::initial_state(&schema(), &serde_json::json!({})).unwrap();
         let err = node.run(&empty, &ctx).await.unwrap_err();
         assert_eq!(err, StateNodeError::new("n is not set"));
-        assert_eq!(node.kind_name(), "tests::double");
+        assert_eq!(node.kind_name(), "double");
     }
 
     #[test]
@@ -249,7 +249,7 @@ mod tests {
             .add_edge("plain", END);
         graph.validate().unwrap();
         assert!(
-            matches!(graph.node("double"), Some(NodeSpec::Function(n)) if n.kind_name() == "tests::double")
+            matches!(graph.node("double"), Some(NodeSpec::Function(n)) if n.kind_name() == "double")
         );
         assert_eq!(
             graph.aegis_for(&NodeId::new("double")),

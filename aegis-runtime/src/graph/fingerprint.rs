@@ -1,52 +1,20 @@
 //! The graph fingerprint: a versioned digest of what a run does.
 
-use sha2::{Digest, Sha256};
-
 use super::{NodeSpec, WarGraph};
+use crate::canon::Canon;
 use crate::state::{CacheMarker, DispatchRule};
 
 /// The fingerprint scheme's version, the prefix of every fingerprint.
 ///
 /// Numbered after the guide's scheme: v6 hashes `on_error`, `cache` and a
-/// Paladin node's `output_schema`, and excludes `retry` and `timeout`.
-pub const FINGERPRINT_VERSION: &str = "v6";
-
-/// A canonical, length-prefixed byte stream: no two different graphs can
-/// produce the same bytes by shifting a boundary between two strings.
-pub(crate) struct Canon(Sha256);
-
-impl Canon {
-    pub(crate) fn new(domain: &str) -> Self {
-        let mut c = Canon(Sha256::new());
-        c.str(domain);
-        c
-    }
-
-    pub(crate) fn str(&mut self, s: &str) -> &mut Self {
-        self.0.update((s.len() as u64).to_le_bytes());
-        self.0.update(s.as_bytes());
-        self
-    }
-
-    pub(crate) fn u64(&mut self, n: u64) -> &mut Self {
-        self.0.update(n.to_le_bytes());
-        self
-    }
-
-    /// Canonical JSON: serde_json's maps are sorted by key.
-    pub(crate) fn json(&mut self, v: &impl serde::Serialize) -> &mut Self {
-        let s = serde_json::to_string(v).unwrap_or_else(|e| format!("<unserialisable: {e}>"));
-        self.str(&s)
-    }
-
-    pub(crate) fn hex(self) -> String {
-        self.0
-            .finalize()
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect()
-    }
-}
+/// Paladin node's `output_schema`, and excludes `retry` and `timeout`; v7
+/// encodes everything through the one canonical encoder (sorted keys and
+/// canonical numbers whatever serde_json features the build enables) and
+/// hashes a Function node's author-given kind, never a Rust type path.
+///
+/// Changing the bytes a graph hashes to needs a new version here (and a new
+/// golden value in the tests below).
+pub const FINGERPRINT_VERSION: &str = "v7";
 
 impl WarGraph {
     /// A stable digest of the graph's shape: schema, nodes, edges, dynamic
@@ -67,7 +35,7 @@ impl WarGraph {
 
         let mut fields: Vec<_> = self.schema.fields().iter().collect();
         fields.sort_by(|a, b| a.name.cmp(&b.name));
-        c.u64(fields.len() as u64);
+        c.count(fields.len());
         for f in fields {
             c.str(f.name.as_str())
                 .str(match f.dispatch {
@@ -76,8 +44,8 @@ impl WarGraph {
                     DispatchRule::Sum => "sum",
                     DispatchRule::Merge => "merge",
                 })
-                .json(&f.default)
-                .u64(u64::from(f.required))
+                .serialize(&f.default)
+                .bool(f.required)
                 .str(match f.cache {
                     CacheMarker::Allow => "allow",
                     CacheMarker::Deny => "deny",
@@ -86,7 +54,7 @@ impl WarGraph {
 
         let mut nodes: Vec<_> = self.nodes.iter().collect();
         nodes.sort_by(|a, b| a.0.cmp(&b.0));
-        c.u64(nodes.len() as u64);
+        c.count(nodes.len());
         for (id, spec) in nodes {
             c.str(id.as_str());
             match spec {
@@ -103,7 +71,7 @@ impl WarGraph {
                         .str(&paladin.config_fingerprint())
                         .str(input.template())
                         .str(output_field.as_str())
-                        .json(output_schema);
+                        .serialize(output_schema);
                 }
                 NodeSpec::Battalion {
                     child,
@@ -112,8 +80,8 @@ impl WarGraph {
                 } => {
                     c.str("battalion")
                         .str(&child.fingerprint())
-                        .json(inputs)
-                        .json(outputs);
+                        .serialize(inputs)
+                        .serialize(outputs);
                 }
                 NodeSpec::Gate {
                     prompt,
@@ -124,22 +92,22 @@ impl WarGraph {
                 } => {
                     c.str("gate")
                         .str(prompt)
-                        .json(expires_after)
-                        .json(on_expire)
+                        .serialize(expires_after)
+                        .serialize(on_expire)
                         .str(approve.as_str())
                         .str(reject.as_str());
                 }
             }
-            c.u64(u64::from(self.worker_templates.contains(id)));
+            c.bool(self.worker_templates.contains(id));
             let aegis = self.aegis_for(id);
-            c.json(&aegis.and_then(|a| a.on_error.as_ref()))
-                .json(&aegis.and_then(|a| a.cache.as_ref()));
+            c.serialize(&aegis.and_then(|a| a.on_error.as_ref()))
+                .serialize(&aegis.and_then(|a| a.cache.as_ref()));
         }
 
         let mut edges: Vec<_> = self.edges.iter().collect();
         edges.sort();
         edges.dedup();
-        c.u64(edges.len() as u64);
+        c.count(edges.len());
         for (a, b) in edges {
             c.str(a.as_str()).str(b.as_str());
         }
@@ -154,15 +122,15 @@ impl WarGraph {
             })
             .collect();
         conditional.sort();
-        c.u64(conditional.len() as u64);
+        c.count(conditional.len());
         for (from, evaluator, targets) in conditional {
-            c.str(from).str(evaluator).u64(targets.len() as u64);
+            c.str(from).str(evaluator).count(targets.len());
             for t in targets {
                 c.str(t);
             }
         }
 
-        c.u64(self.dynamic_targets.len() as u64);
+        c.count(self.dynamic_targets.len());
         for t in &self.dynamic_targets {
             c.str(t.as_str());
         }

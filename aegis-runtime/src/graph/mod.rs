@@ -2,20 +2,29 @@
 //! fingerprinting and rendering.
 
 mod aegis_node;
+mod cache_rules;
+mod context;
 mod fingerprint;
 mod input;
+mod limits;
+mod manifest;
+mod migration;
 mod node;
-mod node_id;
+mod paladin;
 mod parley;
 mod render;
+mod task_input;
 mod validate;
 mod war_graph;
 
 pub use aegis_node::{__macro_support, AegisFnNode, AegisNodeFn};
-pub(crate) use fingerprint::Canon;
+pub(crate) use cache_rules::missing_backend_error;
+pub use context::{HeartbeatHandle, NodeContext};
 pub use fingerprint::FINGERPRINT_VERSION;
 pub use input::{InputMapping, TemplateError};
+pub use limits::EngineLimits;
+pub use manifest::{FieldShape, GraphManifest, NodeShape};
 pub use node::{Directive, FnNode, NextStep, NodeFuture, NodeKind, NodeSpec, StateNode};
-pub use node_id::{END, NodeId, START};
+pub use paladin::{Armament, Paladin};
 pub use parley::{MusterTask, ParleyExpiry, ParleyRequest, ParleyResponse};
 pub use war_graph::{ConditionalEdges, WarGraph};

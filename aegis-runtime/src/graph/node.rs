@@ -5,10 +5,11 @@ use serde_json::Value;
 use std::fmt;
 use std::sync::Arc;
 
-use super::{InputMapping, NodeId, ParleyExpiry, ParleyRequest, WarGraph};
-use crate::engine::NodeContext;
+use super::{InputMapping, ParleyExpiry, ParleyRequest, WarGraph};
 use crate::error::StateNodeError;
-use crate::paladin::Paladin;
+use crate::graph::NodeContext;
+use crate::graph::Paladin;
+use crate::id::NodeId;
 use crate::state::{Battlefield, FieldName, StateDelta};
 use std::time::Duration;
 
@@ -129,11 +130,16 @@ pub trait StateNode: Send + Sync + 'static {
         ctx: &NodeContext,
     ) -> Result<Directive, StateNodeError>;
 
-    /// A stable name for the node's implementation, hashed into the graph
-    /// fingerprint (by default the Rust type name).
-    fn kind_name(&self) -> &str {
-        std::any::type_name::<Self>()
-    }
+    /// A stable name for the node's implementation, chosen by its author and
+    /// hashed into the graph fingerprint (and stored with a thread, so a
+    /// resume can tell that a waiting node is still the same kind).
+    ///
+    /// Keep it unchanged while the node does the same job, wherever its code
+    /// lives; change it when the node's meaning changes. There is
+    /// deliberately no default: a Rust type path changes when code moves and
+    /// is not promised stable across compiler versions, and either would
+    /// strand every stored thread.
+    fn kind_name(&self) -> &str;
 }
 
 /// What a node is. `NodeSpec::Function` wraps a [`StateNode`];
@@ -156,7 +162,8 @@ pub enum NodeSpec {
         output_schema: Option<Value>,
     },
     /// A child graph run as one node, in its own thread
-    /// `{parent_thread}/{node_id}`.
+    /// `{parent_thread}>{node_id}` (see
+    /// [`battalion_thread_id`](crate::battalion_thread_id)).
     Battalion {
         /// The child graph.
         child: Arc<WarGraph>,

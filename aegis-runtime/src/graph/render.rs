@@ -3,8 +3,9 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use super::{END, NodeSpec, START, WarGraph};
+use super::{NodeSpec, WarGraph};
 use crate::aegis::ErrorHandlerSpec;
+use crate::id::{END, START};
 
 fn label(s: &str) -> String {
     s.replace('"', "#quot;")

@@ -2,9 +2,10 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-use super::{END, NodeId, NodeKind, NodeSpec, START, WarGraph};
+use super::{NodeKind, NodeSpec, WarGraph};
 use crate::aegis::{Aegis, ErrorHandlerSpec, retry_problems, timeout_problems};
 use crate::error::{EdgeRef, EngineError, PolicyOffender};
+use crate::id::{END, NodeId, START};
 use crate::state::DispatchRule;
 
 impl WarGraph {
@@ -141,9 +142,14 @@ impl WarGraph {
         if !paladin.is_empty() {
             errors.push(EngineError::PaladinFieldUndeclared { offenders: paladin });
         }
+        errors.extend(super::task_input::task_input_problems(self));
+        let no_model = self.paladins_without_model();
+        if !no_model.is_empty() {
+            errors.push(EngineError::PaladinWithoutModel { nodes: no_model });
+        }
 
         errors.extend(self.aegis_problems(&declared));
-        errors.extend(crate::cache::validate::cache_problems(self));
+        errors.extend(super::cache_rules::cache_problems(self));
         errors
     }
 
@@ -219,6 +225,20 @@ impl WarGraph {
             }
         }
         out
+    }
+
+    /// The service refuses a blank model at every attempt, so a Paladin
+    /// built without `with_model` can never succeed: say so before any node
+    /// runs. (A Battalion's child reports its own through
+    /// `BattalionChildInvalid`.)
+    fn paladins_without_model(&self) -> Vec<NodeId> {
+        self.nodes
+            .iter()
+            .filter(|(_, spec)| {
+                matches!(spec, NodeSpec::Paladin { paladin, .. } if paladin.model.trim().is_empty())
+            })
+            .map(|(id, _)| id.clone())
+            .collect()
     }
 
     fn aegis_problems(&self, declared: &BTreeSet<&NodeId>) -> Vec<EngineError> {
@@ -472,4 +492,109 @@ fn unsupported_parts(kind: NodeKind, aegis: &Aegis) -> Vec<&'static str> {
         }
     }
     parts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::EngineLimits;
+    use crate::graph::InputMapping;
+    use crate::graph::Paladin;
+    use crate::state::{BattlefieldSchema, FieldName, FieldSpec};
+
+    fn field(name: &str) -> FieldName {
+        FieldName::new(name).unwrap()
+    }
+
+    fn agent(paladin: Paladin) -> NodeSpec {
+        NodeSpec::paladin(
+            paladin,
+            InputMapping::new("Answer: {question}"),
+            field("answer"),
+        )
+    }
+
+    fn graph() -> WarGraph {
+        let schema = BattlefieldSchema::new(vec![
+            FieldSpec::new(field("question"), DispatchRule::LastWrite, None, false),
+            FieldSpec::new(field("answer"), DispatchRule::LastWrite, None, false),
+        ]);
+        WarGraph::new(schema, EngineLimits::default())
+    }
+
+    #[test]
+    fn a_paladin_with_a_model_validates() {
+        let mut g = graph();
+        g.add_node("answerer", agent(Paladin::new("A").with_model("m")))
+            .add_edge(START, "answerer")
+            .add_edge("answerer", END);
+        assert_eq!(g.validate(), Ok(()));
+    }
+
+    #[test]
+    fn every_paladin_without_a_model_is_listed_with_every_other_offender() {
+        let mut g = graph();
+        g.add_node("ok", agent(Paladin::new("A").with_model("m")))
+            .add_node("unset", agent(Paladin::new("B")))
+            .add_node("blank", agent(Paladin::new("C").with_model("  ")))
+            .add_worker_template("scorer", agent(Paladin::new("D")))
+            .add_edge(START, "ok")
+            .add_edge("ok", "unset")
+            .add_edge("unset", "blank")
+            .add_edge("blank", "ghost");
+        let err = g.validate().unwrap_err();
+        let all = err.validation_errors();
+        assert!(
+            all.contains(&&EngineError::PaladinWithoutModel {
+                nodes: vec![
+                    NodeId::new("unset"),
+                    NodeId::new("blank"),
+                    NodeId::new("scorer"),
+                ],
+            }),
+            "{err}"
+        );
+        assert!(
+            all.iter()
+                .any(|e| matches!(e, EngineError::UnknownEdgeEndpoint { .. })),
+            "the other offender is reported in the same error: {err}"
+        );
+        let text = err.to_string();
+        assert!(
+            text.contains("paladin nodes with no model (set one with `Paladin::with_model`): `unset`, `blank`, `scorer`"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_paladin_without_a_model_inside_a_battalion_child_is_reported() {
+        let mut child = graph();
+        child
+            .add_node("inner", agent(Paladin::new("Inner")))
+            .add_edge(START, "inner")
+            .add_edge("inner", END);
+        let mut g = graph();
+        g.add_node(
+            "sub",
+            NodeSpec::battalion(
+                child,
+                vec![(field("question"), field("question"))],
+                vec![(field("answer"), field("answer"))],
+            ),
+        )
+        .add_edge(START, "sub")
+        .add_edge("sub", END);
+        match g.validate() {
+            Err(EngineError::BattalionChildInvalid { node, error }) => {
+                assert_eq!(node, NodeId::new("sub"));
+                assert_eq!(
+                    *error,
+                    EngineError::PaladinWithoutModel {
+                        nodes: vec![NodeId::new("inner")]
+                    }
+                );
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
 }

@@ -1,11 +1,14 @@
+//! `WarGraph`: the schema, nodes, edges and Aegis sidecar the engine runs.
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::sync::OnceLock;
 
-use super::{NodeId, NodeSpec};
+use super::NodeSpec;
 use crate::aegis::Aegis;
-use crate::engine::EngineLimits;
 use crate::error::EngineError;
+use crate::graph::EngineLimits;
+use crate::id::NodeId;
 use crate::state::BattlefieldSchema;
 
 /// Conditional edges: after `from`, the evaluator registered on the engine
@@ -32,6 +35,10 @@ pub struct ConditionalEdges {
 /// struct Hello;
 /// #[async_trait::async_trait]
 /// impl StateNode for Hello {
+///     fn kind_name(&self) -> &str {
+///         "hello"
+///     }
+///
 ///     async fn run(&self, _: &Battlefield, _: &NodeContext) -> Result<Directive, StateNodeError> {
 ///         let mut delta = StateDelta::new();
 ///         delta.set("greeting", "hello")?;
@@ -58,8 +65,13 @@ pub struct WarGraph {
     pub(crate) conditional: Vec<ConditionalEdges>,
     pub(crate) dynamic_targets: BTreeSet<NodeId>,
     pub(crate) worker_templates: BTreeSet<NodeId>,
+    /// The payload fields the tasks mustered to a worker template carry,
+    /// where declared: validation checks its `task.` placeholders by them.
+    pub(crate) task_fields: BTreeMap<NodeId, BTreeSet<String>>,
     pub(crate) aegis: BTreeMap<NodeId, Aegis>,
     pub(crate) default_aegis: Option<Aegis>,
+    /// State rewrites for threads of earlier graphs; not hashed.
+    pub(crate) migrations: Vec<super::migration::Migration>,
     pub(crate) memo: Memo,
 }
 
@@ -92,8 +104,10 @@ impl WarGraph {
             conditional: Vec::new(),
             dynamic_targets: BTreeSet::new(),
             worker_templates: BTreeSet::new(),
+            task_fields: BTreeMap::new(),
             aegis: BTreeMap::new(),
             default_aegis: None,
+            migrations: Vec::new(),
             memo: Memo::default(),
         }
     }
@@ -118,6 +132,21 @@ impl WarGraph {
         let id = id.into();
         self.worker_templates.insert(id.clone());
         self.nodes.push((id, spec));
+        self.changed()
+    }
+
+    /// Declares the payload fields every task mustered to the worker
+    /// template `id` carries (its payload is a JSON object with them), so
+    /// that validation refuses a `{task.<field>}` placeholder naming any
+    /// other. Without it the payload's shape is unknown, and a missing field
+    /// fails the task's attempt when it renders.
+    pub fn declare_task_fields<I, F>(&mut self, id: impl Into<NodeId>, fields: I) -> &mut Self
+    where
+        I: IntoIterator<Item = F>,
+        F: Into<String>,
+    {
+        self.task_fields
+            .insert(id.into(), fields.into_iter().map(Into::into).collect());
         self.changed()
     }
 
@@ -231,7 +260,8 @@ impl WarGraph {
 mod tests {
     use super::*;
     use crate::aegis::RetryPolicy;
-    use crate::graph::{Directive, END, START};
+    use crate::graph::Directive;
+    use crate::id::{END, START};
     use crate::state::{DispatchRule, FieldName, FieldSpec, StateDelta};
 
     fn noop() -> NodeSpec {

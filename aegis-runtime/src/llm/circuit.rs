@@ -8,7 +8,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::{LlmPort, LlmRequest, LlmResponse, LlmStream};
-use crate::error::{LlmError, Transience};
+use crate::error::{KnownSecrets, LlmError, Transience};
 
 /// When a [`CircuitBreaker`] opens and how long it stays open.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -16,6 +16,11 @@ pub struct CircuitBreakerConfig {
     /// Consecutive failures that open the circuit (at least 1).
     pub failure_threshold: u32,
     /// How long an open circuit refuses calls before letting one probe through.
+    ///
+    /// Any `Duration` is accepted. A cool-down too long for a
+    /// [`tokio::time::Instant`] to represent (`Duration::MAX`, say) means the
+    /// circuit, once open, stays open for the breaker's lifetime: no probe is
+    /// ever let through.
     pub cool_down: Duration,
 }
 
@@ -39,8 +44,9 @@ pub enum CircuitState {
     },
     /// Calls are refused until the instant passes.
     Open {
-        /// When the next probe may go through.
-        until: Instant,
+        /// When the next probe may go through; `None` when the cool-down is
+        /// too long for an `Instant` to hold: the circuit stays open.
+        until: Option<Instant>,
     },
     /// One probe call is in flight; every other call is refused.
     HalfOpen,
@@ -59,7 +65,18 @@ pub enum CircuitState {
 /// its first item is a chunk (the breaker peeks it, like the chain does).
 ///
 /// The clock is tokio's, so cool-downs are testable on a paused clock. The
-/// breaker reports the wrapped port's provider name.
+/// breaker reports the wrapped port's provider name (and its secrets).
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use aegis_runtime::{CircuitBreaker, MockLlmAdapter};
+/// let cb = CircuitBreaker::new(Arc::new(MockLlmAdapter::new()))
+///     .with_failure_threshold(3)
+///     .with_cool_down(Duration::from_secs(10));
+/// assert_eq!(cb.config().failure_threshold, 3);
+/// assert_eq!(cb.config().cool_down, Duration::from_secs(10));
+/// ```
 pub struct CircuitBreaker {
     inner: Arc<dyn LlmPort>,
     config: CircuitBreakerConfig,
@@ -106,12 +123,13 @@ impl Permit {
             }
             Err(_) => {
                 let failures = match *state {
-                    CircuitState::Closed { failures } if !self.probe => failures + 1,
+                    CircuitState::Closed { failures } if !self.probe => failures.saturating_add(1),
                     _ => self.config.failure_threshold,
                 };
                 *state = if failures >= self.config.failure_threshold {
                     CircuitState::Open {
-                        until: Instant::now() + self.config.cool_down,
+                        // Checked: `Instant + Duration::MAX` panics.
+                        until: Instant::now().checked_add(self.config.cool_down),
                     }
                 } else {
                     CircuitState::Closed { failures }
@@ -125,7 +143,7 @@ impl Drop for Permit {
     fn drop(&mut self) {
         if self.probe && !self.reported {
             *lock(&self.state) = CircuitState::Open {
-                until: Instant::now(),
+                until: Some(Instant::now()),
             };
         }
     }
@@ -147,6 +165,26 @@ impl CircuitBreaker {
         }
     }
 
+    /// Opens the circuit after `failures` consecutive failures (0 counts
+    /// as 1).
+    pub fn with_failure_threshold(mut self, failures: u32) -> Self {
+        self.config.failure_threshold = failures.max(1);
+        self
+    }
+
+    /// Keeps an open circuit closed to calls for `cool_down` before one
+    /// probe goes through; any `Duration` (see
+    /// [`CircuitBreakerConfig::cool_down`]).
+    pub fn with_cool_down(mut self, cool_down: Duration) -> Self {
+        self.config.cool_down = cool_down;
+        self
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> CircuitBreakerConfig {
+        self.config
+    }
+
     /// The current state.
     pub fn state(&self) -> CircuitState {
         *lock(&self.state)
@@ -156,7 +194,7 @@ impl CircuitBreaker {
         let mut state = lock(&self.state);
         let probe = match *state {
             CircuitState::Closed { .. } => false,
-            CircuitState::Open { until } if Instant::now() >= until => {
+            CircuitState::Open { until: Some(until) } if Instant::now() >= until => {
                 *state = CircuitState::HalfOpen;
                 true
             }
@@ -203,5 +241,9 @@ impl LlmPort for CircuitBreaker {
 
     fn get_provider_name(&self) -> &str {
         self.inner.get_provider_name()
+    }
+
+    fn known_secrets(&self) -> KnownSecrets {
+        self.inner.known_secrets()
     }
 }

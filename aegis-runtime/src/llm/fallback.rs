@@ -7,7 +7,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use super::{LlmChunk, LlmPort, LlmRequest, LlmResponse, LlmStream, SERVED_BY_KEY};
-use crate::error::{LlmError, ProviderAttempt, Transience, redact_excerpt};
+use crate::error::{KnownSecrets, LlmError, ProviderAttempt, Transience};
 use crate::trace::{TraceEvent, TraceSink};
 
 /// The provider name of every [`FallbackLlmAdapter`].
@@ -48,6 +48,10 @@ pub enum FallbackChainError {
 ///   serving element's name under `metadata["paladin.served_by"]`. An
 ///   element that already stamped one (a nested chain) keeps its own, so the
 ///   name is the innermost provider's. Observability, not attestation.
+/// * Secrets go by value: the chain knows every element's
+///   [`LlmPort::known_secrets`] plus any registered with
+///   [`FallbackLlmAdapter::with_secret`], and removes them from its
+///   per-provider summaries, its hop log and every error it returns.
 ///
 /// ```
 /// use std::sync::Arc;
@@ -62,6 +66,7 @@ pub enum FallbackChainError {
 pub struct FallbackLlmAdapter {
     chain: Vec<Arc<dyn LlmPort>>,
     sinks: Vec<Arc<dyn TraceSink>>,
+    secrets: KnownSecrets,
 }
 
 impl fmt::Debug for FallbackLlmAdapter {
@@ -69,6 +74,7 @@ impl fmt::Debug for FallbackLlmAdapter {
         f.debug_struct("FallbackLlmAdapter")
             .field("chain", &self.provider_names())
             .field("trace_sinks", &self.sinks.len())
+            .field("secrets", &self.secrets)
             .finish()
     }
 }
@@ -79,10 +85,21 @@ impl FallbackLlmAdapter {
         if chain.is_empty() {
             return Err(FallbackChainError::EmptyChain);
         }
+        let secrets = chain.iter().fold(KnownSecrets::default(), |all, p| {
+            all.union(&p.known_secrets())
+        });
         Ok(FallbackLlmAdapter {
             chain,
             sinks: Vec::new(),
+            secrets,
         })
+    }
+
+    /// Registers a further secret removed by value from the chain's
+    /// summaries, hop log and errors (its elements' keys are known already).
+    pub fn with_secret(mut self, secret: impl AsRef<str>) -> Self {
+        self.secrets = self.secrets.clone().with(secret);
+        self
     }
 
     /// Adds a sink for [`TraceEvent::FallbackHop`] events.
@@ -107,11 +124,11 @@ impl FallbackLlmAdapter {
         let transience = error.transience();
         attempts.push(ProviderAttempt {
             provider: self.chain[index].get_provider_name().to_string(),
-            error: redact_excerpt(&error.to_string()),
+            error: self.secrets.redact_excerpt(&error.to_string()),
             transience,
         });
         if transience == Transience::Permanent {
-            Err(error)
+            Err(error.scrubbed(&self.secrets))
         } else {
             Ok(error)
         }
@@ -126,7 +143,7 @@ impl FallbackLlmAdapter {
             from_provider = from,
             to_provider = to,
             transience = %error.transience(),
-            error = %redact_excerpt(&error.to_string()),
+            error = %self.secrets.redact_excerpt(&error.to_string()),
             "model fallback hop"
         );
         for sink in &self.sinks {
@@ -174,7 +191,7 @@ impl LlmPort for FallbackLlmAdapter {
                 Err(e) => failed = Some(self.record(i, e, &mut attempts)?),
             }
         }
-        Err(all_failed(attempts, failed))
+        Err(all_failed(attempts, failed).scrubbed(&self.secrets))
     }
 
     async fn generate_stream(&self, request: &LlmRequest) -> Result<LlmStream, LlmError> {
@@ -203,10 +220,14 @@ impl LlmPort for FallbackLlmAdapter {
             };
             failed = Some(self.record(i, error, &mut attempts)?);
         }
-        Err(all_failed(attempts, failed))
+        Err(all_failed(attempts, failed).scrubbed(&self.secrets))
     }
 
     fn get_provider_name(&self) -> &str {
         FALLBACK_PROVIDER_NAME
+    }
+
+    fn known_secrets(&self) -> KnownSecrets {
+        self.secrets.clone()
     }
 }

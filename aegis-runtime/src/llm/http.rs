@@ -7,9 +7,9 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::time::Duration;
 
-use super::sse::StreamParser;
+use super::sse::{DEFAULT_MAX_EVENT_BYTES, StreamParser};
 use super::{ApiKey, LlmRequest, LlmStream};
-use crate::error::{LlmError, map_http_status, redact_excerpt};
+use crate::error::{KnownSecrets, LlmError, redact_connection_string};
 
 /// How long connecting to a provider may take.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -22,6 +22,12 @@ pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(300);
 /// The most bytes of an error body read before mapping it: enough for any
 /// provider's error envelope, bounded against a hostile endless body.
 const MAX_ERROR_BODY: usize = 64 * 1024;
+
+/// How long reading an error body may take, by default. The size cap alone
+/// does not bound a body that trickles a byte at a time (each byte resets
+/// the read timeout); at this deadline the error is mapped from the excerpt
+/// read so far.
+pub const DEFAULT_ERROR_BODY_DEADLINE: Duration = Duration::from_secs(5);
 
 /// Why an HTTP adapter could not be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -59,6 +65,13 @@ pub(crate) struct HttpEndpoint {
     pub(crate) api_key: Option<ApiKey>,
     pub(crate) model: Option<String>,
     pub(crate) provider: String,
+    /// The key and every secret registered with `with_secret`, removed from
+    /// whatever text this endpoint returns.
+    pub(crate) secrets: KnownSecrets,
+    /// The bound on one SSE event of a streamed response.
+    pub(crate) max_event_bytes: usize,
+    /// How long reading an error body may take.
+    pub(crate) error_body_deadline: Duration,
 }
 
 impl HttpEndpoint {
@@ -75,17 +88,25 @@ impl HttpEndpoint {
             api_key: None,
             model: None,
             provider: provider.to_string(),
+            secrets: KnownSecrets::default(),
+            max_event_bytes: DEFAULT_MAX_EVENT_BYTES,
+            error_body_deadline: DEFAULT_ERROR_BODY_DEADLINE,
         })
     }
 
     /// An adapter's `Debug`, under its type name: the key shows redacted
-    /// (its own `Debug`), the client not at all.
+    /// (its own `Debug`), the URL without credentials or known secrets (a
+    /// proxy token in its query, say), the client not at all.
     pub(crate) fn debug(&self, f: &mut fmt::Formatter<'_>, adapter: &str) -> fmt::Result {
         f.debug_struct(adapter)
             .field("provider", &self.provider)
-            .field("url", &self.url)
+            .field(
+                "url",
+                &self.secrets.scrub(&redact_connection_string(&self.url)),
+            )
             .field("model", &self.model)
             .field("api_key", &self.api_key)
+            .field("secrets", &self.secrets)
             .finish()
     }
 
@@ -94,23 +115,72 @@ impl HttpEndpoint {
         self.model.as_deref().unwrap_or(&request.model)
     }
 
-    /// POSTs `body` with `headers`; see [`post_json`].
+    /// Sends a JSON POST. A non-2xx answer becomes an error: the adapter's
+    /// pre-check first, then [`KnownSecrets::map_http_status`], on at most
+    /// 64 KiB of the body read within the error-body deadline.
     pub(crate) async fn post(
         &self,
         headers: HeaderMap,
         body: Vec<u8>,
         pre_check: PreCheck,
     ) -> Result<reqwest::Response, LlmError> {
-        post_json(
-            &self.client,
-            &self.url,
-            headers,
-            body,
-            &self.provider,
-            pre_check,
-        )
-        .await
+        let (provider, secrets) = (self.provider.as_str(), &self.secrets);
+        let mut response = self
+            .client
+            .post(&self.url)
+            .headers(headers)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| transport_error(provider, secrets, e))?;
+        let status = response.status();
+        if status.is_success() {
+            return Ok(response);
+        }
+        let hints: Vec<(String, String)> = ["retry-after-ms", "retry-after"]
+            .iter()
+            .filter_map(|name| {
+                let v = response.headers().get(*name)?.to_str().ok()?;
+                Some(((*name).to_string(), v.to_string()))
+            })
+            .collect();
+        let bytes = read_error_body(&mut response, self.error_body_deadline).await;
+        let body = String::from_utf8_lossy(&bytes);
+        let status = status.as_u16();
+        if let Some(e) = pre_check(provider, secrets, status, &body) {
+            return Err(e);
+        }
+        let hints: Vec<(&str, &str)> = hints
+            .iter()
+            .map(|(n, v)| (n.as_str(), v.as_str()))
+            .collect();
+        Err(secrets.map_http_status(provider, status, &body, &hints))
     }
+}
+
+/// Up to [`MAX_ERROR_BODY`] bytes of an error body, read for at most
+/// `deadline` (one too long for an `Instant` is no deadline). A body that
+/// fails or runs out of time mid-read still says what it said so far.
+async fn read_error_body(response: &mut reqwest::Response, deadline: Duration) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    let read = async {
+        while bytes.len() < MAX_ERROR_BODY {
+            match response.chunk().await {
+                Ok(Some(c)) => bytes.extend_from_slice(&c),
+                Ok(None) | Err(_) => break,
+            }
+        }
+    };
+    match tokio::time::Instant::now().checked_add(deadline) {
+        Some(at) => {
+            // Timing out is an answer too: the excerpt so far.
+            let _ = tokio::time::timeout_at(at, read).await;
+        }
+        None => read.await,
+    }
+    bytes.truncate(MAX_ERROR_BODY);
+    bytes
 }
 
 /// The builder methods of an adapter holding an `endpoint: HttpEndpoint`;
@@ -118,8 +188,21 @@ impl HttpEndpoint {
 macro_rules! endpoint_builders {
     ($key_doc:literal) => {
         #[doc = $key_doc]
+        ///
+        /// The key is also removed by value from every error this adapter
+        /// returns, whatever its shape.
         pub fn with_api_key(mut self, key: impl Into<$crate::llm::ApiKey>) -> Self {
-            self.endpoint.api_key = Some(key.into());
+            let key = key.into();
+            self.endpoint.secrets = self.endpoint.secrets.clone().with(key.expose());
+            self.endpoint.api_key = Some(key);
+            self
+        }
+
+        /// Registers a further secret (a proxy token, a credential the
+        /// server may echo) removed by value, as an exact substring, from
+        /// every error this adapter returns.
+        pub fn with_secret(mut self, secret: impl AsRef<str>) -> Self {
+            self.endpoint.secrets = self.endpoint.secrets.clone().with(secret);
             self
         }
 
@@ -133,6 +216,26 @@ macro_rules! endpoint_builders {
         /// Names the provider (errors, hops and `served_by` report it).
         pub fn with_provider_name(mut self, name: impl Into<String>) -> Self {
             self.endpoint.provider = name.into();
+            self
+        }
+
+        /// Bounds one event of a streamed response (all its `data:` lines
+        /// together), and a non-streamed response body, to `bytes`; a
+        /// larger one is a
+        /// [`LlmError::ParseError`](crate::LlmError::ParseError). The
+        /// default is [`DEFAULT_MAX_EVENT_BYTES`](crate::DEFAULT_MAX_EVENT_BYTES).
+        pub fn with_max_event_bytes(mut self, bytes: usize) -> Self {
+            self.endpoint.max_event_bytes = bytes;
+            self
+        }
+
+        /// How long reading a non-2xx body may take before the error is
+        /// mapped from what arrived so far (default
+        /// [`DEFAULT_ERROR_BODY_DEADLINE`](crate::DEFAULT_ERROR_BODY_DEADLINE));
+        /// one too long for an `Instant` means no deadline but the 64 KiB
+        /// cap and the read timeout.
+        pub fn with_error_body_deadline(mut self, deadline: std::time::Duration) -> Self {
+            self.endpoint.error_body_deadline = deadline;
             self
         }
 
@@ -185,9 +288,13 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 /// A transport failure: a timeout is [`LlmError::Timeout`], everything else
 /// (refused, reset, DNS, TLS, a body cut mid-transfer) is
 /// [`LlmError::NetworkError`]. The URL is dropped and the text redacted.
-pub(crate) fn transport_error(provider: &str, e: reqwest::Error) -> LlmError {
+pub(crate) fn transport_error(
+    provider: &str,
+    secrets: &KnownSecrets,
+    e: reqwest::Error,
+) -> LlmError {
     let timeout = e.is_timeout();
-    let message = redact_excerpt(&format!("{provider}: {}", error_chain(&e.without_url())));
+    let message = secrets.redact_excerpt(&format!("{provider}: {}", error_chain(&e.without_url())));
     if timeout {
         LlmError::Timeout(message)
     } else {
@@ -196,74 +303,40 @@ pub(crate) fn transport_error(provider: &str, e: reqwest::Error) -> LlmError {
 }
 
 /// An adapter-specific look at an error body, run before the shared table.
-pub(crate) type PreCheck = fn(provider: &str, status: u16, body: &str) -> Option<LlmError>;
+pub(crate) type PreCheck =
+    fn(provider: &str, secrets: &KnownSecrets, status: u16, body: &str) -> Option<LlmError>;
 
-/// Sends a JSON POST. A non-2xx answer becomes an error: the adapter's
-/// pre-check first, then [`map_http_status`].
-pub(crate) async fn post_json(
-    client: &reqwest::Client,
-    url: &str,
-    headers: HeaderMap,
-    body: Vec<u8>,
-    provider: &str,
-    pre_check: PreCheck,
-) -> Result<reqwest::Response, LlmError> {
-    let mut response = client
-        .post(url)
-        .headers(headers)
-        .header(reqwest::header::CONTENT_TYPE, "application/json")
-        .body(body)
-        .send()
-        .await
-        .map_err(|e| transport_error(provider, e))?;
-    let status = response.status();
-    if status.is_success() {
-        return Ok(response);
-    }
-    let hints: Vec<(String, String)> = ["retry-after-ms", "retry-after"]
-        .iter()
-        .filter_map(|name| {
-            let v = response.headers().get(*name)?.to_str().ok()?;
-            Some(((*name).to_string(), v.to_string()))
-        })
-        .collect();
-    let mut bytes = Vec::new();
-    // A body that fails mid-read still says what it said so far.
-    while bytes.len() < MAX_ERROR_BODY {
-        match response.chunk().await {
-            Ok(Some(c)) => bytes.extend_from_slice(&c),
-            Ok(None) | Err(_) => break,
+impl HttpEndpoint {
+    /// Reads a whole (successful) body, bounded like one streamed event: a
+    /// completion larger than that is a [`LlmError::ParseError`], read no
+    /// further.
+    pub(crate) async fn read_body(
+        &self,
+        mut response: reqwest::Response,
+    ) -> Result<Vec<u8>, LlmError> {
+        let mut body = Vec::new();
+        while let Some(chunk) = response
+            .chunk()
+            .await
+            .map_err(|e| transport_error(&self.provider, &self.secrets, e))?
+        {
+            if body.len().saturating_add(chunk.len()) > self.max_event_bytes {
+                return Err(LlmError::ParseError(format!(
+                    "{}: response body longer than {} bytes",
+                    self.provider, self.max_event_bytes
+                )));
+            }
+            body.extend_from_slice(&chunk);
         }
+        Ok(body)
     }
-    bytes.truncate(MAX_ERROR_BODY);
-    let body = String::from_utf8_lossy(&bytes);
-    let status = status.as_u16();
-    if let Some(e) = pre_check(provider, status, &body) {
-        return Err(e);
-    }
-    let hints: Vec<(&str, &str)> = hints
-        .iter()
-        .map(|(n, v)| (n.as_str(), v.as_str()))
-        .collect();
-    Err(map_http_status(provider, status, &body, &hints))
-}
-
-/// Reads a whole (successful) body.
-pub(crate) async fn read_body(
-    provider: &str,
-    response: reqwest::Response,
-) -> Result<Vec<u8>, LlmError> {
-    response
-        .bytes()
-        .await
-        .map(|b| b.to_vec())
-        .map_err(|e| transport_error(provider, e))
 }
 
 struct BodyStream<P> {
     response: Option<reqwest::Response>,
     parser: P,
     provider: String,
+    secrets: KnownSecrets,
     queue: VecDeque<Result<super::LlmChunk, LlmError>>,
 }
 
@@ -271,6 +344,7 @@ struct BodyStream<P> {
 /// after the first error.
 pub(crate) fn chunk_stream<P: StreamParser>(
     provider: &str,
+    secrets: &KnownSecrets,
     response: reqwest::Response,
     parser: P,
 ) -> LlmStream {
@@ -278,6 +352,7 @@ pub(crate) fn chunk_stream<P: StreamParser>(
         response: Some(response),
         parser,
         provider: provider.to_string(),
+        secrets: secrets.clone(),
         queue: VecDeque::new(),
     };
     Box::pin(futures::stream::unfold(state, |mut st| async move {
@@ -293,12 +368,12 @@ pub(crate) fn chunk_stream<P: StreamParser>(
                     st.response = None;
                     st.parser.finish(&mut chunks)
                 }
-                Err(e) => Err(transport_error(&st.provider, e)),
+                Err(e) => Err(transport_error(&st.provider, &st.secrets, e)),
             };
             st.queue.extend(chunks.into_iter().map(Ok));
             if let Err(e) = result {
                 st.response = None;
-                st.queue.push_back(Err(e));
+                st.queue.push_back(Err(e.scrubbed(&st.secrets)));
             }
         }
     }))

@@ -15,17 +15,21 @@ mod sse;
 mod types;
 
 pub use anthropic::{
-    ANTHROPIC_BASE_URL, ANTHROPIC_DEFAULT_MAX_TOKENS, ANTHROPIC_VERSION, AnthropicAdapter,
-    AnthropicStreamParser,
+    ANTHROPIC_BASE_URL, ANTHROPIC_DEFAULT_MAX_TOKENS, ANTHROPIC_VERSION, AnthropicEvents,
+    AnthropicLlmAdapter, AnthropicStreamParser,
 };
 pub use circuit::{CircuitBreaker, CircuitBreakerConfig, CircuitState};
 pub use fallback::{FALLBACK_PROVIDER_NAME, FallbackChainError, FallbackLlmAdapter};
-pub use http::{AdapterConfigError, DEFAULT_CONNECT_TIMEOUT, DEFAULT_READ_TIMEOUT};
+pub use http::{
+    AdapterConfigError, DEFAULT_CONNECT_TIMEOUT, DEFAULT_ERROR_BODY_DEADLINE, DEFAULT_READ_TIMEOUT,
+};
 pub use mock::{MOCK_DEFAULT_RESPONSE, MockLlmAdapter, MockStreamStep};
-pub use openai::{OpenAiCompatibleAdapter, OpenAiStreamParser};
+pub use openai::{OPENAI_BASE_URL, OpenAiCompatibleLlmAdapter, OpenAiEvents, OpenAiStreamParser};
 pub use port::LlmPort;
 pub use secret::ApiKey;
-pub use sse::{SseDecoder, SseEvent, StreamParser};
+pub use sse::{
+    DEFAULT_MAX_EVENT_BYTES, SseDecoder, SseDialect, SseEvent, SseStreamParser, StreamParser,
+};
 pub(crate) use types::ResponseBuilder;
 pub use types::{
     FinishReason, LlmChunk, LlmMessage, LlmRequest, LlmResponse, LlmRole, LlmStream, LlmUsage,

@@ -3,7 +3,7 @@
 use async_trait::async_trait;
 
 use super::{LlmChunk, LlmRequest, LlmResponse, LlmStream};
-use crate::error::LlmError;
+use crate::error::{KnownSecrets, LlmError};
 
 /// An LLM provider: an HTTP adapter, a mock, or a composition of ports
 /// (a [`FallbackLlmAdapter`](crate::FallbackLlmAdapter), a
@@ -26,4 +26,12 @@ pub trait LlmPort: Send + Sync + 'static {
 
     /// The provider's name, as hops, errors and `served_by` report it.
     fn get_provider_name(&self) -> &str;
+
+    /// The secret values this port removes from its errors (its API key and
+    /// any registered with `with_secret`). A composition of ports (a
+    /// fallback chain, a circuit breaker) takes its elements' secrets too,
+    /// so its own summaries and logs lose them. The default is none.
+    fn known_secrets(&self) -> KnownSecrets {
+        KnownSecrets::default()
+    }
 }

@@ -7,11 +7,14 @@
 use crate::error::LlmError;
 use crate::llm::LlmChunk;
 
-/// The longest line the decoder buffers before it gives up on the stream.
-const MAX_LINE: usize = 16 * 1024 * 1024;
+/// The default bound on one event: all its `data:` lines together (and so
+/// any one line). A provider's event is a JSON delta of a few kilobytes; a
+/// peer that sends more without a blank line is hostile or broken.
+pub const DEFAULT_MAX_EVENT_BYTES: usize = 16 * 1024 * 1024;
 
 /// One dispatched event.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[doc(hidden)]
 pub struct SseEvent {
     /// The `event:` field, when the server sent one.
     pub event: Option<String>,
@@ -21,24 +24,48 @@ pub struct SseEvent {
 
 /// Incremental SSE decoder (the WHATWG event-stream rules: `\n`, `\r\n` or
 /// `\r` line ends, `:` comments, a blank line dispatches, `id`/`retry`
-/// ignored).
-#[derive(Debug, Default)]
+/// ignored), bounded: a line or an event's data over
+/// [`SseDecoder::with_max_event_bytes`] is a [`LlmError::ParseError`].
+#[derive(Debug)]
+#[doc(hidden)]
 pub struct SseDecoder {
     line: Vec<u8>,
     skip_lf: bool,
     event: Option<String>,
     data: String,
     has_data: bool,
+    max_event: usize,
+}
+
+impl Default for SseDecoder {
+    fn default() -> Self {
+        SseDecoder {
+            line: Vec::new(),
+            skip_lf: false,
+            event: None,
+            data: String::new(),
+            has_data: false,
+            max_event: DEFAULT_MAX_EVENT_BYTES,
+        }
+    }
 }
 
 impl SseDecoder {
-    /// A decoder at the start of a stream.
+    /// A decoder at the start of a stream, bounded by
+    /// [`DEFAULT_MAX_EVENT_BYTES`].
     pub fn new() -> Self {
         Self::default()
     }
 
-    /// Feeds bytes; complete events are appended to `out`. Invalid UTF-8 or
-    /// an absurdly long line is a [`LlmError::ParseError`].
+    /// Bounds one event (its `data:` lines together, and any single line)
+    /// to `bytes`.
+    pub fn with_max_event_bytes(mut self, bytes: usize) -> Self {
+        self.max_event = bytes;
+        self
+    }
+
+    /// Feeds bytes; complete events are appended to `out`. Invalid UTF-8, a
+    /// line or an event over the bound is a [`LlmError::ParseError`].
     pub fn push(&mut self, mut bytes: &[u8], out: &mut Vec<SseEvent>) -> Result<(), LlmError> {
         if self.skip_lf && !bytes.is_empty() {
             self.skip_lf = false;
@@ -75,9 +102,10 @@ impl SseDecoder {
     }
 
     fn buffer(&mut self, bytes: &[u8]) -> Result<(), LlmError> {
-        if self.line.len() + bytes.len() > MAX_LINE {
+        if self.line.len().saturating_add(bytes.len()) > self.max_event {
             return Err(LlmError::ParseError(format!(
-                "event-stream line longer than {MAX_LINE} bytes"
+                "event-stream line longer than {} bytes",
+                self.max_event
             )));
         }
         self.line.extend_from_slice(bytes);
@@ -109,6 +137,13 @@ impl SseDecoder {
         };
         match field {
             "data" => {
+                // The '\n' joining lines counts, as it is part of the event.
+                if self.data.len().saturating_add(value.len()) > self.max_event {
+                    return Err(LlmError::ParseError(format!(
+                        "event-stream event longer than {} bytes",
+                        self.max_event
+                    )));
+                }
                 self.data.push_str(value);
                 self.data.push('\n');
                 self.has_data = true;
@@ -122,9 +157,11 @@ impl SseDecoder {
 
 /// Turns a provider's response body, piece by piece, into [`LlmChunk`]s.
 ///
-/// Implemented by [`OpenAiStreamParser`](crate::OpenAiStreamParser) and
-/// [`AnthropicStreamParser`](crate::AnthropicStreamParser). A parser that
-/// returned an error is done: feed it nothing more.
+/// Implemented by [`SseStreamParser`], of which
+/// [`OpenAiStreamParser`](crate::OpenAiStreamParser) and
+/// [`AnthropicStreamParser`](crate::AnthropicStreamParser) are the two
+/// dialects. A parser that returned an error is done: feed it nothing more.
+#[doc(hidden)]
 pub trait StreamParser: Send + 'static {
     /// Feeds body bytes; chunks completed by them are appended to `out`,
     /// even when a later event in the same bytes is an error.
@@ -133,6 +170,69 @@ pub trait StreamParser: Send + 'static {
     /// The body ended. A stream cut before its provider's terminator is a
     /// [`LlmError::ParseError`].
     fn finish(&mut self, out: &mut Vec<LlmChunk>) -> Result<(), LlmError>;
+}
+
+/// What a provider's events mean: the half of a stream parser that differs
+/// between providers. The SSE framing is [`SseStreamParser`]'s, shared.
+#[doc(hidden)]
+pub trait SseDialect: Send + 'static {
+    /// One dispatched event; chunks it completes go to `out`.
+    fn event(&mut self, event: &SseEvent, out: &mut Vec<LlmChunk>) -> Result<(), LlmError>;
+
+    /// The body ended (with no event left undispatched or not: see
+    /// [`StreamParser::finish`]).
+    fn finish(&mut self, out: &mut Vec<LlmChunk>) -> Result<(), LlmError>;
+}
+
+/// An SSE body parsed into chunks: the shared, bounded [`SseDecoder`]
+/// feeding one provider's [`SseDialect`].
+#[derive(Debug)]
+#[doc(hidden)]
+pub struct SseStreamParser<D> {
+    sse: SseDecoder,
+    /// Reused across pushes, so a push allocates no event list of its own.
+    events: Vec<SseEvent>,
+    pub(crate) dialect: D,
+}
+
+impl<D: SseDialect> SseStreamParser<D> {
+    /// A parser speaking `dialect`, events bounded by
+    /// [`DEFAULT_MAX_EVENT_BYTES`].
+    pub fn from_dialect(dialect: D) -> Self {
+        SseStreamParser {
+            sse: SseDecoder::new(),
+            events: Vec::new(),
+            dialect,
+        }
+    }
+
+    /// Bounds one event (all its `data:` lines together) to `bytes`; a
+    /// larger one is a [`LlmError::ParseError`].
+    pub fn with_max_event_bytes(mut self, bytes: usize) -> Self {
+        self.sse = std::mem::take(&mut self.sse).with_max_event_bytes(bytes);
+        self
+    }
+}
+
+impl<D: SseDialect> StreamParser for SseStreamParser<D> {
+    fn push(&mut self, bytes: &[u8], out: &mut Vec<LlmChunk>) -> Result<(), LlmError> {
+        let decoded = self.sse.push(bytes, &mut self.events);
+        let mut result = Ok(());
+        // Events decoded before a framing error still count, in order; the
+        // first error (a dialect's, then the framing's) ends the stream.
+        for e in self.events.drain(..) {
+            result = self.dialect.event(&e, out);
+            if result.is_err() {
+                break;
+            }
+        }
+        self.events.clear();
+        result.and(decoded)
+    }
+
+    fn finish(&mut self, out: &mut Vec<LlmChunk>) -> Result<(), LlmError> {
+        self.dialect.finish(out)
+    }
 }
 
 #[cfg(test)]
@@ -173,6 +273,32 @@ mod tests {
                 "piece {piece}"
             );
         }
+    }
+
+    #[test]
+    fn an_event_or_a_line_over_the_bound_is_a_parse_error() {
+        let mut out = Vec::new();
+        // Many short lines, one event: the data together crosses the bound.
+        let mut d = SseDecoder::new().with_max_event_bytes(64);
+        let err = d.push(&b"data: 0123456789\n".repeat(8), &mut out);
+        assert!(
+            matches!(&err, Err(LlmError::ParseError(m)) if m.contains("event longer than 64")),
+            "{err:?}"
+        );
+        // Exactly at the bound it passes, and a dispatched event resets it.
+        let mut d = SseDecoder::new().with_max_event_bytes(16);
+        d.push(b"data: 0123456\ndata: 01234567\n\n", &mut out)
+            .unwrap();
+        d.push(b"data: 0123456\ndata: 01234567\n\n", &mut out)
+            .unwrap();
+        assert_eq!(out.len(), 2);
+        assert_eq!(out[0].data.len(), 16);
+        // One line alone, split across pushes.
+        let mut d = SseDecoder::new().with_max_event_bytes(64);
+        d.push(&[b'x'; 40], &mut out).unwrap();
+        let err = d.push(&[b'x'; 40], &mut out);
+        assert!(matches!(err, Err(LlmError::ParseError(m)) if m.contains("line longer than 64")));
+        assert_eq!(SseDecoder::new().max_event, DEFAULT_MAX_EVENT_BYTES);
     }
 
     #[test]

@@ -1,11 +1,9 @@
 //! Paladins: LLM agents as nodes, and the port the engine runs them through.
 
-mod agent;
 mod output_schema;
 mod port;
 mod service;
 
-pub use agent::{Armament, Paladin};
 pub(crate) use output_schema::parse_and_check;
 pub use port::{PaladinPort, PaladinResult, UnconfiguredPaladinPort};
 pub use service::PaladinExecutionService;

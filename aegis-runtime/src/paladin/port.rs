@@ -1,8 +1,11 @@
+//! `PaladinPort`, what the engine runs Paladin nodes through, and the port for
+//! engines without one.
+
 use async_trait::async_trait;
 
-use super::Paladin;
-use crate::engine::HeartbeatHandle;
 use crate::error::PaladinError;
+use crate::graph::HeartbeatHandle;
+use crate::graph::Paladin;
 
 /// What one Paladin execution produced.
 #[derive(Debug, Clone, Default, PartialEq)]

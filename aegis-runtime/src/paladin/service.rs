@@ -7,9 +7,10 @@ use serde_json::Value;
 use std::fmt;
 use std::sync::Arc;
 
-use super::{Armament, Paladin, PaladinPort, PaladinResult};
-use crate::engine::HeartbeatHandle;
+use super::{PaladinPort, PaladinResult};
 use crate::error::PaladinError;
+use crate::graph::HeartbeatHandle;
+use crate::graph::{Armament, Paladin};
 use crate::llm::{
     LlmMessage, LlmPort, LlmRequest, LlmResponse, LlmUsage, ResponseBuilder, ToolCall,
     ToolDefinition,

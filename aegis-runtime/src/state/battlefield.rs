@@ -1,3 +1,6 @@
+//! `Battlefield`: the graph state every node reads, as shared persistent
+//! values.
+
 use imbl::{OrdMap, Vector};
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::Value;

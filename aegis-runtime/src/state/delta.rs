@@ -1,3 +1,5 @@
+//! `StateDelta`: the writes one node makes in one superstep.
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;

@@ -1,3 +1,5 @@
+//! `FieldName`: a validated state field name.
+
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::borrow::Borrow;
 use std::fmt;

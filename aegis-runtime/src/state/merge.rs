@@ -109,6 +109,7 @@ fn kind(v: &Value) -> &'static str {
 ///
 /// Fields the input leaves unset take their default; an `Append` field with
 /// neither starts as an empty list.
+#[doc(hidden)]
 pub fn initial_state(schema: &BattlefieldSchema, input: &Value) -> Result<Battlefield, MergeError> {
     let empty = Map::new();
     let obj = match input {
@@ -179,6 +180,7 @@ pub fn initial_state(schema: &BattlefieldSchema, input: &Value) -> Result<Battle
 ///
 /// Checks everything before applying anything, so a refused merge leaves no
 /// partial result behind.
+#[doc(hidden)]
 pub fn merge<'a>(
     schema: &BattlefieldSchema,
     base: &Battlefield,

@@ -1,3 +1,6 @@
+//! The Battlefield's schema: its fields, their dispatch rules, defaults and
+//! cache markers.
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 

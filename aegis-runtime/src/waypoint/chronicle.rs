@@ -1,7 +1,10 @@
+//! `Chronicle`: reading a thread's waypoints and forking a new thread from one.
+
 use std::sync::Arc;
 
 use super::{Waypoint, WaypointStore};
 use crate::error::EngineError;
+use crate::id::validate_root_thread_id;
 
 /// A thread's history, and forks from any point of it.
 #[derive(Debug)]
@@ -23,12 +26,17 @@ impl<S: WaypointStore> Chronicle<S> {
     /// Starts `new_thread` as a copy of `thread_id` up to and including
     /// waypoint `seq`; `WarEngine::resume(graph, new_thread, None)` then runs
     /// it on from there. Returns the fork's latest waypoint.
+    ///
+    /// `new_thread` follows the rules of `WarEngine::start`: a thread id no
+    /// store can hold, or one containing `>` (reserved for Battalion child
+    /// threads), is [`EngineError::InvalidThreadId`] and nothing is written.
     pub async fn fork(
         &self,
         thread_id: &str,
         seq: u64,
         new_thread: &str,
     ) -> Result<Waypoint, EngineError> {
+        validate_root_thread_id(new_thread)?;
         if self.store.latest(new_thread).await?.is_some() {
             return Err(EngineError::ThreadAlreadyExists {
                 thread_id: new_thread.to_string(),

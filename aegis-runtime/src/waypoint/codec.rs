@@ -9,27 +9,34 @@
 //!
 //! Changing anything here that changes the bytes is a format change: bump
 //! [`WAYPOINT_FORMAT_VERSION`], keep decoding the old format, and regenerate
-//! the checked-in fixture (`tests/fixtures/waypoint_format_v1.json`).
+//! the checked-in fixture (`tests/fixtures/waypoint_format_v{N}.jsonl`).
+//!
+//! Format 2 added the graph manifest (stored with the fingerprint, so once
+//! per snapshot and whenever the graph changes) and `previous_graph`; a
+//! format 1 row reads as having neither.
 
 use imbl::OrdMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use super::tips::Tip;
 use super::{
-    Activation, CompletedActivation, ParleyDelivery, StoreError, Waypoint, WaypointStatus,
+    Activation, CompletedActivation, ParleyDelivery, PreviousGraph, Waypoint, WaypointStatus,
 };
-use crate::engine::NodeExecutionRecord;
-use crate::graph::NodeId;
+use crate::error::StoreError;
+use crate::graph::GraphManifest;
+use crate::id::NodeId;
 use crate::state::{
     Battlefield, BattlefieldSchema, DispatchRule, FieldName, FieldSpec, StateDelta, Writer, merge,
 };
+use crate::waypoint::{HandledFailure, NodeExecutionRecord};
 
 /// The waypoint serialization format this build writes, and the newest it
 /// reads. A stored row of a newer format is [`StoreError::UnsupportedFormat`].
-pub const WAYPOINT_FORMAT_VERSION: u32 = 1;
+pub const WAYPOINT_FORMAT_VERSION: u32 = 2;
 
 /// When a durable store writes a full snapshot instead of a delta.
 ///
@@ -79,6 +86,18 @@ struct Row {
     /// Absent in a delta row whose graph fingerprint is the previous row's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     fingerprint: Option<String>,
+    /// The graph's manifest, beside the fingerprint when that is written
+    /// (absent in format 1 rows).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    manifest: Option<Arc<GraphManifest>>,
+    /// The graph the thread ran before a resume moved it onto this one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    previous_graph: Option<PreviousGraph>,
+    /// The thread's handled failures so far (absent when none, and in rows
+    /// written before they were recorded). Stored whole: a thread compensates
+    /// rarely, and each entry is one node error.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    handled: Vec<HandledFailure>,
     created_at: SystemTime,
 }
 
@@ -139,15 +158,19 @@ pub(crate) fn encode(
         parley,
         visits,
         fingerprint,
+        manifest,
+        previous_graph,
+        handled,
         created_at,
     } = waypoint;
     let (state_row, row_fingerprint) = match base {
         Some(b) if !snapshot => (
             StateRow::Delta(diff(&b.state, &state)),
-            (b.fingerprint != fingerprint).then(|| fingerprint.clone()),
+            (b.fingerprint != fingerprint || b.manifest != manifest).then(|| fingerprint.clone()),
         ),
         _ => (StateRow::Snapshot(state.clone()), Some(fingerprint.clone())),
     };
+    let row_manifest = row_fingerprint.as_ref().and(manifest.clone());
     let row = Row {
         format: WAYPOINT_FORMAT_VERSION,
         superstep,
@@ -160,6 +183,9 @@ pub(crate) fn encode(
         visits,
         parley,
         fingerprint: row_fingerprint,
+        manifest: row_manifest,
+        previous_graph,
+        handled,
         created_at,
     };
     let payload = serde_json::to_vec(&row).map_err(|e| StoreError::Corrupt {
@@ -173,6 +199,7 @@ pub(crate) fn encode(
             seq,
             state,
             fingerprint,
+            manifest,
             chain_len: b.chain_len + 1,
             chain_bytes: b.chain_bytes + len,
             snapshot_bytes: b.snapshot_bytes,
@@ -181,6 +208,7 @@ pub(crate) fn encode(
             seq,
             state,
             fingerprint,
+            manifest,
             chain_len: 0,
             chain_bytes: 0,
             snapshot_bytes: len,
@@ -228,20 +256,22 @@ impl ChainDecoder {
         }
         let row: Row = serde_json::from_slice(payload).map_err(|e| corrupt(e.to_string()))?;
         let len = payload.len() as u64;
-        let (state, fingerprint, tip) = match row.state {
+        let (state, fingerprint, manifest, tip) = match row.state {
             StateRow::Snapshot(state) => {
                 let fingerprint = row
                     .fingerprint
                     .ok_or_else(|| corrupt("a snapshot row without a fingerprint".into()))?;
+                let manifest = row.manifest;
                 let tip = Tip {
                     seq,
                     state: state.clone(),
                     fingerprint: fingerprint.clone(),
+                    manifest: manifest.clone(),
                     chain_len: 0,
                     chain_bytes: 0,
                     snapshot_bytes: len,
                 };
-                (state, fingerprint, tip)
+                (state, fingerprint, manifest, tip)
             }
             StateRow::Delta(changes) => {
                 let base = self
@@ -250,16 +280,22 @@ impl ChainDecoder {
                     .filter(|t| t.seq.checked_add(1) == Some(seq))
                     .ok_or_else(|| corrupt("a delta row without the row before it".into()))?;
                 let state = apply(&base.state, changes).map_err(corrupt)?;
-                let fingerprint = row.fingerprint.unwrap_or_else(|| base.fingerprint.clone());
+                // The manifest travels with the fingerprint: a row that
+                // names a fingerprint names its manifest too (or has none).
+                let (fingerprint, manifest) = match row.fingerprint {
+                    Some(f) => (f, row.manifest),
+                    None => (base.fingerprint.clone(), base.manifest.clone()),
+                };
                 let tip = Tip {
                     seq,
                     state: state.clone(),
                     fingerprint: fingerprint.clone(),
+                    manifest: manifest.clone(),
                     chain_len: base.chain_len + 1,
                     chain_bytes: base.chain_bytes + len,
                     snapshot_bytes: base.snapshot_bytes,
                 };
-                (state, fingerprint, tip)
+                (state, fingerprint, manifest, tip)
             }
         };
         self.tip = Some(tip);
@@ -276,6 +312,9 @@ impl ChainDecoder {
             parley: row.parley,
             visits: row.visits,
             fingerprint,
+            manifest,
+            previous_graph: row.previous_graph,
+            handled: row.handled,
             created_at: row.created_at,
         })
     }

@@ -1,8 +1,12 @@
+//! `InMemoryWaypointStore`: waypoints kept in process memory.
+
 use async_trait::async_trait;
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use super::{StoreError, Waypoint, WaypointStore};
+use super::{Waypoint, WaypointStore};
+use crate::error::StoreError;
+use crate::id::validate_thread_id;
 
 /// Waypoints in process memory: for tests, demos and short-lived runs.
 ///
@@ -31,6 +35,7 @@ impl InMemoryWaypointStore {
 #[async_trait]
 impl WaypointStore for InMemoryWaypointStore {
     async fn put(&self, waypoint: Waypoint) -> Result<(), StoreError> {
+        validate_thread_id(&waypoint.thread_id).map_err(StoreError::InvalidThreadId)?;
         let mut threads = self.lock()?;
         let thread = threads.entry(waypoint.thread_id.clone()).or_default();
         let next = thread.len() as u64;
@@ -46,10 +51,12 @@ impl WaypointStore for InMemoryWaypointStore {
     }
 
     async fn latest(&self, thread_id: &str) -> Result<Option<Waypoint>, StoreError> {
+        validate_thread_id(thread_id).map_err(StoreError::InvalidThreadId)?;
         Ok(self.lock()?.get(thread_id).and_then(|t| t.last().cloned()))
     }
 
     async fn history(&self, thread_id: &str) -> Result<Vec<Waypoint>, StoreError> {
+        validate_thread_id(thread_id).map_err(StoreError::InvalidThreadId)?;
         Ok(self.lock()?.get(thread_id).cloned().unwrap_or_default())
     }
 }

@@ -2,13 +2,17 @@
 
 mod chronicle;
 mod memory;
+mod record;
 mod store;
 mod types;
 
 pub use chronicle::Chronicle;
 pub use memory::InMemoryWaypointStore;
-pub use store::{StoreError, WaypointStore};
-pub use types::{Activation, CompletedActivation, ParleyDelivery, Waypoint, WaypointStatus};
+pub use record::{AttemptRecord, HandledFailure, HandlerKind, NodeExecutionRecord, NodeStatus};
+pub use store::WaypointStore;
+pub use types::{
+    Activation, CompletedActivation, ParleyDelivery, PreviousGraph, Waypoint, WaypointStatus,
+};
 
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod codec;
@@ -24,7 +28,15 @@ mod tips;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub use codec::WAYPOINT_FORMAT_VERSION;
 #[cfg(feature = "postgres")]
+pub(crate) use postgres::error::backend as pg_backend;
+#[cfg(feature = "postgres")]
+pub(crate) use postgres::schema::quote_schema as pg_quote_schema;
+#[cfg(feature = "postgres")]
 pub use postgres::{POSTGRES_SCHEMA_VERSION, PostgresOptions, PostgresWaypointStore};
+#[cfg(feature = "postgres")]
+pub(crate) use postgres::{
+    PgFence, PgPool, parse_connection as pg_parse_connection, tls_connector as pg_tls_connector,
+};
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub use row_stats::WaypointRowStats;
 #[cfg(feature = "sqlite")]

@@ -1,8 +1,11 @@
 //! [`PostgresWaypointStore`]: waypoints in PostgreSQL, shared by several
 //! engine processes.
 
+pub(crate) mod error;
 mod pool;
-mod schema;
+pub(crate) mod schema;
+mod statements;
+mod tls;
 
 use async_trait::async_trait;
 use std::fmt;
@@ -12,14 +15,14 @@ use tokio_postgres::error::SqlState;
 
 use super::codec::{self, ChainDecoder, SnapshotRule};
 use super::tips::TipCache;
-use super::{StoreError, Waypoint, WaypointRowStats, WaypointStore};
-use pool::Pool;
+use super::{Waypoint, WaypointRowStats, WaypointStore};
+use crate::error::StoreError;
+use crate::id::validate_thread_id;
+use error::backend;
+pub(crate) use pool::PgPool;
+use statements::Statements;
 
 pub use schema::POSTGRES_SCHEMA_VERSION;
-
-fn backend(e: tokio_postgres::Error) -> StoreError {
-    StoreError::Backend(format!("postgres: {e}"))
-}
 
 fn join_error(e: tokio::task::JoinError) -> StoreError {
     StoreError::Backend(format!("postgres: a blocking task failed: {e}"))
@@ -32,7 +35,9 @@ pub struct PostgresOptions {
     /// The schema holding the store's tables, created if missing (default
     /// `public`): a plain identifier of ASCII letters, digits and `_`.
     pub schema: String,
-    /// The most connections the store opens (default 8).
+    /// The most connections the store opens (default 8): the
+    /// `deadpool-postgres` pool's `max_size`. Connections open on demand; a
+    /// query waits, without a time limit, while all are in use.
     pub pool_size: usize,
     /// The most delta rows between two full snapshots of a thread's state
     /// (default 256); a snapshot also comes sooner once the deltas since the
@@ -92,9 +97,13 @@ impl PostgresOptions {
 ///
 /// A row stores what its superstep changed, with a full snapshot now and
 /// then (see [`PostgresOptions::max_delta_chain`]); [`Self::row_stats`]
-/// shows the sizes. Connections are plain TCP (no TLS). Thread ids are
-/// PostgreSQL `TEXT`, so one containing a NUL character is refused by the
-/// server (as a [`StoreError::Backend`]).
+/// shows the sizes. Connections use TLS (rustls) as the string's `sslmode`
+/// asks: `require`, `verify-ca` or `verify-full` as in libpq. Thread ids are
+/// PostgreSQL `TEXT` (the database should be UTF-8 encoded, as `createdb`
+/// makes it by default); an id no store can hold (a NUL, more than
+/// [`MAX_THREAD_ID_BYTES`](crate::MAX_THREAD_ID_BYTES) bytes, empty) is
+/// refused before any query, as [`StoreError::InvalidThreadId`], exactly as
+/// on the other stores.
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), aegis_runtime::StoreError> {
@@ -106,7 +115,8 @@ impl PostgresOptions {
 /// # let _ = engine; Ok(()) }
 /// ```
 pub struct PostgresWaypointStore {
-    pool: Pool,
+    pool: PgPool,
+    statements: Statements,
     options: PostgresOptions,
     tips: Arc<TipCache>,
     rule: SnapshotRule,
@@ -133,16 +143,17 @@ impl PostgresWaypointStore {
         connection: &str,
         options: PostgresOptions,
     ) -> Result<Self, StoreError> {
-        let config = tokio_postgres::Config::from_str(connection).map_err(|e| {
-            StoreError::Backend(format!("postgres: invalid connection string: {e}"))
-        })?;
+        let (config, tls) = parse_connection(connection)?;
         let quoted = schema::quote_schema(&options.schema)?;
-        let mut client = pool::connect(&config).await?;
-        schema::prepare(&mut client, &options.schema).await?;
-        let pool = Pool::new(config, quoted, options.pool_size);
-        pool.adopt(client).await?;
+        let pool = PgPool::new(config, tls, options.pool_size)?;
+        {
+            // The first connection: a bad server or schema fails here.
+            let mut client = pool.get().await?;
+            schema::prepare(&mut client, &options.schema).await?;
+        }
         Ok(PostgresWaypointStore {
             pool,
+            statements: Statements::new(quoted),
             tips: Arc::new(TipCache::new(options.tip_cache_threads)),
             rule: SnapshotRule {
                 max_chain: options.max_delta_chain.max(1),
@@ -158,10 +169,11 @@ impl PostgresWaypointStore {
 
     /// The stored size of every row of `thread_id`, oldest first.
     pub async fn row_stats(&self, thread_id: &str) -> Result<Vec<WaypointRowStats>, StoreError> {
+        validate_thread_id(thread_id).map_err(StoreError::InvalidThreadId)?;
         let conn = self.pool.get().await?;
+        let statement = self.statements.row_stats.on(&conn).await.map_err(backend)?;
         let rows = conn
-            .client
-            .query(&conn.statements.row_stats, &[&thread_id])
+            .query(&statement, &[&thread_id])
             .await
             .map_err(backend)?;
         rows.iter()
@@ -178,9 +190,9 @@ impl PostgresWaypointStore {
 
     async fn next_seq(&self, thread_id: &str) -> Result<u64, StoreError> {
         let conn = self.pool.get().await?;
+        let statement = self.statements.next_seq.on(&conn).await.map_err(backend)?;
         let row = conn
-            .client
-            .query_opt(&conn.statements.next_seq, &[&thread_id])
+            .query_opt(&statement, &[&thread_id])
             .await
             .map_err(backend)?;
         match row {
@@ -197,15 +209,16 @@ impl PostgresWaypointStore {
         latest: bool,
         all: bool,
     ) -> Result<Vec<Waypoint>, StoreError> {
+        validate_thread_id(thread_id).map_err(StoreError::InvalidThreadId)?;
         let rows = {
             let conn = self.pool.get().await?;
-            let statement = if latest {
-                &conn.statements.latest
+            let sql = if latest {
+                &self.statements.latest
             } else {
-                &conn.statements.history
+                &self.statements.history
             };
-            conn.client
-                .query(statement, &[&thread_id])
+            let statement = sql.on(&conn).await.map_err(backend)?;
+            conn.query(&statement, &[&thread_id])
                 .await
                 .map_err(backend)?
         };
@@ -233,6 +246,30 @@ impl PostgresWaypointStore {
     }
 }
 
+/// A connection string's configuration and the TLS connector its
+/// `sslmode` asks for (see [`tls`]).
+pub(crate) fn parse_connection(
+    connection: &str,
+) -> Result<
+    (
+        tokio_postgres::Config,
+        Option<tokio_postgres_rustls::MakeRustlsConnect>,
+    ),
+    StoreError,
+> {
+    let (rewritten, verify) = tls::split_sslmode(connection);
+    let config = tokio_postgres::Config::from_str(&rewritten)
+        .map_err(|e| error::invalid_connection_string(connection, &e))?;
+    let tls = pool::tls_for(&config, verify)?;
+    Ok((config, tls))
+}
+
+/// A rustls connector that checks nothing (used where `sslmode=disable`
+/// means it is never invoked, but a connector type is required).
+pub(crate) fn tls_connector() -> Result<tokio_postgres_rustls::MakeRustlsConnect, StoreError> {
+    tls::connector(tls::Verify::None)
+}
+
 fn seq_from_sql(thread_id: &str, seq: i64) -> Result<u64, StoreError> {
     u64::try_from(seq).map_err(|_| StoreError::Corrupt {
         thread_id: thread_id.to_string(),
@@ -245,9 +282,37 @@ fn to_sql(n: u64) -> Result<i64, StoreError> {
     i64::try_from(n).map_err(|_| StoreError::Backend(format!("postgres: {n} exceeds BIGINT")))
 }
 
-#[async_trait]
-impl WaypointStore for PostgresWaypointStore {
-    async fn put(&self, waypoint: Waypoint) -> Result<(), StoreError> {
+/// A fenced write's condition (see [`PostgresWaypointStore::put_fenced`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PgFence<'a> {
+    /// The table holding the fence, in the store's schema.
+    pub(crate) table: &'a str,
+    /// The row of `table` (its `thread_id`).
+    pub(crate) key: &'a str,
+    /// The `epoch` the row must still hold.
+    pub(crate) epoch: i64,
+}
+
+impl PostgresWaypointStore {
+    /// [`WaypointStore::put`], conditional also on `fence`: the row
+    /// `fence.key` of `fence.table` must still hold `fence.epoch`. The check
+    /// and the write are one statement, and the fence row is read `FOR
+    /// SHARE`, so a concurrent claim that bumps the epoch either waits for
+    /// this write or makes it write nothing ([`StoreError::LeaseLost`]).
+    pub(crate) async fn put_fenced(
+        &self,
+        waypoint: Waypoint,
+        fence: PgFence<'_>,
+    ) -> Result<(), StoreError> {
+        self.put_with(waypoint, Some(fence)).await
+    }
+
+    async fn put_with(
+        &self,
+        waypoint: Waypoint,
+        fence: Option<PgFence<'_>>,
+    ) -> Result<(), StoreError> {
+        validate_thread_id(&waypoint.thread_id).map_err(StoreError::InvalidThreadId)?;
         let thread_id = waypoint.thread_id.clone();
         let seq = waypoint.seq;
         let seq_sql = to_sql(seq)?;
@@ -264,35 +329,55 @@ impl WaypointStore for PostgresWaypointStore {
             .map_err(join_error)??;
         let written = {
             let conn = self.pool.get().await?;
-            let s = &conn.statements;
-            let result = if seq == 0 {
-                conn.client
-                    .execute(
-                        &s.put_first,
-                        &[
-                            &thread_id,
-                            &superstep,
-                            &status,
-                            &created_at_ms,
-                            &row.payload,
-                        ],
-                    )
-                    .await
+            let s = &self.statements;
+            let result = if let Some(fence) = fence {
+                self.execute_fenced(
+                    &conn,
+                    fence,
+                    &thread_id,
+                    seq_sql,
+                    superstep,
+                    status,
+                    &row,
+                    created_at_ms,
+                )
+                .await
+            } else if seq == 0 {
+                match s.put_first.on(&conn).await {
+                    Ok(statement) => {
+                        conn.execute(
+                            &statement,
+                            &[
+                                &thread_id,
+                                &superstep,
+                                &status,
+                                &created_at_ms,
+                                &row.payload,
+                            ],
+                        )
+                        .await
+                    }
+                    Err(e) => Err(e),
+                }
             } else {
-                conn.client
-                    .execute(
-                        &s.put_next,
-                        &[
-                            &thread_id,
-                            &seq_sql,
-                            &superstep,
-                            &status,
-                            &row.snapshot,
-                            &created_at_ms,
-                            &row.payload,
-                        ],
-                    )
-                    .await
+                match s.put_next.on(&conn).await {
+                    Ok(statement) => {
+                        conn.execute(
+                            &statement,
+                            &[
+                                &thread_id,
+                                &seq_sql,
+                                &superstep,
+                                &status,
+                                &row.snapshot,
+                                &created_at_ms,
+                                &row.payload,
+                            ],
+                        )
+                        .await
+                    }
+                    Err(e) => Err(e),
+                }
             };
             match result {
                 Ok(n) => n,
@@ -306,12 +391,100 @@ impl WaypointStore for PostgresWaypointStore {
             self.tips.offer(&thread_id, row.tip);
             return Ok(());
         }
+        if let Some(fence) = fence {
+            let current = self.fence_epoch(fence).await?;
+            if current != Some(fence.epoch) {
+                return Err(StoreError::LeaseLost {
+                    thread_id: fence.key.to_string(),
+                    epoch: u64::try_from(fence.epoch).unwrap_or(0),
+                    current: current.and_then(|c| u64::try_from(c).ok()).unwrap_or(0),
+                });
+            }
+        }
         let actual_next = self.next_seq(&thread_id).await?;
         Err(StoreError::Conflict {
             thread_id,
             expected_seq: seq,
             actual_next,
         })
+    }
+
+    /// The fenced twin of `put_first` / `put_next`: the same statement with
+    /// the fence row locked `FOR SHARE` in a CTE every branch depends on.
+    #[allow(clippy::too_many_arguments)]
+    async fn execute_fenced(
+        &self,
+        conn: &deadpool_postgres::Object,
+        fence: PgFence<'_>,
+        thread_id: &str,
+        seq: i64,
+        superstep: i64,
+        status: &str,
+        row: &codec::EncodedRow,
+        created_at_ms: i64,
+    ) -> Result<u64, tokio_postgres::Error> {
+        let s = &self.statements.quoted_schema;
+        let table = fence.table;
+        let columns = pool::WAYPOINT_COLUMNS;
+        let fenced = format!(
+            "f AS (SELECT 1 FROM {s}.{table} WHERE thread_id = $8::TEXT AND epoch = $9::BIGINT FOR SHARE)"
+        );
+        let sql = if seq == 0 {
+            format!(
+                "WITH {fenced}, t AS (INSERT INTO {s}.aegis_threads (thread_id, next_seq, snapshot_seq) \
+                 SELECT $1::TEXT, 1, 0 WHERE EXISTS (SELECT 1 FROM f) AND $2::BIGINT = 0 \
+                 ON CONFLICT (thread_id) DO NOTHING RETURNING thread_id) \
+                 INSERT INTO {s}.aegis_waypoints {columns} \
+                 SELECT thread_id, 0, $3::BIGINT, $4::TEXT, $5::BOOLEAN, $6::BIGINT, $7::BYTEA FROM t"
+            )
+        } else {
+            format!(
+                "WITH {fenced}, t AS (UPDATE {s}.aegis_threads SET next_seq = $2::BIGINT + 1, \
+                 snapshot_seq = CASE WHEN $5::BOOLEAN THEN $2::BIGINT ELSE snapshot_seq END \
+                 WHERE thread_id = $1::TEXT AND next_seq = $2::BIGINT AND EXISTS (SELECT 1 FROM f) \
+                 RETURNING thread_id) \
+                 INSERT INTO {s}.aegis_waypoints {columns} \
+                 SELECT thread_id, $2::BIGINT, $3::BIGINT, $4::TEXT, $5::BOOLEAN, $6::BIGINT, $7::BYTEA FROM t"
+            )
+        };
+        // A thread's first row is always a snapshot (as `put_first` writes it).
+        let snapshot = seq == 0 || row.snapshot;
+        conn.execute(
+            sql.as_str(),
+            &[
+                &thread_id,
+                &seq,
+                &superstep,
+                &status,
+                &snapshot,
+                &created_at_ms,
+                &row.payload,
+                &fence.key,
+                &fence.epoch,
+            ],
+        )
+        .await
+    }
+
+    async fn fence_epoch(&self, fence: PgFence<'_>) -> Result<Option<i64>, StoreError> {
+        let conn = self.pool.get().await?;
+        let s = &self.statements.quoted_schema;
+        let row = conn
+            .query_opt(
+                &format!("SELECT epoch FROM {s}.{} WHERE thread_id = $1", fence.table),
+                &[&fence.key],
+            )
+            .await
+            .map_err(backend)?;
+        row.map(|r| r.try_get::<_, i64>(0).map_err(backend))
+            .transpose()
+    }
+}
+
+#[async_trait]
+impl WaypointStore for PostgresWaypointStore {
+    async fn put(&self, waypoint: Waypoint) -> Result<(), StoreError> {
+        self.put_with(waypoint, None).await
     }
 
     async fn latest(&self, thread_id: &str) -> Result<Option<Waypoint>, StoreError> {

@@ -13,7 +13,9 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::codec::{ChainDecoder, SnapshotRule};
 use super::tips::TipCache;
-use super::{StoreError, Waypoint, WaypointRowStats, WaypointStore};
+use super::{Waypoint, WaypointRowStats, WaypointStore};
+use crate::error::StoreError;
+use crate::id::validate_thread_id;
 
 pub use schema::SQLITE_SCHEMA_VERSION;
 
@@ -245,6 +247,7 @@ impl SqliteWaypointStore {
 
     /// The stored size of every row of `thread_id`, oldest first.
     pub async fn row_stats(&self, thread_id: &str) -> Result<Vec<WaypointRowStats>, StoreError> {
+        validate_thread_id(thread_id).map_err(StoreError::InvalidThreadId)?;
         let thread = thread_id.to_string();
         self.read(move |conn| {
             let mut stmt = conn.prepare_cached(ROW_STATS_SQL).map_err(backend)?;
@@ -289,6 +292,7 @@ impl SqliteWaypointStore {
         sql: &'static str,
         all: bool,
     ) -> Result<Vec<Waypoint>, StoreError> {
+        validate_thread_id(thread_id).map_err(StoreError::InvalidThreadId)?;
         let thread = thread_id.to_string();
         let tips = self.tips.clone();
         self.read(move |conn| {
@@ -320,6 +324,7 @@ impl SqliteWaypointStore {
 #[async_trait]
 impl WaypointStore for SqliteWaypointStore {
     async fn put(&self, waypoint: Waypoint) -> Result<(), StoreError> {
+        validate_thread_id(&waypoint.thread_id).map_err(StoreError::InvalidThreadId)?;
         let (reply, done) = oneshot::channel();
         self.writer
             .send(writer::WriteJob { waypoint, reply })

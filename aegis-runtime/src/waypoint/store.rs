@@ -1,69 +1,23 @@
+//! The `WaypointStore` trait every backend implements, and its error.
+
 use async_trait::async_trait;
 
 use super::Waypoint;
-
-/// Why a store refused or failed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum StoreError {
-    /// The write was conditional on the thread's last waypoint, and another
-    /// writer got there first.
-    #[error(
-        "thread `{thread_id}`: expected to write waypoint #{expected_seq}, but the thread is at #{actual_next}"
-    )]
-    Conflict {
-        /// The thread.
-        thread_id: String,
-        /// The sequence number the writer tried.
-        expected_seq: u64,
-        /// The sequence number the store expected.
-        actual_next: u64,
-    },
-    /// The backend failed.
-    #[error("{0}")]
-    Backend(String),
-    /// The store was created by a newer version of aegis. Nothing was
-    /// changed: an older build never rewrites a newer store.
-    #[error(
-        "the waypoint store has schema version {found}, but this build of aegis supports up to version {supported}; upgrade aegis to open it (the store was left untouched)"
-    )]
-    SchemaTooNew {
-        /// The store's schema version.
-        found: u32,
-        /// The newest schema version this build knows.
-        supported: u32,
-    },
-    /// A stored waypoint was written in a newer serialization format.
-    #[error(
-        "thread `{thread_id}`: waypoint #{seq} is in waypoint format {found}, but this build of aegis reads up to format {supported}; upgrade aegis to read it"
-    )]
-    UnsupportedFormat {
-        /// The thread.
-        thread_id: String,
-        /// The waypoint's sequence number.
-        seq: u64,
-        /// The waypoint's format version.
-        found: u32,
-        /// The newest format version this build reads.
-        supported: u32,
-    },
-    /// A stored waypoint cannot be decoded.
-    #[error("thread `{thread_id}`: waypoint #{seq} is unreadable: {message}")]
-    Corrupt {
-        /// The thread.
-        thread_id: String,
-        /// The waypoint's sequence number.
-        seq: u64,
-        /// What is wrong with it.
-        message: String,
-    },
-}
+use crate::error::StoreError;
 
 /// Where waypoints live.
 ///
 /// `put` is conditional: a waypoint must carry `seq` equal to the number of
 /// waypoints the thread already has, so two engines advancing one thread
 /// cannot both succeed; the loser gets [`StoreError::Conflict`].
+///
+/// Thread ids: every built-in store checks each id with
+/// [`validate_thread_id`](crate::validate_thread_id) before anything else
+/// and refuses a bad one with [`StoreError::InvalidThreadId`] (empty,
+/// longer than [`MAX_THREAD_ID_BYTES`](crate::MAX_THREAD_ID_BYTES) bytes,
+/// or holding a NUL), on `put`, `latest` and `history` alike; any other id
+/// round-trips exactly. A store of your own should do the same, so that an
+/// id behaves the same on every store.
 #[async_trait]
 pub trait WaypointStore: Send + Sync + 'static {
     /// Appends a waypoint to its thread.

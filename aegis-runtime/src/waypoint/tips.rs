@@ -17,6 +17,7 @@ pub(crate) struct Tip {
     pub(crate) seq: u64,
     pub(crate) state: Battlefield,
     pub(crate) fingerprint: String,
+    pub(crate) manifest: Option<std::sync::Arc<crate::graph::GraphManifest>>,
     /// Delta rows since the last snapshot row.
     pub(crate) chain_len: u32,
     /// Their bytes.
@@ -83,6 +84,7 @@ mod tests {
             seq,
             state: Battlefield::new(),
             fingerprint: "f".into(),
+            manifest: None,
             chain_len: 0,
             chain_bytes: 0,
             snapshot_bytes: 1,

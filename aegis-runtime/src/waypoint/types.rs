@@ -1,13 +1,16 @@
+//! What a waypoint records: its status, its state and the activations due next.
+
 use imbl::{OrdMap, Vector};
 use serde::Deserialize;
 use serde::Serialize;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use crate::engine::NodeExecutionRecord;
 use crate::error::NodeError;
-use crate::graph::{Directive, MusterTask, NodeId, ParleyRequest, ParleyResponse};
+use crate::graph::{Directive, GraphManifest, MusterTask, ParleyRequest, ParleyResponse};
+use crate::id::NodeId;
 use crate::state::Battlefield;
+use crate::waypoint::{HandledFailure, NodeExecutionRecord};
 
 /// One activation due in a superstep: a node, or one mustered task of a
 /// worker template. Ordered by node id, then task index (vanguard order).
@@ -78,6 +81,10 @@ pub struct CompletedActivation {
     pub directive: Directive,
     /// Its record.
     pub record: NodeExecutionRecord,
+    /// Set when the node failed and its `on_error` handler supplied
+    /// `directive` (absent in rows written before it existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handled: Option<HandledFailure>,
 }
 
 /// Where a thread stands.
@@ -145,20 +152,111 @@ pub struct Waypoint {
     pub vanguard: Arc<[Activation]>,
     /// Whether this waypoint was written mid-superstep.
     pub interrupted: bool,
-    /// The finished part of an interrupted superstep. Each one shared: a
-    /// persistent vector copies whole chunks of its elements, so they are
-    /// kept pointer-sized.
-    pub completed: Vector<Arc<CompletedActivation>>,
+    /// The finished part of an interrupted superstep (read it with
+    /// [`Waypoint::completed`]). Each one shared: a persistent vector copies
+    /// whole chunks of its elements, so they are kept pointer-sized. Not
+    /// public: the persistent collection's crate is not part of our API.
+    pub(crate) completed: Vector<Arc<CompletedActivation>>,
     /// The node records of this superstep.
     pub records: Vec<NodeExecutionRecord>,
     /// A parley answer to hand to the next superstep's activations.
     pub parley: Option<ParleyDelivery>,
-    /// How often each node has been activated in this thread.
-    /// A persistent map: writing a waypoint per superstep must not copy
-    /// one entry per node of the graph each time.
-    pub visits: OrdMap<NodeId, u32>,
+    /// How often each node has been activated in this thread (read it with
+    /// [`Waypoint::visits`]). A persistent map: writing a waypoint per
+    /// superstep must not copy one entry per node of the graph each time.
+    pub(crate) visits: OrdMap<NodeId, u32>,
     /// The fingerprint of the graph that wrote it.
     pub fingerprint: String,
+    /// The shape of the graph that wrote it (node kinds, field rules), so a
+    /// resume on a changed graph can tell what changed. `None` in waypoints
+    /// written before manifests were stored (format 1).
+    #[serde(default)]
+    pub manifest: Option<Arc<GraphManifest>>,
+    /// Set on every waypoint written since a resume moved the thread onto
+    /// this graph from another one (a compatible change or a migration).
+    #[serde(default)]
+    pub previous_graph: Option<PreviousGraph>,
+    /// Every failure in this thread so far whose `on_error` handler ran, in
+    /// the order of their supersteps (vanguard order within one): a
+    /// Completed run that compensated a failure lists it here, a clean one
+    /// lists nothing. Empty in waypoints written before it existed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub handled: Vec<HandledFailure>,
     /// When it was written.
     pub created_at: SystemTime,
+}
+
+impl Waypoint {
+    /// A waypoint at position `seq` of `thread_id`, holding `state`:
+    /// superstep 0, no vanguard, not interrupted, nothing completed, no
+    /// records, no parley, no visits, an empty fingerprint, written now. Set
+    /// the public fields and use the `with_` methods for the rest: for a
+    /// store's tests, or a store that decodes its rows by hand.
+    pub fn new(
+        thread_id: impl Into<String>,
+        seq: u64,
+        status: WaypointStatus,
+        state: Battlefield,
+    ) -> Self {
+        Waypoint {
+            thread_id: thread_id.into(),
+            seq,
+            superstep: 0,
+            status,
+            state,
+            vanguard: Arc::from([]),
+            interrupted: false,
+            completed: Vector::new(),
+            records: Vec::new(),
+            parley: None,
+            visits: OrdMap::new(),
+            fingerprint: String::new(),
+            manifest: None,
+            previous_graph: None,
+            handled: Vec::new(),
+            created_at: SystemTime::now(),
+        }
+    }
+
+    /// This waypoint with `completed` as the finished part of its
+    /// (interrupted) superstep, in vanguard order.
+    pub fn with_completed(
+        mut self,
+        completed: impl IntoIterator<Item = CompletedActivation>,
+    ) -> Self {
+        self.completed = completed.into_iter().map(Arc::new).collect();
+        self
+    }
+
+    /// This waypoint with `visits` as the thread's activation counts.
+    pub fn with_visits(mut self, visits: impl IntoIterator<Item = (NodeId, u32)>) -> Self {
+        self.visits = visits.into_iter().collect();
+        self
+    }
+
+    /// The finished part of an interrupted superstep, in the order it
+    /// finished; empty for a waypoint written at a barrier.
+    pub fn completed(&self) -> impl ExactSizeIterator<Item = &CompletedActivation> + '_ {
+        self.completed.iter().map(|c| &**c)
+    }
+
+    /// How often each node has been activated in this thread, by node id.
+    pub fn visits(&self) -> impl ExactSizeIterator<Item = (&NodeId, u32)> + '_ {
+        self.visits.iter().map(|(node, count)| (node, *count))
+    }
+
+    /// How often `node` has been activated in this thread (0 if never).
+    pub fn visit_count(&self, node: &NodeId) -> u32 {
+        self.visits.get(node).copied().unwrap_or(0)
+    }
+}
+
+/// The graph a thread ran before a resume moved it onto the current one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PreviousGraph {
+    /// Its fingerprint.
+    pub fingerprint: String,
+    /// Whether a migration ([`WarGraph::with_migration`](crate::WarGraph::with_migration))
+    /// rewrote the state, rather than the change being compatible as it was.
+    pub migrated: bool,
 }

@@ -15,7 +15,8 @@ use crate::aegis::{
     Aegis, CacheKeySpec, CachePolicy, ErrorHandlerSpec, RetryPolicy, TimeoutPolicy,
 };
 use crate::error::StateNodeError;
-use crate::graph::{Directive, NodeId, WarGraph};
+use crate::graph::{Directive, WarGraph};
+use crate::id::NodeId;
 use crate::state::{CacheMarker, DispatchRule, FieldName, FieldSpec, StateDelta};
 
 /// The return type of an `#[aegis]` function.
@@ -209,58 +210,6 @@ pub fn attach_aegis<N: AegisNodeFn>(graph: &mut WarGraph) {
     }
 }
 
-/// What `graph!` knows about its graph, handed to each `#[aegis]` function's
-/// compile-time check of the names its attribute uses.
-#[derive(Debug, Clone, Copy)]
-pub struct GraphFacts<'a> {
-    /// Every declared node id, worker templates included.
-    pub nodes: &'a [&'a str],
-    /// The worker templates' ids.
-    pub workers: &'a [&'a str],
-    /// Every schema field, with whether its dispatch is `Sum`.
-    pub fields: &'a [(&'a str, bool)],
-}
-
-/// `a == b`, usable in constants.
-pub const fn str_eq(a: &str, b: &str) -> bool {
-    let (a, b) = (a.as_bytes(), b.as_bytes());
-    if a.len() != b.len() {
-        return false;
-    }
-    let mut i = 0;
-    while i < a.len() {
-        if a[i] != b[i] {
-            return false;
-        }
-        i += 1;
-    }
-    true
-}
-
-/// Whether `list` holds `s`, usable in constants.
-pub const fn contains(list: &[&str], s: &str) -> bool {
-    let mut i = 0;
-    while i < list.len() {
-        if str_eq(list[i], s) {
-            return true;
-        }
-        i += 1;
-    }
-    false
-}
-
-/// `None` if `name` is not a field; else whether its dispatch is `Sum`.
-pub const fn field_is_sum(fields: &[(&str, bool)], name: &str) -> Option<bool> {
-    let mut i = 0;
-    while i < fields.len() {
-        if str_eq(fields[i].0, name) {
-            return Some(fields[i].1);
-        }
-        i += 1;
-    }
-    None
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -336,19 +285,5 @@ mod tests {
             field_spec("log", DispatchRule::Append, None, true, true).cache,
             CacheMarker::Deny
         );
-    }
-
-    #[test]
-    fn const_lookups_compare_whole_strings() {
-        const FIELDS: &[(&str, bool)] = &[("total", true), ("answer", false)];
-        const IS_SUM: Option<bool> = field_is_sum(FIELDS, "total");
-        assert_eq!(IS_SUM, Some(true));
-        assert_eq!(field_is_sum(FIELDS, "answer"), Some(false));
-        assert_eq!(field_is_sum(FIELDS, "answe"), None);
-        assert!(contains(&["book", "cancel"], "cancel"));
-        assert!(!contains(&["book", "cancel"], "cance"));
-        assert!(!contains(&[], "x"));
-        assert!(str_eq("", ""));
-        assert!(!str_eq("ab", "ba"));
     }
 }

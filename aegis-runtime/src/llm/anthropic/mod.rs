@@ -3,7 +3,7 @@
 mod stream;
 mod wire;
 
-pub use stream::AnthropicStreamParser;
+pub use stream::{AnthropicEvents, AnthropicStreamParser};
 pub use wire::ANTHROPIC_DEFAULT_MAX_TOKENS;
 
 use async_trait::async_trait;
@@ -11,19 +11,26 @@ use reqwest::header::{ACCEPT, HeaderMap, HeaderValue};
 use std::fmt;
 
 use super::http::{
-    AdapterConfigError, HttpEndpoint, chunk_stream, endpoint_builders, read_body, secret_header,
+    AdapterConfigError, HttpEndpoint, chunk_stream, endpoint_builders, secret_header,
 };
 use super::{LlmPort, LlmRequest, LlmResponse, LlmStream};
-use crate::error::LlmError;
+use crate::error::{KnownSecrets, LlmError};
 
 /// The Messages API version this adapter speaks.
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";
 
-/// The public Anthropic API.
-pub const ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com";
+/// The public Anthropic API, version segment included (the base-URL
+/// convention of both HTTP adapters).
+pub const ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com/v1";
 
-/// An [`LlmPort`] over Anthropic's `POST {base_url}/v1/messages`, with SSE
+/// An [`LlmPort`] over Anthropic's `POST {base_url}/messages`, with SSE
 /// streaming and tool use.
+///
+/// **Base URL convention (both HTTP adapters):** `base_url` is the API root
+/// *including* its version segment, as `OPENAI_BASE_URL` is; the adapter
+/// appends only the resource (`chat/completions`, `messages`). A trailing
+/// `/` is ignored.
+/// [`ANTHROPIC_BASE_URL`] is `https://api.anthropic.com/v1`.
 ///
 /// System messages become the `system` prompt; a request without
 /// `max_tokens` sends [`ANTHROPIC_DEFAULT_MAX_TOKENS`]. The key is sent as
@@ -39,8 +46,8 @@ pub const ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com";
 /// status; malformed JSON or SSE is [`LlmError::ParseError`].
 ///
 /// ```
-/// use aegis_runtime::{AnthropicAdapter, LlmPort};
-/// let claude = AnthropicAdapter::new(aegis_runtime::ANTHROPIC_BASE_URL)
+/// use aegis_runtime::{AnthropicLlmAdapter, LlmPort};
+/// let claude = AnthropicLlmAdapter::new(aegis_runtime::ANTHROPIC_BASE_URL)
 ///     .unwrap()
 ///     .with_api_key("sk-ant-...")
 ///     .with_model("claude-sonnet-4-5");
@@ -48,22 +55,23 @@ pub const ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com";
 /// assert!(!format!("{claude:?}").contains("sk-ant"));
 /// ```
 #[derive(Clone)]
-pub struct AnthropicAdapter {
+pub struct AnthropicLlmAdapter {
     endpoint: HttpEndpoint,
 }
 
-impl fmt::Debug for AnthropicAdapter {
+impl fmt::Debug for AnthropicLlmAdapter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.endpoint.debug(f, "AnthropicAdapter")
+        self.endpoint.debug(f, "AnthropicLlmAdapter")
     }
 }
 
-impl AnthropicAdapter {
-    /// An adapter for the API at `base_url` (without `/v1`), named
-    /// `"anthropic"`, with no key and the requests' own model.
+impl AnthropicLlmAdapter {
+    /// An adapter for the API at `base_url` (version segment included:
+    /// [`ANTHROPIC_BASE_URL`]), named `"anthropic"`, with no key and the
+    /// requests' own model.
     pub fn new(base_url: impl AsRef<str>) -> Result<Self, AdapterConfigError> {
-        Ok(AnthropicAdapter {
-            endpoint: HttpEndpoint::new(base_url.as_ref(), "v1/messages", "anthropic")?,
+        Ok(AnthropicLlmAdapter {
+            endpoint: HttpEndpoint::new(base_url.as_ref(), "messages", "anthropic")?,
         })
     }
 
@@ -100,23 +108,44 @@ impl AnthropicAdapter {
 }
 
 #[async_trait]
-impl LlmPort for AnthropicAdapter {
+impl LlmPort for AnthropicLlmAdapter {
     async fn generate(&self, request: &LlmRequest) -> Result<LlmResponse, LlmError> {
-        let response = self.send(request, false).await?;
-        let body = read_body(&self.endpoint.provider, response).await?;
-        wire::decode_response(&self.endpoint.provider, &body)
+        self.generate_once(request)
+            .await
+            .map_err(|e| e.scrubbed(&self.endpoint.secrets))
     }
 
     async fn generate_stream(&self, request: &LlmRequest) -> Result<LlmStream, LlmError> {
-        let response = self.send(request, true).await?;
-        Ok(chunk_stream(
-            &self.endpoint.provider,
-            response,
-            AnthropicStreamParser::new(self.endpoint.provider.clone()),
-        ))
+        self.stream_once(request)
+            .await
+            .map_err(|e| e.scrubbed(&self.endpoint.secrets))
     }
 
     fn get_provider_name(&self) -> &str {
         &self.endpoint.provider
+    }
+
+    fn known_secrets(&self) -> KnownSecrets {
+        self.endpoint.secrets.clone()
+    }
+}
+
+impl AnthropicLlmAdapter {
+    async fn generate_once(&self, request: &LlmRequest) -> Result<LlmResponse, LlmError> {
+        let response = self.send(request, false).await?;
+        let body = self.endpoint.read_body(response).await?;
+        wire::decode_response(&self.endpoint.provider, &self.endpoint.secrets, &body)
+    }
+
+    async fn stream_once(&self, request: &LlmRequest) -> Result<LlmStream, LlmError> {
+        let response = self.send(request, true).await?;
+        Ok(chunk_stream(
+            &self.endpoint.provider,
+            &self.endpoint.secrets,
+            response,
+            AnthropicStreamParser::new(self.endpoint.provider.clone())
+                .with_secrets(self.endpoint.secrets.clone())
+                .with_max_event_bytes(self.endpoint.max_event_bytes),
+        ))
     }
 }

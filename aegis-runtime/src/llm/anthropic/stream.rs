@@ -3,10 +3,11 @@
 
 use serde::Deserialize;
 use serde_json::Value;
+use std::collections::HashMap;
 
 use super::wire::{WireError, WireUsage, envelope_error, parse_error, stop_reason, tool_arguments};
-use crate::error::LlmError;
-use crate::llm::sse::{SseDecoder, SseEvent, StreamParser};
+use crate::error::{KnownSecrets, LlmError};
+use crate::llm::sse::{SseDialect, SseEvent, SseStreamParser};
 use crate::llm::{LlmChunk, LlmUsage, ToolCall};
 
 #[derive(Deserialize)]
@@ -85,7 +86,6 @@ struct MessageDelta {
 
 #[derive(Debug)]
 struct PartialTool {
-    index: u64,
     id: String,
     name: String,
     /// The input the block started with, used when no fragments follow.
@@ -93,11 +93,12 @@ struct PartialTool {
     json: String,
 }
 
-/// Parses an Anthropic Messages event stream into [`LlmChunk`]s.
+/// Parses an Anthropic Messages event stream into [`LlmChunk`]s: the shared
+/// SSE framing with the [`AnthropicEvents`] dialect.
 ///
 /// Text deltas become text chunks; `input_json_delta` fragments become empty
 /// (progress) chunks and the tool call is delivered whole when its block
-/// stops. Input tokens arrive on the first chunk, output tokens with the
+/// stops (each fragment finds its block by index in constant time). Input tokens arrive on the first chunk, output tokens with the
 /// stop reason. An `error` event is mapped like an error body (an
 /// `overloaded_error` is a 529); invalid JSON is a
 /// [`LlmError::ParseError`]; a body that ends before `message_stop` is a
@@ -112,33 +113,46 @@ struct PartialTool {
 /// p.finish(&mut chunks).unwrap();
 /// assert_eq!(chunks[0].content, "Hi");
 /// ```
-#[derive(Debug)]
-pub struct AnthropicStreamParser {
-    provider: String,
-    sse: SseDecoder,
-    events: Vec<SseEvent>,
-    tools: Vec<PartialTool>,
-    done: bool,
-}
+#[doc(hidden)]
+pub type AnthropicStreamParser = SseStreamParser<AnthropicEvents>;
 
 impl AnthropicStreamParser {
     /// A parser for a stream from `provider` (named in errors).
     pub fn new(provider: impl Into<String>) -> Self {
-        AnthropicStreamParser {
+        SseStreamParser::from_dialect(AnthropicEvents {
             provider: provider.into(),
-            sse: SseDecoder::new(),
-            events: Vec::new(),
-            tools: Vec::new(),
+            secrets: KnownSecrets::default(),
+            tools: HashMap::new(),
             done: false,
-        }
+        })
     }
 
-    fn event(&mut self, data: &str, out: &mut Vec<LlmChunk>) -> Result<(), LlmError> {
+    /// Removes `secrets` from every error this parser returns, before it is
+    /// bounded (the adapters pass their key and registered secrets).
+    pub fn with_secrets(mut self, secrets: KnownSecrets) -> Self {
+        self.dialect.secrets = secrets;
+        self
+    }
+}
+
+/// The Messages API events of an [`AnthropicStreamParser`].
+#[derive(Debug)]
+#[doc(hidden)]
+pub struct AnthropicEvents {
+    provider: String,
+    secrets: KnownSecrets,
+    /// Open tool-use blocks by their content-block index.
+    tools: HashMap<u64, PartialTool>,
+    done: bool,
+}
+
+impl AnthropicEvents {
+    fn data(&mut self, data: &str, out: &mut Vec<LlmChunk>) -> Result<(), LlmError> {
         if self.done {
             return Ok(());
         }
         let event: StreamEvent = serde_json::from_str(data)
-            .map_err(|e| parse_error(&self.provider, "stream event", &e))?;
+            .map_err(|e| parse_error(&self.provider, &self.secrets, "stream event", &e))?;
         match event {
             StreamEvent::MessageStart { message } => {
                 let prompt = message.usage.and_then(|u| u.input_tokens).unwrap_or(0);
@@ -156,13 +170,15 @@ impl AnthropicStreamParser {
             } => match content_block {
                 BlockStart::Text { text } if !text.is_empty() => out.push(LlmChunk::text(text)),
                 BlockStart::ToolUse { id, name, input } => {
-                    self.tools.push(PartialTool {
+                    self.tools.insert(
                         index,
-                        id,
-                        name,
-                        initial: input,
-                        json: String::new(),
-                    });
+                        PartialTool {
+                            id,
+                            name,
+                            initial: input,
+                            json: String::new(),
+                        },
+                    );
                     out.push(LlmChunk::default());
                 }
                 _ => {}
@@ -170,7 +186,7 @@ impl AnthropicStreamParser {
             StreamEvent::ContentBlockDelta { index, delta } => match delta {
                 BlockDelta::TextDelta { text } => out.push(LlmChunk::text(text)),
                 BlockDelta::InputJsonDelta { partial_json } => {
-                    if let Some(t) = self.tools.iter_mut().find(|t| t.index == index) {
+                    if let Some(t) = self.tools.get_mut(&index) {
                         t.json.push_str(&partial_json);
                     }
                     out.push(LlmChunk::default());
@@ -178,15 +194,14 @@ impl AnthropicStreamParser {
                 BlockDelta::Other => out.push(LlmChunk::default()),
             },
             StreamEvent::ContentBlockStop { index } => {
-                if let Some(pos) = self.tools.iter().position(|t| t.index == index) {
-                    let t = self.tools.remove(pos);
+                if let Some(t) = self.tools.remove(&index) {
                     let arguments = if t.json.trim().is_empty() {
                         match t.initial {
                             Value::Null => Value::Object(Default::default()),
                             v => v,
                         }
                     } else {
-                        tool_arguments(&self.provider, &t.name, &t.json)?
+                        tool_arguments(&self.provider, &self.secrets, &t.name, &t.json)?
                     };
                     out.push(LlmChunk {
                         tool_calls: vec![ToolCall {
@@ -213,7 +228,7 @@ impl AnthropicStreamParser {
             }
             StreamEvent::MessageStop => self.done = true,
             StreamEvent::Error { error } => {
-                return Err(envelope_error(&self.provider, &error, data));
+                return Err(envelope_error(&self.provider, &self.secrets, &error, data));
             }
             StreamEvent::Ping | StreamEvent::Unknown => {}
         }
@@ -221,19 +236,9 @@ impl AnthropicStreamParser {
     }
 }
 
-impl StreamParser for AnthropicStreamParser {
-    fn push(&mut self, bytes: &[u8], out: &mut Vec<LlmChunk>) -> Result<(), LlmError> {
-        let mut events = std::mem::take(&mut self.events);
-        let decoded = self.sse.push(bytes, &mut events);
-        let mut result = Ok(());
-        for e in events.drain(..) {
-            result = self.event(&e.data, out);
-            if result.is_err() {
-                break;
-            }
-        }
-        self.events = events;
-        result.and(decoded)
+impl SseDialect for AnthropicEvents {
+    fn event(&mut self, event: &SseEvent, out: &mut Vec<LlmChunk>) -> Result<(), LlmError> {
+        self.data(&event.data, out)
     }
 
     fn finish(&mut self, _out: &mut Vec<LlmChunk>) -> Result<(), LlmError> {

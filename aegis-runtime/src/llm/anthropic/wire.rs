@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::error::{LlmError, bound_excerpt, map_http_status, redact_secrets};
+use crate::error::{KnownSecrets, LlmError, bound_excerpt};
 pub(crate) use crate::llm::decode::{parse_error, tool_arguments};
 use crate::llm::{FinishReason, LlmRequest, LlmResponse, LlmRole, LlmUsage, ToolCall};
 
@@ -150,8 +150,10 @@ pub(crate) struct WireUsage {
 struct MessagesResponse {
     #[serde(default)]
     model: String,
+    /// No default: a 200 without `content` (`{}`, `{"status":"queued"}`)
+    /// is not a completion, and must not read as an empty answer.
     #[serde(default)]
-    content: Vec<ContentBlock>,
+    content: Option<Vec<ContentBlock>>,
     #[serde(default)]
     stop_reason: Option<String>,
     #[serde(default)]
@@ -188,16 +190,26 @@ pub(crate) fn stop_reason(s: &str) -> FinishReason {
 }
 
 /// Decodes a 200 body. An error envelope inside it is an error.
-pub(crate) fn decode_response(provider: &str, body: &[u8]) -> Result<LlmResponse, LlmError> {
+pub(crate) fn decode_response(
+    provider: &str,
+    secrets: &KnownSecrets,
+    body: &[u8],
+) -> Result<LlmResponse, LlmError> {
     let parsed: MessagesResponse =
-        serde_json::from_slice(body).map_err(|e| parse_error(provider, "response", &e))?;
+        serde_json::from_slice(body).map_err(|e| parse_error(provider, secrets, "response", &e))?;
     if let Some(err) = parsed.error {
         return Err(envelope_error(
             provider,
+            secrets,
             &err,
             &String::from_utf8_lossy(body),
         ));
     }
+    let Some(content) = parsed.content else {
+        return Err(LlmError::ParseError(format!(
+            "{provider}: the response is not a message (no `content`)"
+        )));
+    };
     let mut response = LlmResponse {
         model: parsed.model,
         finish_reason: parsed.stop_reason.as_deref().map(stop_reason),
@@ -207,7 +219,7 @@ pub(crate) fn decode_response(provider: &str, body: &[u8]) -> Result<LlmResponse
         }),
         ..Default::default()
     };
-    for block in parsed.content {
+    for block in content {
         match block {
             ContentBlock::Text { text } => response.content.push_str(&text),
             ContentBlock::ToolUse { id, name, input } => {
@@ -244,19 +256,24 @@ fn status_of(kind: &str) -> Option<u16> {
 
 /// A 403 from Anthropic is a `permission_error`: the key is not allowed to
 /// use the resource, a credential problem rather than a malformed request.
-fn permission_denied(provider: &str, body: &str) -> LlmError {
+fn permission_denied(provider: &str, secrets: &KnownSecrets, body: &str) -> LlmError {
     LlmError::AuthenticationError(bound_excerpt(&format!(
         "{provider}: permission denied: {}",
-        redact_secrets(body)
+        secrets.redact(body)
     )))
 }
 
 /// The adapter-specific pre-check of a non-2xx body, ahead of the shared
 /// table: a 403 is a credential problem, and an `overloaded_error` is an
 /// overload (529) whatever status carried it.
-pub(crate) fn pre_check(provider: &str, status: u16, body: &str) -> Option<LlmError> {
+pub(crate) fn pre_check(
+    provider: &str,
+    secrets: &KnownSecrets,
+    status: u16,
+    body: &str,
+) -> Option<LlmError> {
     if status == 403 {
-        return Some(permission_denied(provider, body));
+        return Some(permission_denied(provider, secrets, body));
     }
     #[derive(Deserialize)]
     struct Envelope {
@@ -264,12 +281,18 @@ pub(crate) fn pre_check(provider: &str, status: u16, body: &str) -> Option<LlmEr
     }
     let envelope: Envelope = serde_json::from_str(body).ok()?;
     (envelope.error.kind.as_deref() == Some("overloaded_error") && status != 529)
-        .then(|| map_http_status(provider, 529, body, &[]))
+        .then(|| secrets.map_http_status(provider, 529, body, &[]))
 }
 
 /// An error envelope inside a 200 body or an event stream: its type says
 /// which status it stands for (an unknown type is a failed 2xx, Unknown).
-pub(crate) fn envelope_error(provider: &str, err: &WireError, raw: &str) -> LlmError {
+pub(crate) fn envelope_error(
+    provider: &str,
+    secrets: &KnownSecrets,
+    err: &WireError,
+    raw: &str,
+) -> LlmError {
     let status = err.kind.as_deref().and_then(status_of).unwrap_or(200);
-    pre_check(provider, status, raw).unwrap_or_else(|| map_http_status(provider, status, raw, &[]))
+    pre_check(provider, secrets, status, raw)
+        .unwrap_or_else(|| secrets.map_http_status(provider, status, raw, &[]))
 }

@@ -1,28 +1,76 @@
 //! The OpenAI-compatible chat-completions adapter (OpenAI, and the servers
 //! that speak its API: Ollama, vLLM, llama.cpp, ...).
+//!
+//! # Wire contract
+//!
+//! What a server must speak for this adapter, and all it reads of what the
+//! server answers (anything else in a body is ignored):
+//!
+//! - **Request.** `POST {base_url}/chat/completions` with a JSON body:
+//!   `model` (the adapter's own model if set, else the request's),
+//!   `messages` (each `role` = `system` | `user` | `assistant` | `tool`,
+//!   `content`, and `tool_calls` / `tool_call_id` where they apply),
+//!   `temperature`, `max_tokens` and `stop` (only when set), `tools` (only
+//!   when any: `{"type": "function", "function": {name, description,
+//!   parameters}}`) and `stream` (`true` or `false`). Headers: `Authorization:
+//!   Bearer <key>` when a key is set; `Accept: text/event-stream` when
+//!   streaming.
+//! - **Streaming is the default.** [`PaladinExecutionService`](crate::PaladinExecutionService)
+//!   calls [`LlmPort::generate_stream`] unless built `with_streaming(false)`,
+//!   so a Paladin node sends `"stream": true` and expects Server-Sent Events:
+//!   `data: {json}` events, ending with `data: [DONE]`. Of each event it
+//!   reads `choices[0].delta.content` (text), `choices[0].delta.tool_calls[]`
+//!   (`index`, `id`, `function.name`, `function.arguments` fragments, joined
+//!   by `index`, else by `id`), `choices[0].finish_reason` and `usage`
+//!   (`prompt_tokens`, `completion_tokens`). A stream that ends before
+//!   `[DONE]` and before any finish reason is an error, and one event may be
+//!   at most `with_max_event_bytes` (16 MiB by default).
+//! - **Whole responses** (`generate`, `"stream": false`) read `model`,
+//!   `choices[0].message.content`, `choices[0].message.tool_calls[]`
+//!   (`id`, `function.name`, `function.arguments` as a JSON string),
+//!   `choices[0].finish_reason` (`stop`, `length`, `tool_calls` /
+//!   `function_call`, `content_filter`, anything else kept as `Other`) and
+//!   `usage`; the body is bounded like one streamed event. No choice at all
+//!   is a parse error.
+//! - **Errors.** A non-2xx status is classified by
+//!   [`map_http_status`](crate::map_http_status) (408, 425, 429 and 5xx
+//!   transient; a 429's `retry-after-ms` / `retry-after` header is kept),
+//!   except an `{"error": {"code": ..}}` envelope whose `code` is
+//!   `context_length_exceeded` or `content_filter` /
+//!   `content_policy_violation`, which maps to its own variant. An `error`
+//!   envelope inside a 200 body or a stream event is an error too (its
+//!   numeric `code`, or a `server_error` type, standing in for the status).
+//!   Error bodies are read up to 64 KiB and redacted of the key.
 
 mod stream;
 mod wire;
 
-pub use stream::OpenAiStreamParser;
+pub use stream::{OpenAiEvents, OpenAiStreamParser};
 
 use async_trait::async_trait;
 use reqwest::header::{ACCEPT, AUTHORIZATION, HeaderMap, HeaderValue};
 use std::fmt;
 
 use super::http::{
-    AdapterConfigError, HttpEndpoint, chunk_stream, endpoint_builders, read_body, secret_header,
+    AdapterConfigError, HttpEndpoint, chunk_stream, endpoint_builders, secret_header,
 };
 use super::{LlmPort, LlmRequest, LlmResponse, LlmStream};
-use crate::error::LlmError;
+use crate::error::{KnownSecrets, LlmError};
+
+/// The public OpenAI API, version segment included (the base-URL convention
+/// of both HTTP adapters).
+pub const OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
 
 /// An [`LlmPort`] over an OpenAI-compatible `POST {base_url}/chat/completions`
 /// endpoint, with SSE streaming and tool calls.
 ///
-/// `base_url` includes the API version segment, as `OPENAI_BASE_URL` does:
-/// `https://api.openai.com/v1`, `http://localhost:11434/v1` (Ollama),
-/// `http://localhost:8000/v1` (vLLM), `http://localhost:8080/v1` (llama.cpp).
-/// The key, when set, is sent as `Authorization: Bearer ...` and never
+/// **Base URL convention (both HTTP adapters):** `base_url` is the API root
+/// *including* its version segment, as `OPENAI_BASE_URL` is; the adapter
+/// appends only the resource (`chat/completions`, `messages`). A trailing
+/// `/` is ignored.
+/// [`OPENAI_BASE_URL`] is `https://api.openai.com/v1`; others:
+/// `http://localhost:11434/v1` (Ollama), `http://localhost:8000/v1` (vLLM),
+/// `http://localhost:8080/v1` (llama.cpp). The key, when set, is sent as `Authorization: Bearer ...` and never
 /// appears in `Debug` output or errors.
 ///
 /// Errors: a connection failure is [`LlmError::NetworkError`] (a transport
@@ -33,29 +81,30 @@ use crate::error::LlmError;
 /// [`LlmError::ParseError`].
 ///
 /// ```
-/// use aegis_runtime::{LlmPort, OpenAiCompatibleAdapter};
-/// let ollama = OpenAiCompatibleAdapter::new("http://localhost:11434/v1")
+/// use aegis_runtime::{LlmPort, OpenAiCompatibleLlmAdapter};
+/// let ollama = OpenAiCompatibleLlmAdapter::new("http://localhost:11434/v1")
 ///     .unwrap()
 ///     .with_provider_name("ollama")
 ///     .with_model("llama3.2");
 /// assert_eq!(ollama.get_provider_name(), "ollama");
 /// ```
 #[derive(Clone)]
-pub struct OpenAiCompatibleAdapter {
+pub struct OpenAiCompatibleLlmAdapter {
     endpoint: HttpEndpoint,
 }
 
-impl fmt::Debug for OpenAiCompatibleAdapter {
+impl fmt::Debug for OpenAiCompatibleLlmAdapter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.endpoint.debug(f, "OpenAiCompatibleAdapter")
+        self.endpoint.debug(f, "OpenAiCompatibleLlmAdapter")
     }
 }
 
-impl OpenAiCompatibleAdapter {
-    /// An adapter for the server at `base_url`, named `"openai"`, with no key
-    /// and the requests' own model.
+impl OpenAiCompatibleLlmAdapter {
+    /// An adapter for the server at `base_url` (version segment included:
+    /// [`OPENAI_BASE_URL`]), named `"openai"`, with no key and the requests'
+    /// own model.
     pub fn new(base_url: impl AsRef<str>) -> Result<Self, AdapterConfigError> {
-        Ok(OpenAiCompatibleAdapter {
+        Ok(OpenAiCompatibleLlmAdapter {
             endpoint: HttpEndpoint::new(base_url.as_ref(), "chat/completions", "openai")?,
         })
     }
@@ -89,24 +138,50 @@ impl OpenAiCompatibleAdapter {
 }
 
 #[async_trait]
-impl LlmPort for OpenAiCompatibleAdapter {
+impl LlmPort for OpenAiCompatibleLlmAdapter {
     async fn generate(&self, request: &LlmRequest) -> Result<LlmResponse, LlmError> {
-        let response = self.send(request, false).await?;
-        let status = response.status().as_u16();
-        let body = read_body(&self.endpoint.provider, response).await?;
-        wire::decode_response(&self.endpoint.provider, status, &body)
+        self.generate_once(request)
+            .await
+            .map_err(|e| e.scrubbed(&self.endpoint.secrets))
     }
 
     async fn generate_stream(&self, request: &LlmRequest) -> Result<LlmStream, LlmError> {
-        let response = self.send(request, true).await?;
-        Ok(chunk_stream(
-            &self.endpoint.provider,
-            response,
-            OpenAiStreamParser::new(self.endpoint.provider.clone()),
-        ))
+        self.stream_once(request)
+            .await
+            .map_err(|e| e.scrubbed(&self.endpoint.secrets))
     }
 
     fn get_provider_name(&self) -> &str {
         &self.endpoint.provider
+    }
+
+    fn known_secrets(&self) -> KnownSecrets {
+        self.endpoint.secrets.clone()
+    }
+}
+
+impl OpenAiCompatibleLlmAdapter {
+    async fn generate_once(&self, request: &LlmRequest) -> Result<LlmResponse, LlmError> {
+        let response = self.send(request, false).await?;
+        let status = response.status().as_u16();
+        let body = self.endpoint.read_body(response).await?;
+        wire::decode_response(
+            &self.endpoint.provider,
+            &self.endpoint.secrets,
+            status,
+            &body,
+        )
+    }
+
+    async fn stream_once(&self, request: &LlmRequest) -> Result<LlmStream, LlmError> {
+        let response = self.send(request, true).await?;
+        Ok(chunk_stream(
+            &self.endpoint.provider,
+            &self.endpoint.secrets,
+            response,
+            OpenAiStreamParser::new(self.endpoint.provider.clone())
+                .with_secrets(self.endpoint.secrets.clone())
+                .with_max_event_bytes(self.endpoint.max_event_bytes),
+        ))
     }
 }

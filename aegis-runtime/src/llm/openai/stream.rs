@@ -2,12 +2,13 @@
 //! `data: [DONE]`, with tool calls arriving as indexed fragments.
 
 use serde::Deserialize;
+use std::collections::HashMap;
 
 use super::wire::{
     WireError, WireUsage, envelope_error, finish_reason, parse_error, tool_arguments,
 };
-use crate::error::LlmError;
-use crate::llm::sse::{SseDecoder, SseEvent, StreamParser};
+use crate::error::{KnownSecrets, LlmError};
+use crate::llm::sse::{SseDialect, SseEvent, SseStreamParser};
 use crate::llm::{LlmChunk, LlmUsage, ToolCall};
 
 #[derive(Deserialize)]
@@ -56,20 +57,20 @@ struct FunctionDelta {
 
 #[derive(Debug, Default)]
 struct PartialTool {
-    index: Option<u64>,
     id: String,
     name: String,
     arguments: String,
 }
 
 /// Parses an OpenAI-compatible chat-completions event stream into
-/// [`LlmChunk`]s.
+/// [`LlmChunk`]s: the shared SSE framing with the [`OpenAiEvents`] dialect.
 ///
 /// Text deltas become text chunks; tool-call fragments become empty
 /// (progress) chunks and are assembled into whole [`ToolCall`]s delivered on
-/// the chunk carrying the finish reason. An `error` object in the stream is
-/// mapped like an error body; invalid JSON is a [`LlmError::ParseError`]; a
-/// body that ends before `[DONE]` (and before any finish reason) is a
+/// the chunk carrying the finish reason, in time linear in the number of
+/// fragments. An `error` object in the stream is mapped like an error body;
+/// invalid JSON, or an event over the bound, is a [`LlmError::ParseError`];
+/// a body that ends before `[DONE]` (and before any finish reason) is a
 /// truncated stream, also a `ParseError`.
 ///
 /// ```
@@ -80,30 +81,49 @@ struct PartialTool {
 /// p.finish(&mut chunks).unwrap();
 /// assert_eq!(chunks[0].content, "Hi");
 /// ```
-#[derive(Debug)]
-pub struct OpenAiStreamParser {
-    provider: String,
-    sse: SseDecoder,
-    events: Vec<SseEvent>,
-    tools: Vec<PartialTool>,
-    finished: bool,
-    done: bool,
-}
+#[doc(hidden)]
+pub type OpenAiStreamParser = SseStreamParser<OpenAiEvents>;
 
 impl OpenAiStreamParser {
     /// A parser for a stream from `provider` (named in errors).
     pub fn new(provider: impl Into<String>) -> Self {
-        OpenAiStreamParser {
+        SseStreamParser::from_dialect(OpenAiEvents {
             provider: provider.into(),
-            sse: SseDecoder::new(),
-            events: Vec::new(),
+            secrets: KnownSecrets::default(),
             tools: Vec::new(),
+            by_index: HashMap::new(),
+            by_id: HashMap::new(),
             finished: false,
             done: false,
-        }
+        })
     }
 
-    fn event(&mut self, data: &str, out: &mut Vec<LlmChunk>) -> Result<(), LlmError> {
+    /// Removes `secrets` from every error this parser returns, before it is
+    /// bounded (the adapters pass their key and registered secrets).
+    pub fn with_secrets(mut self, secrets: KnownSecrets) -> Self {
+        self.dialect.secrets = secrets;
+        self
+    }
+}
+
+/// The chat-completions events of an [`OpenAiStreamParser`].
+#[derive(Debug)]
+#[doc(hidden)]
+pub struct OpenAiEvents {
+    provider: String,
+    secrets: KnownSecrets,
+    /// Calls in the order they opened.
+    tools: Vec<PartialTool>,
+    /// Where each call sits in `tools`, by its index and by its id: a
+    /// fragment finds its call in constant time, never by a rescan.
+    by_index: HashMap<u64, usize>,
+    by_id: HashMap<String, usize>,
+    finished: bool,
+    done: bool,
+}
+
+impl OpenAiEvents {
+    fn data(&mut self, data: &str, out: &mut Vec<LlmChunk>) -> Result<(), LlmError> {
         if self.done {
             return Ok(());
         }
@@ -112,9 +132,15 @@ impl OpenAiStreamParser {
             return self.flush_tools(None, out);
         }
         let event: StreamEvent = serde_json::from_str(data)
-            .map_err(|e| parse_error(&self.provider, "stream event", &e))?;
+            .map_err(|e| parse_error(&self.provider, &self.secrets, "stream event", &e))?;
         if let Some(err) = event.error {
-            return Err(envelope_error(&self.provider, 200, &err, data));
+            return Err(envelope_error(
+                &self.provider,
+                &self.secrets,
+                200,
+                &err,
+                data,
+            ));
         }
         let mut chunk = LlmChunk {
             usage: event.usage.map(LlmUsage::from),
@@ -146,22 +172,31 @@ impl OpenAiStreamParser {
 
     fn tool_fragment(&mut self, t: ToolDelta) {
         let found = match (t.index, &t.id) {
-            (Some(i), _) => self.tools.iter().position(|p| p.index == Some(i)),
-            (None, Some(id)) => self.tools.iter().position(|p| &p.id == id),
+            (Some(i), _) => self.by_index.get(&i).copied(),
+            (None, Some(id)) => self.by_id.get(id).copied(),
             (None, None) => self.tools.len().checked_sub(1),
         };
-        let slot = match found {
-            Some(i) => &mut self.tools[i],
+        let pos = match found {
+            Some(pos) => pos,
             None => {
-                self.tools.push(PartialTool {
-                    index: t.index,
-                    ..Default::default()
-                });
-                let last = self.tools.len() - 1;
-                &mut self.tools[last]
+                let pos = self.tools.len();
+                self.tools.push(PartialTool::default());
+                if let Some(i) = t.index {
+                    self.by_index.insert(i, pos);
+                }
+                pos
             }
         };
-        if let Some(id) = t.id {
+        let Some(slot) = self.tools.get_mut(pos) else {
+            return;
+        };
+        if let Some(id) = t.id
+            && slot.id != id
+        {
+            if self.by_id.get(&slot.id) == Some(&pos) {
+                self.by_id.remove(&slot.id);
+            }
+            self.by_id.insert(id.clone(), pos);
             slot.id = id;
         }
         if let Some(f) = t.function {
@@ -181,10 +216,13 @@ impl OpenAiStreamParser {
         last: Option<(LlmChunk, crate::llm::FinishReason)>,
         out: &mut Vec<LlmChunk>,
     ) -> Result<(), LlmError> {
+        self.by_index.clear();
+        self.by_id.clear();
         let calls = std::mem::take(&mut self.tools)
             .into_iter()
             .map(|p| {
-                let arguments = tool_arguments(&self.provider, &p.name, &p.arguments)?;
+                let arguments =
+                    tool_arguments(&self.provider, &self.secrets, &p.name, &p.arguments)?;
                 Ok(ToolCall {
                     id: p.id,
                     name: p.name,
@@ -208,19 +246,9 @@ impl OpenAiStreamParser {
     }
 }
 
-impl StreamParser for OpenAiStreamParser {
-    fn push(&mut self, bytes: &[u8], out: &mut Vec<LlmChunk>) -> Result<(), LlmError> {
-        let mut events = std::mem::take(&mut self.events);
-        let decoded = self.sse.push(bytes, &mut events);
-        let mut result = Ok(());
-        for e in events.drain(..) {
-            result = self.event(&e.data, out);
-            if result.is_err() {
-                break;
-            }
-        }
-        self.events = events;
-        result.and(decoded)
+impl SseDialect for OpenAiEvents {
+    fn event(&mut self, event: &SseEvent, out: &mut Vec<LlmChunk>) -> Result<(), LlmError> {
+        self.data(&event.data, out)
     }
 
     fn finish(&mut self, out: &mut Vec<LlmChunk>) -> Result<(), LlmError> {

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::error::{LlmError, map_http_status, redact_excerpt};
+use crate::error::{KnownSecrets, LlmError};
 pub(crate) use crate::llm::decode::{parse_error, tool_arguments};
 use crate::llm::{FinishReason, LlmMessage, LlmRequest, LlmResponse, LlmRole, LlmUsage, ToolCall};
 
@@ -206,14 +206,16 @@ pub(crate) fn finish_reason(s: &str) -> FinishReason {
 /// Decodes a 200 body. An error envelope inside it is an error.
 pub(crate) fn decode_response(
     provider: &str,
+    secrets: &KnownSecrets,
     status: u16,
     body: &[u8],
 ) -> Result<LlmResponse, LlmError> {
     let parsed: ChatResponse =
-        serde_json::from_slice(body).map_err(|e| parse_error(provider, "response", &e))?;
+        serde_json::from_slice(body).map_err(|e| parse_error(provider, secrets, "response", &e))?;
     if let Some(err) = parsed.error {
         return Err(envelope_error(
             provider,
+            secrets,
             status,
             &err,
             &String::from_utf8_lossy(body),
@@ -229,7 +231,8 @@ pub(crate) fn decode_response(
         .tool_calls
         .into_iter()
         .map(|c| {
-            let arguments = tool_arguments(provider, &c.function.name, &c.function.arguments)?;
+            let arguments =
+                tool_arguments(provider, secrets, &c.function.name, &c.function.arguments)?;
             Ok(ToolCall {
                 id: c.id,
                 name: c.function.name,
@@ -249,15 +252,20 @@ pub(crate) fn decode_response(
 
 /// The adapter-specific pre-check of a non-2xx body: error codes with a
 /// dedicated variant. Everything else is left to `map_http_status`.
-pub(crate) fn pre_check(provider: &str, _status: u16, body: &str) -> Option<LlmError> {
+pub(crate) fn pre_check(
+    provider: &str,
+    secrets: &KnownSecrets,
+    _status: u16,
+    body: &str,
+) -> Option<LlmError> {
     let envelope: ErrorEnvelope = serde_json::from_str(body).ok()?;
-    dedicated(provider, &envelope.error?)
+    dedicated(provider, secrets, &envelope.error?)
 }
 
-fn dedicated(provider: &str, err: &WireError) -> Option<LlmError> {
+fn dedicated(provider: &str, secrets: &KnownSecrets, err: &WireError) -> Option<LlmError> {
     let code = err.code.as_ref().and_then(Value::as_str)?;
     let message = || {
-        redact_excerpt(&format!(
+        secrets.redact_excerpt(&format!(
             "{provider}: {}",
             err.message.as_deref().unwrap_or(code)
         ))
@@ -273,8 +281,14 @@ fn dedicated(provider: &str, err: &WireError) -> Option<LlmError> {
 /// servers do this, also mid-stream). Its numeric `code`, or a
 /// `server_error` type, stands in for the status; otherwise the 2xx status
 /// itself goes to the table, which classifies a failed 2xx as Unknown.
-pub(crate) fn envelope_error(provider: &str, status: u16, err: &WireError, raw: &str) -> LlmError {
-    if let Some(e) = dedicated(provider, err) {
+pub(crate) fn envelope_error(
+    provider: &str,
+    secrets: &KnownSecrets,
+    status: u16,
+    err: &WireError,
+    raw: &str,
+) -> LlmError {
+    if let Some(e) = dedicated(provider, secrets, err) {
         return e;
     }
     let numeric = err
@@ -290,5 +304,5 @@ pub(crate) fn envelope_error(provider: &str, status: u16, err: &WireError, raw: 
         Some("server_error") => 500,
         _ => status,
     });
-    map_http_status(provider, status, raw, &[])
+    secrets.map_http_status(provider, status, raw, &[])
 }

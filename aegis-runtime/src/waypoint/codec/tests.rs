@@ -1,8 +1,11 @@
+//! Round trips of the waypoint row codec, and a fixture of the current format
+//! that must keep decoding.
+
 use super::*;
-use crate::engine::{AttemptRecord, NodeStatus};
 use crate::error::{NodeError, NodeErrorSource, Transience};
 use crate::graph::{Directive, NextStep};
 use crate::state::initial_state;
+use crate::waypoint::{AttemptRecord, NodeStatus};
 use serde_json::json;
 use std::time::Duration;
 
@@ -48,6 +51,9 @@ fn waypoint(seq: u64, state: Battlefield) -> Waypoint {
         parley: None,
         visits: imbl::OrdMap::from_iter([(NodeId::new("n"), seq as u32)]),
         fingerprint: "fp".into(),
+        manifest: None,
+        previous_graph: None,
+        handled: Vec::new(),
         created_at: at(1_700_000_000 + seq),
     }
 }
@@ -179,6 +185,7 @@ fn a_snapshot_comes_when_the_chain_is_long_or_outweighs_the_last_snapshot() {
         seq: 0,
         state: Battlefield::new(),
         fingerprint: String::new(),
+        manifest: None,
         chain_len,
         chain_bytes,
         snapshot_bytes: 100,
@@ -238,7 +245,7 @@ fn a_delta_without_its_base_or_garbage_is_corrupt() {
     assert!(matches!(err, StoreError::Corrupt { seq: 0, .. }), "{err:?}");
 }
 
-// The fixture: the rows of one thread as the current format writes them,
+// The fixtures: the rows of one thread as the current format writes them,
 // one row per line. Decoding it must give the waypoints built below, and
 // encoding those must give the very same bytes, so a format change shows up
 // here as a deliberate diff. Set AEGIS_WRITE_FIXTURES=1 to rewrite it after
@@ -246,10 +253,67 @@ fn a_delta_without_its_base_or_garbage_is_corrupt() {
 // format's decoder).
 const FIXTURE_PATH: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
+    "/tests/fixtures/waypoint_format_v2.jsonl"
+);
+
+/// The same thread as format 1 wrote it (before manifests).
+const V1_FIXTURE_PATH: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
     "/tests/fixtures/waypoint_format_v1.jsonl"
 );
 
+fn manifest(kind_of_b: &str) -> Arc<GraphManifest> {
+    use crate::graph::{FieldShape, NodeShape};
+    let node = |id: &str, kind: &str| {
+        (
+            NodeId::new(id),
+            NodeShape {
+                kind: kind.into(),
+                worker: false,
+            },
+        )
+    };
+    Arc::new(GraphManifest {
+        nodes: [
+            node("a", "function:a"),
+            node("b", kind_of_b),
+            node("c", "gate"),
+        ]
+        .into(),
+        fields: schema()
+            .fields()
+            .iter()
+            .map(|f| {
+                let shape = FieldShape {
+                    dispatch: f.dispatch,
+                    has_default: f.default.is_some(),
+                    required: f.required,
+                };
+                (f.name.clone(), shape)
+            })
+            .collect(),
+    })
+}
+
+/// The fixture thread as format 2 writes it: with manifests, and moved onto
+/// another graph (by a migration) before its last waypoint.
 fn fixture_thread() -> Vec<Waypoint> {
+    let mut thread = fixture_thread_v1();
+    for w in &mut thread {
+        w.manifest = Some(manifest("paladin:answer"));
+    }
+    for w in &mut thread[4..] {
+        w.fingerprint = "v7:fedcba9876543210".into();
+        w.manifest = Some(manifest("function:b"));
+        w.previous_graph = Some(PreviousGraph {
+            fingerprint: "v1:0123456789abcdef".into(),
+            migrated: true,
+        });
+    }
+    thread
+}
+
+fn fixture_thread_v1() -> Vec<Waypoint> {
     let s0 = initial_state(
         &schema(),
         &json!({"question": "¿Qué hora es? 🕰 \u{0000}\u{fffd}", "log": []}),
@@ -296,6 +360,9 @@ fn fixture_thread() -> Vec<Waypoint> {
         parley: None,
         visits: imbl::OrdMap::new(),
         fingerprint: "v1:0123456789abcdef".into(),
+        manifest: None,
+        previous_graph: None,
+        handled: Vec::new(),
         created_at: at(1_700_000_000),
     };
     let w1 = Waypoint {
@@ -325,6 +392,7 @@ fn fixture_thread() -> Vec<Waypoint> {
                 next: NextStep::Goto(NodeId::new("a")),
             },
             record: record("c", NodeStatus::Succeeded, Vec::new()),
+            handled: None,
         })]),
         records: vec![record(
             "b",
@@ -418,9 +486,70 @@ fn the_checked_in_fixture_decodes_and_is_what_this_version_writes() {
                 .is_some()
         })
         .collect();
-    assert_eq!(kinds, [true, false, true, false, false]);
+    assert_eq!(kinds, [true, false, false, true, false]);
+    // The manifest travels with the fingerprint: in snapshots, and in the
+    // delta row where the graph changed, nowhere else.
+    let manifests: Vec<bool> = fixture
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l)
+                .unwrap()
+                .get("manifest")
+                .is_some()
+        })
+        .collect();
+    assert_eq!(manifests, [true, false, false, true, true]);
     assert_eq!(
         fixture, encoded,
         "the waypoint format changed: bump WAYPOINT_FORMAT_VERSION and add a fixture for it"
     );
+}
+
+#[test]
+fn the_format_1_fixture_still_decodes_without_manifests() {
+    let expected = fixture_thread_v1();
+    let fixture = std::fs::read_to_string(V1_FIXTURE_PATH).unwrap();
+    assert!(fixture.lines().all(|l| l.starts_with(r#"{"format":1,"#)));
+    let mut decoder = ChainDecoder::new("fixture");
+    let decoded: Vec<Waypoint> = fixture
+        .lines()
+        .enumerate()
+        .map(|(seq, line)| decoder.push(seq as u64, line.as_bytes()).unwrap())
+        .collect();
+    assert_eq!(decoded.len(), expected.len());
+    for (d, e) in decoded.iter().zip(&expected) {
+        assert!(d.manifest.is_none() && d.previous_graph.is_none());
+        assert_eq!(json_of(d), json_of(e), "waypoint #{}", e.seq);
+    }
+}
+
+#[test]
+fn handled_failures_round_trip_and_a_row_without_them_reads_none() {
+    use crate::waypoint::{HandledFailure, HandlerKind};
+    let s0 = initial_state(&schema(), &json!({"log": ["a"]})).unwrap();
+    let s1 = step(&s0, json!({"log": "b"}));
+    let mut w1 = waypoint(1, s1);
+    w1.handled = vec![HandledFailure {
+        node_id: NodeId::new("book"),
+        task_key: Some("q-3".into()),
+        superstep: 1,
+        error: NodeError::new(
+            NodeId::new("book"),
+            2,
+            Transience::Transient,
+            NodeErrorSource::Function {
+                message: "down".into(),
+            },
+        ),
+        handler: HandlerKind::Route {
+            to: NodeId::new("cancel"),
+        },
+    }];
+    let waypoints = [waypoint(0, s0), w1];
+    let (rows, decoded) = round_trip(&waypoints, RULE);
+    assert!(!rows[1].snapshot, "carried by a delta row too");
+    assert_eq!(decoded[1].handled, waypoints[1].handled);
+    assert!(decoded[0].handled.is_empty());
+    let first: Value = serde_json::from_slice(&rows[0].payload).unwrap();
+    assert!(first.get("handled").is_none(), "absent when none: {first}");
 }

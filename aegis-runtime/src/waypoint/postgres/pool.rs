@@ -1,244 +1,82 @@
-//! A small connection pool: at most `size` connections, each with the
-//! store's statements prepared once. A broken connection is dropped and
-//! replaced on demand.
+//! The connection pool every PostgreSQL part of aegis uses (the waypoint
+//! store and the run queue): `deadpool-postgres`, over the rustls connector
+//! the connection string's `sslmode` asks for.
+//!
+//! `pool_size` is deadpool's `max_size`. Connections open lazily, a caller
+//! waits while all are lent out (deadpool's default: no wait timeout, as
+//! the store's own pool did), and a connection found closed on return is
+//! dropped and replaced on demand ([`RecyclingMethod::Fast`]). Statements
+//! are prepared once per connection through deadpool's statement cache.
 
-use std::ops::Deref;
-use std::sync::Mutex;
-use tokio::sync::{Semaphore, SemaphorePermit};
-use tokio_postgres::types::Type;
-use tokio_postgres::{Client, Config, NoTls, Statement};
+use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, PoolError, RecyclingMethod};
+use tokio_postgres::Config;
+use tokio_postgres::config::SslMode;
+use tokio_postgres_rustls::MakeRustlsConnect;
 
-use super::backend;
-use crate::waypoint::StoreError;
+use super::error::connect_error;
+use crate::error::StoreError;
 
-/// The store's statements, prepared on one connection.
-pub(super) struct Statements {
-    pub(super) put_first: Statement,
-    pub(super) put_next: Statement,
-    pub(super) next_seq: Statement,
-    pub(super) latest: Statement,
-    pub(super) history: Statement,
-    pub(super) row_stats: Statement,
+/// The waypoint table's columns, in the order every insert lists them.
+pub(super) const WAYPOINT_COLUMNS: &str =
+    "(thread_id, seq, superstep, status, is_snapshot, created_at_ms, payload)";
+
+/// The connector a configuration needs: none for `sslmode=disable`, rustls
+/// otherwise (see [`super::tls`]).
+pub(crate) fn tls_for(
+    config: &Config,
+    verify: super::tls::Verify,
+) -> Result<Option<MakeRustlsConnect>, StoreError> {
+    match config.get_ssl_mode() {
+        SslMode::Disable => Ok(None),
+        _ => super::tls::connector(verify).map(Some),
+    }
 }
 
-/// A connection and its statements.
-pub(super) struct Conn {
-    pub(super) client: Client,
-    pub(super) statements: Statements,
-}
-
-pub(super) struct Pool {
+/// A pool of at most `size` (at least 1) connections to one server, and
+/// that server's configuration (to describe a failed connection without its
+/// password). Cloning shares the pool.
+#[derive(Clone)]
+pub(crate) struct PgPool {
+    pool: Pool,
     config: Config,
-    quoted_schema: String,
-    idle: Mutex<Vec<Conn>>,
-    permits: Semaphore,
 }
 
-/// Where a connection attempt went, without credentials.
-pub(super) fn describe(config: &Config) -> String {
-    let hosts: Vec<String> = config
-        .get_hosts()
-        .iter()
-        .map(|h| match h {
-            tokio_postgres::config::Host::Tcp(name) => name.clone(),
-            tokio_postgres::config::Host::Unix(path) => path.display().to_string(),
-        })
-        .collect();
-    let ports: Vec<String> = config.get_ports().iter().map(u16::to_string).collect();
-    format!(
-        "host={} port={} dbname={} user={}",
-        if hosts.is_empty() {
-            "localhost".to_string()
-        } else {
-            hosts.join(",")
-        },
-        if ports.is_empty() {
-            "5432".to_string()
-        } else {
-            ports.join(",")
-        },
-        config.get_dbname().unwrap_or("(default)"),
-        config.get_user().unwrap_or("(default)"),
-    )
-}
-
-/// Opens one connection, driving it on a spawned task.
-pub(super) async fn connect(config: &Config) -> Result<Client, StoreError> {
-    let (client, connection) = config.connect(NoTls).await.map_err(|e| {
-        StoreError::Backend(format!(
-            "postgres: cannot connect ({}): {e}",
-            describe(config)
-        ))
-    })?;
-    tokio::spawn(async move {
-        if let Err(e) = connection.await {
-            tracing::warn!(error = %e, "aegis: a PostgreSQL waypoint connection failed");
-        }
-    });
-    Ok(client)
-}
-
-impl Pool {
-    pub(super) fn new(config: Config, quoted_schema: String, size: usize) -> Self {
-        Pool {
-            config,
-            quoted_schema,
-            idle: Mutex::new(Vec::new()),
-            permits: Semaphore::new(size.max(1)),
-        }
-    }
-
-    /// Adds a connection that is already open (the one that migrated).
-    pub(super) async fn adopt(&self, client: Client) -> Result<(), StoreError> {
-        let conn = self.prepare(client).await?;
-        self.idle
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(conn);
-        Ok(())
-    }
-
-    /// A connection, waiting while all `size` are in use.
-    pub(super) async fn get(&self) -> Result<Lease<'_>, StoreError> {
-        let permit = self
-            .permits
-            .acquire()
-            .await
-            .map_err(|_| StoreError::Backend("postgres: the pool is closed".to_string()))?;
-        let reusable = {
-            let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
-            idle.retain(|c| !c.client.is_closed());
-            idle.pop()
+impl PgPool {
+    /// A pool of at most `size` (at least 1) connections to `config`,
+    /// through `tls` when `sslmode` asks for it. No connection opens yet.
+    pub(crate) fn new(
+        config: Config,
+        tls: Option<MakeRustlsConnect>,
+        size: usize,
+    ) -> Result<Self, StoreError> {
+        let tls = match tls {
+            Some(tls) => tls,
+            // `sslmode=disable`: tokio-postgres never invokes the connector,
+            // but the manager's type needs one.
+            None => super::tls::connector(super::tls::Verify::None)?,
         };
-        let conn = match reusable {
-            Some(c) => c,
-            None => self.prepare(connect(&self.config).await?).await?,
-        };
-        Ok(Lease {
-            pool: self,
-            conn: Some(conn),
-            _permit: permit,
-        })
-    }
-
-    async fn prepare(&self, client: Client) -> Result<Conn, StoreError> {
-        let s = &self.quoted_schema;
-        let columns = "(thread_id, seq, superstep, status, is_snapshot, created_at_ms, payload)";
-        let put_first = client
-            .prepare_typed(
-                &format!(
-                    "WITH t AS (INSERT INTO {s}.aegis_threads (thread_id, next_seq, snapshot_seq) \
-                     VALUES ($1, 1, 0) ON CONFLICT (thread_id) DO NOTHING RETURNING thread_id) \
-                     INSERT INTO {s}.aegis_waypoints {columns} \
-                     SELECT thread_id, 0, $2, $3, TRUE, $4, $5 FROM t"
-                ),
-                &[Type::TEXT, Type::INT8, Type::TEXT, Type::INT8, Type::BYTEA],
-            )
-            .await
-            .map_err(backend)?;
-        let put_next = client
-            .prepare_typed(
-                &format!(
-                    "WITH t AS (UPDATE {s}.aegis_threads SET next_seq = $2 + 1, \
-                     snapshot_seq = CASE WHEN $5 THEN $2 ELSE snapshot_seq END \
-                     WHERE thread_id = $1 AND next_seq = $2 RETURNING thread_id) \
-                     INSERT INTO {s}.aegis_waypoints {columns} \
-                     SELECT thread_id, $2, $3, $4, $5, $6, $7 FROM t"
-                ),
-                &[
-                    Type::TEXT,
-                    Type::INT8,
-                    Type::INT8,
-                    Type::TEXT,
-                    Type::BOOL,
-                    Type::INT8,
-                    Type::BYTEA,
-                ],
-            )
-            .await
-            .map_err(backend)?;
-        let next_seq = client
-            .prepare_typed(
-                &format!("SELECT next_seq FROM {s}.aegis_threads WHERE thread_id = $1"),
-                &[Type::TEXT],
-            )
-            .await
-            .map_err(backend)?;
-        let latest = client
-            .prepare_typed(
-                &format!(
-                    "SELECT w.seq, w.payload FROM {s}.aegis_waypoints w \
-                     JOIN {s}.aegis_threads t ON t.thread_id = w.thread_id \
-                     WHERE t.thread_id = $1 AND w.seq >= t.snapshot_seq ORDER BY w.seq"
-                ),
-                &[Type::TEXT],
-            )
-            .await
-            .map_err(backend)?;
-        let history = client
-            .prepare_typed(
-                &format!(
-                    "SELECT seq, payload FROM {s}.aegis_waypoints \
-                     WHERE thread_id = $1 ORDER BY seq"
-                ),
-                &[Type::TEXT],
-            )
-            .await
-            .map_err(backend)?;
-        let row_stats = client
-            .prepare_typed(
-                &format!(
-                    "SELECT seq, is_snapshot, octet_length(payload)::BIGINT \
-                     FROM {s}.aegis_waypoints WHERE thread_id = $1 ORDER BY seq"
-                ),
-                &[Type::TEXT],
-            )
-            .await
-            .map_err(backend)?;
-        Ok(Conn {
-            client,
-            statements: Statements {
-                put_first,
-                put_next,
-                next_seq,
-                latest,
-                history,
-                row_stats,
+        let manager = Manager::from_config(
+            config.clone(),
+            tls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
             },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(size.max(1))
+            .build()
+            .map_err(|e| StoreError::Backend(format!("postgres: cannot build the pool: {e}")))?;
+        Ok(PgPool { pool, config })
+    }
+
+    /// A connection, waiting while all are lent out; it goes back to the
+    /// pool when dropped.
+    pub(crate) async fn get(&self) -> Result<Object, StoreError> {
+        self.pool.get().await.map_err(|e| match e {
+            // deadpool retries a connection that fails its recycle check by
+            // opening another, so a backend error is a failed connect.
+            PoolError::Backend(e) => connect_error(&self.config, &e),
+            other => StoreError::Backend(format!("postgres: no connection: {other}")),
         })
-    }
-}
-
-/// A connection on loan; it goes back to the pool when dropped, unless it
-/// broke.
-pub(super) struct Lease<'a> {
-    pool: &'a Pool,
-    conn: Option<Conn>,
-    _permit: SemaphorePermit<'a>,
-}
-
-impl Deref for Lease<'_> {
-    type Target = Conn;
-
-    fn deref(&self) -> &Conn {
-        // `conn` is only taken in `drop`.
-        match &self.conn {
-            Some(c) => c,
-            None => unreachable!("a lease's connection is taken only when it is dropped"),
-        }
-    }
-}
-
-impl Drop for Lease<'_> {
-    fn drop(&mut self) {
-        if let Some(conn) = self.conn.take()
-            && !conn.client.is_closed()
-        {
-            self.pool
-                .idle
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push(conn);
-        }
     }
 }

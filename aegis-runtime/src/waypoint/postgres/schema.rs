@@ -3,7 +3,7 @@
 use tokio_postgres::Client;
 
 use super::backend;
-use crate::waypoint::StoreError;
+use crate::error::StoreError;
 
 /// The schema version this build creates, and the newest it opens.
 pub const POSTGRES_SCHEMA_VERSION: u32 = 1;
@@ -36,7 +36,7 @@ const MIGRATIONS: [&str; POSTGRES_SCHEMA_VERSION as usize] = [
 const MIGRATION_LOCK: i32 = 0x4165_6769; // "Aegi"
 
 /// `schema` if it is a plain identifier, quoted for use in SQL.
-pub(super) fn quote_schema(schema: &str) -> Result<String, StoreError> {
+pub(crate) fn quote_schema(schema: &str) -> Result<String, StoreError> {
     let mut chars = schema.chars();
     let plain = matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')

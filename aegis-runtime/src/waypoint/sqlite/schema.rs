@@ -3,7 +3,7 @@
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior};
 
 use super::backend;
-use crate::waypoint::StoreError;
+use crate::error::StoreError;
 
 /// The schema version this build creates, and the newest it opens.
 pub const SQLITE_SCHEMA_VERSION: u32 = 1;

@@ -1,3 +1,5 @@
+//! `SqliteWaypointStore` on temporary database files.
+
 use super::*;
 use crate::state::Battlefield;
 use crate::waypoint::WaypointStatus;
@@ -46,6 +48,9 @@ fn waypoint(thread: &str, seq: u64, state: serde_json::Value) -> Waypoint {
         parley: None,
         visits: imbl::OrdMap::new(),
         fingerprint: "fp".into(),
+        manifest: None,
+        previous_graph: None,
+        handled: Vec::new(),
         created_at: SystemTime::now(),
     }
 }
@@ -202,4 +207,26 @@ async fn rows_are_deltas_after_a_snapshot() {
         latest.state.get("items"),
         Some(&json!((0..9).collect::<Vec<u64>>()))
     );
+}
+
+#[tokio::test]
+async fn ids_no_store_holds_are_refused_before_any_query() {
+    let dir = TempDb::new("ids");
+    let store = SqliteWaypointStore::open(dir.path()).await.unwrap();
+    for id in ["", "a\0b"] {
+        assert!(matches!(
+            store.row_stats(id).await,
+            Err(StoreError::InvalidThreadId(_))
+        ));
+        assert!(matches!(
+            store.put(waypoint(id, 0, json!({}))).await,
+            Err(StoreError::InvalidThreadId(_))
+        ));
+    }
+    // SQLite itself would have stored the NUL id: nothing was written.
+    let rows: i64 = Connection::open(dir.path())
+        .unwrap()
+        .query_row("SELECT count(*) FROM aegis_waypoints", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(rows, 0);
 }

@@ -8,9 +8,10 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
 
 use super::{backend, seq_from_sql};
+use crate::error::StoreError;
+use crate::waypoint::Waypoint;
 use crate::waypoint::codec::{self, SnapshotRule};
 use crate::waypoint::tips::{Tip, TipCache};
-use crate::waypoint::{StoreError, Waypoint};
 
 /// The most writes one transaction commits.
 const MAX_BATCH: usize = 256;

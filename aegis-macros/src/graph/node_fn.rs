@@ -1,0 +1,360 @@
+//! `__graph_node!`: the check of an `#[aegis]` function's attribute against
+//! the graph that names it, and the builder call adding it.
+//!
+//! `graph!` invokes the function's descriptor macro (`attr::descriptor`)
+//! with its own input; the descriptor calls back here with that input and
+//! the attribute's tokens. So one proc macro sees both sides, and each
+//! mistake is a plain `error:` at the offending token: the id graph!
+//! declares, the route target, error field, absorbed field or cache key
+//! field the attribute names, or the `Sum` in the schema. (The previous
+//! design compared them in a `const fn` that panicked: rustc's
+//! "evaluation panicked", at the node's name.)
+
+use proc_macro2::TokenStream;
+use quote::quote;
+use syn::parse::{Parse, ParseStream};
+use syn::{Ident, LitBool, LitInt, LitStr, braced, parenthesized};
+
+use super::check::{self, Graph, Node, Owner, Scope, Site, check_policy};
+use super::expand::add_fn_node;
+use super::parse::{GraphInput, NodeKind};
+use crate::attr::crate_site;
+use crate::errors::Errors;
+use crate::names::name_of;
+use crate::policy;
+
+/// `mode index (g) (p) { graph input } site fn valid { attribute args }`:
+/// the first five from `graph!`, the rest from the descriptor.
+struct Callback {
+    /// `add` (emit the builder call) or `check` (graph! has errors of its
+    /// own and adds nothing).
+    add: bool,
+    index: usize,
+    graph_var: Ident,
+    private: TokenStream,
+    input: TokenStream,
+    site: LitStr,
+    fn_name: Ident,
+    valid: bool,
+    args: TokenStream,
+}
+
+impl Parse for Callback {
+    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+        let mode: Ident = input.parse()?;
+        let index: LitInt = input.parse()?;
+        let graph_var;
+        parenthesized!(graph_var in input);
+        let private;
+        parenthesized!(private in input);
+        let graph;
+        braced!(graph in input);
+        let site: LitStr = input.parse()?;
+        let fn_name: Ident = input.parse()?;
+        let valid: LitBool = input.parse()?;
+        let args;
+        braced!(args in input);
+        Ok(Callback {
+            add: mode == "add",
+            index: index.base10_parse()?,
+            graph_var: graph_var.parse()?,
+            private: private.parse()?,
+            input: graph.parse()?,
+            site,
+            fn_name,
+            valid: valid.value,
+            args: args.parse()?,
+        })
+    }
+}
+
+pub(crate) fn expand(input: TokenStream) -> TokenStream {
+    match syn::parse2::<Callback>(input) {
+        Ok(call) => expand_call(&call),
+        Err(e) => e.to_compile_error(),
+    }
+}
+
+fn expand_call(call: &Callback) -> TokenStream {
+    // graph! parsed this input before it called the descriptor, and
+    // reported its own errors: only the graph's names are wanted here.
+    let graph = match syn::parse2::<GraphInput>(call.input.clone()) {
+        Ok(input) => check::check(input).graph,
+        Err(e) => return e.to_compile_error(),
+    };
+    let Some(node) = graph.nodes.get(call.index) else {
+        return internal("node index");
+    };
+    let NodeKind::Fn(path) = &node.decl.kind else {
+        return internal("node kind");
+    };
+    let mut errors = Errors::new();
+    if call.valid {
+        check_attribute(call, node, path, &graph, &mut errors);
+    }
+    let add = call.add.then(|| {
+        add_fn_node(
+            path,
+            node.decl.worker.is_some(),
+            &call.graph_var,
+            &call.private,
+        )
+    });
+    let errors = errors.finish().err().map(|e| e.to_compile_error());
+    quote!(#errors #add)
+}
+
+/// graph! and this callback come from one crate, so this does not happen.
+fn internal(what: &str) -> TokenStream {
+    let message = format!(
+        "internal error in graph!: the {what} passed to an #[aegis] descriptor is wrong; please report it"
+    );
+    quote!(::core::compile_error!(#message);)
+}
+
+/// The attribute's id against the name graph! declares it under, then (if
+/// graph! did not give the node its own Aegis) every name the attribute
+/// uses against the graph's schema and nodes.
+fn check_attribute(
+    call: &Callback,
+    node: &Node,
+    path: &syn::Path,
+    graph: &Graph,
+    errors: &mut Errors,
+) {
+    let mut ignored = Errors::new();
+    let spec = policy::parse_and_validate(call.args.clone(), &mut ignored);
+    if !ignored.is_empty() {
+        // Reported by the attribute, which then marks itself not valid:
+        // this is only a descriptor from another version of the macros.
+        return;
+    }
+    let fn_name = name_of(&call.fn_name);
+    let id = spec
+        .id
+        .as_ref()
+        .map_or_else(|| fn_name.clone(), |(id, ..)| id.clone());
+    let declared = name_of(&node.decl.id);
+    if id != declared {
+        let message = if spec.id.is_none() {
+            format!(
+                "graph! declares the function `{fn_name}` as the node `{declared}`, but its node id is `{id}`: declare it as plain `{fn_name}`, or give it `#[aegis(id = \"{declared}\")]`"
+            )
+        } else if syn::parse_str::<Ident>(&id).is_ok() {
+            format!(
+                "the function `{fn_name}` is the node `{id}` (its #[aegis] sets `id = \"{id}\"`), and graph! names nodes by id: declare it as `{id} = {}`",
+                quote!(#path).to_string().replace(' ', "")
+            )
+        } else {
+            format!(
+                "the function `{fn_name}` is the node `{id}` (its #[aegis] sets the id), which is not an identifier graph! can name: use an identifier id, or add it with `WarGraph::add_aegis_node`"
+            )
+        };
+        errors.error(node.decl.id.span(), message);
+    }
+    if node.own.is_some() {
+        // graph! gave the node its own Aegis, which replaces the
+        // attribute's, and graph! checked that one itself.
+        return;
+    }
+    let anchor = path
+        .segments
+        .last()
+        .map_or_else(|| node.decl.id.span(), |s| s.ident.span());
+    let site = Site::Attribute {
+        fn_name: &fn_name,
+        anchor,
+        local: call.site.value() == crate_site(),
+    };
+    let owner = Owner {
+        decl: &node.decl,
+        id,
+    };
+    check_policy(&spec, Some(&owner), &Scope::of(graph), site, errors);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The callback's expansion for node `index` of `graph`, as the
+    /// descriptor of `fn_name` with these attribute `args` calls it.
+    fn callback(
+        mode: &str,
+        index: usize,
+        graph: TokenStream,
+        fn_name: &str,
+        valid: bool,
+        args: TokenStream,
+    ) -> String {
+        let mode = Ident::new(mode, proc_macro2::Span::call_site());
+        let index = proc_macro2::Literal::usize_unsuffixed(index);
+        let fn_name = Ident::new(fn_name, proc_macro2::Span::call_site());
+        let site = crate_site();
+        expand(quote! {
+            #mode #index (__aegis_graph) (::aegis::__private) { #graph }
+            #site #fn_name #valid { #args }
+        })
+        .to_string()
+    }
+
+    fn errors(out: &str) -> usize {
+        out.matches("compile_error").count()
+    }
+
+    #[test]
+    fn checks_the_attribute_against_the_graph_and_adds_the_node() {
+        let graph = quote! {
+            schema { book_error: LastWrite, booking: LastWrite }
+            nodes { book, refnd = node(spec()) }
+            edges { START -> book -> END }
+        };
+        let out = callback(
+            "add",
+            0,
+            graph.clone(),
+            "book",
+            true,
+            quote!(
+                on_error(route = refund),
+                cache(ttl = "1m", key = fields(bookng))
+            ),
+        );
+        assert_eq!(errors(&out), 2, "{out}");
+        assert!(
+            out.contains("route target `refund` (in the #[aegis] of `book`) is not a node of this graph: declare it in `nodes { .. }` (did you mean `refnd`?)"),
+            "{out}"
+        );
+        assert!(
+            out.contains("cache key field `bookng` (in the #[aegis] of `book`)"),
+            "{out}"
+        );
+        assert!(out.contains("add_aegis_node"), "{out}");
+
+        let out = callback("add", 0, graph, "book", true, quote!(retry(max = 2)));
+        assert_eq!(errors(&out), 0, "{out}");
+        assert!(
+            out.contains("__aegis_graph . add_aegis_node (book { })"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn a_broken_attribute_is_added_unchecked() {
+        let graph = quote!(nodes { book } edges { START -> book -> END });
+        // The attribute reported its own mistake and sent no tokens.
+        let out = callback("add", 0, graph, "book", false, quote!());
+        assert_eq!(errors(&out), 0, "{out}");
+        assert!(out.contains("add_aegis_node"), "{out}");
+    }
+
+    #[test]
+    fn check_mode_reports_and_adds_nothing() {
+        let graph = quote!(nodes { book } edges { START -> book -> ghost });
+        let out = callback(
+            "check",
+            0,
+            graph,
+            "book",
+            true,
+            quote!(on_error(absorb(x = 1))),
+        );
+        assert_eq!(errors(&out), 1, "{out}");
+        assert!(out.contains("absorbed field `x`"), "{out}");
+        assert!(!out.contains("add_aegis_node"), "{out}");
+    }
+
+    #[test]
+    fn an_override_in_graph_replaces_the_attribute_but_not_its_id() {
+        let graph = quote! {
+            nodes { #[aegis(retry)] other = book }
+            edges { START -> other -> END }
+        };
+        let out = callback(
+            "add",
+            0,
+            graph,
+            "book",
+            true,
+            quote!(on_error(route = nowhere)),
+        );
+        assert_eq!(errors(&out), 1, "{out}");
+        assert!(
+            out.contains(
+                "graph! declares the function `book` as the node `other`, but its node id is `book`"
+            ),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn ids_set_by_the_attribute_are_named_by_id() {
+        let graph = quote!(nodes { nodes::book } edges { START -> book -> END });
+        let out = callback("add", 0, graph.clone(), "book", true, quote!(id = "booker"));
+        assert!(
+            out.contains("graph! names nodes by id: declare it as `booker = nodes::book`"),
+            "{out}"
+        );
+        let out = callback("add", 0, graph, "book", true, quote!(id = "book-it"));
+        assert!(
+            out.contains("which is not an identifier graph! can name"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn worker_templates_are_added_as_such_and_cannot_route() {
+        let graph = quote! {
+            schema { score_error: LastWrite }
+            nodes { worker score, cancel }
+            edges { START -> cancel -> END }
+        };
+        let out = callback(
+            "add",
+            0,
+            graph,
+            "score",
+            true,
+            quote!(on_error(route = cancel)),
+        );
+        assert_eq!(errors(&out), 1, "{out}");
+        assert!(
+            out.contains("`score` is declared a worker template, and its #[aegis] routes failures to `cancel`"),
+            "{out}"
+        );
+        assert!(out.contains("add_worker_template"), "{out}");
+        assert!(out.contains("attach_aegis"), "{out}");
+    }
+
+    #[test]
+    fn a_sum_error_field_is_reported_once() {
+        let graph = quote! {
+            schema { failures: Sum = 0 }
+            nodes { book, cancel }
+            edges { START -> book -> END }
+        };
+        let out = callback(
+            "add",
+            0,
+            graph,
+            "book",
+            true,
+            quote!(on_error(route = cancel, error_field = failures)),
+        );
+        assert_eq!(errors(&out), 1, "{out}");
+        assert!(
+            out.contains(
+                "error field `failures` (in the #[aegis] of `book`) is declared `Sum` here"
+            ),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn malformed_callback_input_is_an_error_not_a_panic() {
+        let out = expand(quote!(add x)).to_string();
+        assert!(out.contains("compile_error"), "{out}");
+        let out = callback("add", 7, quote!(nodes { book }), "book", true, quote!());
+        assert!(out.contains("internal error in graph!"), "{out}");
+    }
+}

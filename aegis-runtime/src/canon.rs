@@ -1,0 +1,298 @@
+//! The one canonical byte encoding everything Aegis hashes goes through: the
+//! graph fingerprint, node cache keys and the Paladin configuration
+//! fingerprint.
+//!
+//! A digest stored today (in a waypoint, in a cache key) must be recomputed
+//! identically by the next build, so the encoding depends on nothing a build
+//! can change:
+//!
+//! - every item is tagged and every variable-length item is length-prefixed,
+//!   so two different inputs never produce the same bytes by moving a
+//!   boundary (`"ab" + "c"` versus `"a" + "bc"`);
+//! - JSON objects are encoded by sorted key, never in `serde_json::Map`'s
+//!   iteration order, which becomes insertion order as soon as any crate in
+//!   the build enables serde_json's `preserve_order`;
+//! - a JSON number is encoded by its value, never by its text (which
+//!   `arbitrary_precision` preserves as written): `1`, `1.0` and `1e0` are
+//!   one number and encode alike.
+//!
+//! A leaf module: it imports nothing from the crate, so every folder may use it.
+
+use serde_json::{Number, Value};
+use sha2::{Digest, Sha256};
+
+/// A SHA-256 hasher fed through the canonical encoding.
+pub(crate) struct Canon(Sha256);
+
+impl Canon {
+    /// A hasher whose stream starts with `domain`, so digests made for
+    /// different purposes never coincide.
+    pub(crate) fn new(domain: &str) -> Self {
+        let mut c = Canon(Sha256::new());
+        c.str(domain);
+        c
+    }
+
+    fn tag(&mut self, tag: u8) {
+        self.0.update([tag]);
+    }
+
+    fn len(&mut self, n: usize) {
+        self.0.update((n as u64).to_le_bytes());
+    }
+
+    fn bytes(&mut self, b: &[u8]) {
+        self.len(b.len());
+        self.0.update(b);
+    }
+
+    /// A length-prefixed UTF-8 string.
+    pub(crate) fn str(&mut self, s: &str) -> &mut Self {
+        self.tag(b's');
+        self.bytes(s.as_bytes());
+        self
+    }
+
+    /// A count (of the items that follow, say).
+    pub(crate) fn count(&mut self, n: usize) -> &mut Self {
+        self.tag(b'n');
+        self.len(n);
+        self
+    }
+
+    /// An unsigned integer.
+    pub(crate) fn u64(&mut self, n: u64) -> &mut Self {
+        self.tag(b'u');
+        self.0.update(n.to_le_bytes());
+        self
+    }
+
+    /// A flag.
+    pub(crate) fn bool(&mut self, b: bool) -> &mut Self {
+        self.tag(b'b');
+        self.0.update([u8::from(b)]);
+        self
+    }
+
+    /// The absence of a value, distinct from JSON `null`.
+    pub(crate) fn absent(&mut self) -> &mut Self {
+        self.tag(b'-');
+        self
+    }
+
+    /// A JSON value: objects by sorted key, numbers by their canonical text.
+    pub(crate) fn json(&mut self, v: &Value) -> &mut Self {
+        match v {
+            Value::Null => self.tag(b'0'),
+            Value::Bool(b) => {
+                self.tag(b'?');
+                self.0.update([u8::from(*b)]);
+            }
+            Value::Number(n) => {
+                self.tag(b'#');
+                self.bytes(canonical_number(n).as_bytes());
+            }
+            Value::String(s) => {
+                self.tag(b'"');
+                self.bytes(s.as_bytes());
+            }
+            Value::Array(items) => {
+                self.tag(b'[');
+                self.len(items.len());
+                for item in items {
+                    self.json(item);
+                }
+            }
+            Value::Object(map) => {
+                self.tag(b'{');
+                self.len(map.len());
+                let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+                entries.sort_by(|a, b| a.0.cmp(b.0));
+                for (k, item) in entries {
+                    self.bytes(k.as_bytes());
+                    self.json(item);
+                }
+            }
+        }
+        self
+    }
+
+    /// A serialisable value, through its JSON form (so through [`Canon::json`]
+    /// and its sorted keys). A value serde cannot express as JSON (a map
+    /// with non-string keys) is encoded as its error, which is as stable as
+    /// the type itself.
+    pub(crate) fn serialize(&mut self, v: &impl serde::Serialize) -> &mut Self {
+        match serde_json::to_value(v) {
+            Ok(value) => self.json(&value),
+            Err(e) => {
+                self.tag(b'!');
+                self.bytes(e.to_string().as_bytes());
+                self
+            }
+        }
+    }
+
+    /// The digest, as 64 lowercase hex digits.
+    pub(crate) fn hex(self) -> String {
+        hex(&self.0.finalize())
+    }
+}
+
+/// The one text of a JSON number's value.
+///
+/// Integers (and floats with no fractional part that fit in 64 bits) are
+/// written in decimal with no exponent; other floats in Rust's shortest
+/// round-trip scientific form (`1.5e-7`). `-0` is `0`.
+fn canonical_number(n: &Number) -> String {
+    if let Some(u) = n.as_u64() {
+        return u.to_string();
+    }
+    if let Some(i) = n.as_i64() {
+        return i.to_string();
+    }
+    match n.as_f64() {
+        Some(f) if f.is_finite() => {
+            if f.fract() == 0.0 {
+                // 2^64 and -2^63 are exact in f64, so the casts are exact.
+                if f == 0.0 {
+                    return "0".to_owned();
+                }
+                if (0.0..18_446_744_073_709_551_616.0).contains(&f) {
+                    return (f as u64).to_string();
+                }
+                if (-9_223_372_036_854_775_808.0..0.0).contains(&f) {
+                    return (f as i64).to_string();
+                }
+            }
+            format!("{f:e}")
+        }
+        // Only reachable with `arbitrary_precision`, for a number beyond
+        // f64's range: its text is all there is.
+        _ => n.to_string(),
+    }
+}
+
+/// Lowercase hex of `bytes`.
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    bytes
+        .iter()
+        .fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn digest(f: impl FnOnce(&mut Canon)) -> String {
+        let mut h = Canon::new("test");
+        f(&mut h);
+        h.hex()
+    }
+
+    fn of(v: Value) -> String {
+        digest(|h| {
+            h.json(&v);
+        })
+    }
+
+    #[test]
+    fn boundaries_cannot_shift() {
+        assert_ne!(
+            digest(|h| {
+                h.str("ab").str("c");
+            }),
+            digest(|h| {
+                h.str("a").str("bc");
+            })
+        );
+        assert_ne!(of(json!(["a,b"])), of(json!(["a", "b"])));
+        assert_ne!(of(json!({"ab": "c"})), of(json!({"a": "bc"})));
+    }
+
+    #[test]
+    fn object_key_order_does_not_matter_but_values_and_types_do() {
+        let mut a = serde_json::Map::new();
+        a.insert("x".into(), json!(1));
+        a.insert("y".into(), json!({"q": 1, "p": 2}));
+        let mut b = serde_json::Map::new();
+        b.insert("y".into(), json!({"p": 2, "q": 1}));
+        b.insert("x".into(), json!(1));
+        assert_eq!(of(Value::Object(a)), of(Value::Object(b)));
+        assert_ne!(of(json!("1")), of(json!(1)));
+        assert_ne!(of(json!(true)), of(json!(1)));
+        assert_ne!(
+            of(Value::Null),
+            digest(|h| {
+                h.absent();
+            })
+        );
+        assert_ne!(
+            digest(|h| {
+                h.u64(1);
+            }),
+            digest(|h| {
+                h.count(1);
+            })
+        );
+    }
+
+    #[test]
+    fn a_number_is_encoded_by_its_value_not_its_text() {
+        assert_eq!(of(json!(1)), of(json!(1.0)));
+        assert_eq!(of(json!(100)), of(json!(1e2)));
+        assert_eq!(of(json!(0)), of(json!(-0.0)));
+        assert_eq!(of(json!(-3)), of(json!(-3.0)));
+        assert_eq!(of(json!(u64::MAX)), of(json!(u64::MAX)));
+        assert_ne!(of(json!(1)), of(json!(1.5)));
+        assert_ne!(of(json!(-1)), of(json!(1)));
+        // Parsed from different texts of one value.
+        let parsed = |s: &str| of(serde_json::from_str(s).unwrap());
+        assert_eq!(parsed("[1.50, 2E3]"), parsed("[1.5, 2000]"));
+        assert_eq!(parsed("0.1"), parsed("1e-1"));
+    }
+
+    #[test]
+    fn canonical_number_texts() {
+        let t = |v: Value| match v {
+            Value::Number(n) => canonical_number(&n),
+            _ => unreachable!(),
+        };
+        assert_eq!(t(json!(1.0)), "1");
+        assert_eq!(t(json!(-0.0)), "0");
+        assert_eq!(t(json!(-2.0)), "-2");
+        assert_eq!(t(json!(1.5e-7)), "1.5e-7");
+        assert_eq!(t(json!(0.1)), "1e-1");
+        assert_eq!(t(json!(1e300)), "1e300");
+        assert_eq!(t(json!(i64::MIN)), i64::MIN.to_string());
+        assert_eq!(t(json!(u64::MAX)), u64::MAX.to_string());
+    }
+
+    #[test]
+    fn serialize_goes_through_sorted_json() {
+        #[derive(serde::Serialize)]
+        struct S {
+            b: u32,
+            a: Option<String>,
+        }
+        assert_eq!(
+            digest(|h| {
+                h.serialize(&S { b: 2, a: None });
+            }),
+            of(json!({"a": null, "b": 2}))
+        );
+    }
+
+    #[test]
+    fn domains_separate_digests() {
+        let a = Canon::new("one").hex();
+        let b = Canon::new("two").hex();
+        assert_ne!(a, b);
+        assert_eq!(a.len(), 64);
+        assert!(a.bytes().all(|c| c.is_ascii_hexdigit()));
+    }
+}

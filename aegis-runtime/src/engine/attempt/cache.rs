@@ -1,0 +1,86 @@
+//! The cache rule: consulted once, before attempt 1 and outside the
+//! interceptor chain; only the node's own success is stored.
+
+use super::record::Recorder;
+use super::{ActivationCtx, ActivationResult};
+use crate::cache::{CacheKey, derive_key};
+use crate::engine::WarEngine;
+use crate::graph::Directive;
+use crate::id::NodeId;
+use crate::state::Battlefield;
+use crate::trace::{AttemptStatus, TraceEvent};
+use crate::waypoint::{NodeStatus, WaypointStore};
+
+impl<S: WaypointStore> WarEngine<S> {
+    /// The node's cache key, when it has a cache policy and the engine a
+    /// backend. A key that cannot be derived (an input that does not render)
+    /// is a miss that is never stored.
+    pub(super) fn cache_key(
+        &self,
+        act: &ActivationCtx<'_>,
+        state: &Battlefield,
+        node_id: &NodeId,
+    ) -> Option<CacheKey> {
+        let policy = act.aegis.cache.as_ref()?;
+        self.node_cache.as_ref()?;
+        match derive_key(
+            act.fingerprint,
+            node_id,
+            act.spec,
+            &policy.key,
+            state,
+            act.task.map(|t| (t.task_key.as_str(), &t.payload)),
+        ) {
+            Ok(key) => Some(key),
+            Err(e) => {
+                tracing::warn!(node_id = %node_id, error = %e, "no cache key; running uncached");
+                None
+            }
+        }
+    }
+
+    /// The activation served from the cache, when `key` has a live entry.
+    pub(super) async fn cache_hit(
+        &self,
+        act: &ActivationCtx<'_>,
+        key: Option<&CacheKey>,
+        node_id: &NodeId,
+        rec: &mut Recorder,
+    ) -> Option<ActivationResult> {
+        let (key, cache) = (key?, self.node_cache.as_ref()?);
+        let entry = cache.lookup(act.schema, key).await.into_hit()?;
+        let duration = rec.elapsed();
+        self.emit(TraceEvent::NodeFinished {
+            thread_id: act.thread_id.to_string(),
+            superstep: act.superstep,
+            node_id: node_id.clone(),
+            task_key: act.task.map(|t| t.task_key.clone()),
+            attempt: 1,
+            status: AttemptStatus::Succeeded,
+            cache_hit: true,
+            duration,
+        });
+        let mut record = rec.finish(NodeStatus::Succeeded, 1);
+        record.cache_hit = true;
+        Some(ActivationResult::Done {
+            directive: Directive::edges(entry.delta),
+            record,
+            handled: None,
+        })
+    }
+
+    /// Stores a success under `key` for the policy's TTL. The handle refuses
+    /// any directive but an Edges-routed one.
+    pub(super) async fn cache_store(
+        &self,
+        act: &ActivationCtx<'_>,
+        key: Option<&CacheKey>,
+        directive: &Directive,
+    ) {
+        if let (Some(key), Some(cache), Some(policy)) =
+            (key, &self.node_cache, act.aegis.cache.as_ref())
+        {
+            cache.store(act.schema, key, directive, policy.ttl).await;
+        }
+    }
+}

@@ -1,0 +1,189 @@
+//! The timeout rules: each attempt runs under the tightest of its run
+//! timeout and the run deadline, its idle window, and cancellation plus the
+//! shutdown grace. A result that arrives past a bound is no result.
+
+use std::time::Duration;
+use tokio::time::Instant;
+
+use super::{ActivationCtx, AttemptEnd};
+use crate::deadline::deadline_after;
+use crate::engine::WarEngine;
+use crate::error::{EngineError, NodeError, NodeErrorSource, TimeoutKind, Transience};
+use crate::graph::{Directive, HeartbeatHandle, NodeContext, NodeSpec};
+use crate::id::NodeId;
+use crate::state::Battlefield;
+use crate::waypoint::WaypointStore;
+
+/// When one `start`/`resume` call runs out of time
+/// (`EngineLimits::run_timeout`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RunDeadline {
+    started: Instant,
+    limit: Option<Duration>,
+}
+
+impl RunDeadline {
+    /// A deadline `limit` from now; none without a limit.
+    pub(crate) fn new(limit: Option<Duration>) -> Self {
+        RunDeadline {
+            started: Instant::now(),
+            limit,
+        }
+    }
+
+    /// The instant it passes; `None` without a limit, or when the limit is
+    /// too far away for an `Instant` to hold (no deadline at all).
+    pub(crate) fn at(&self) -> Option<Instant> {
+        self.limit.and_then(|l| deadline_after(self.started, l))
+    }
+
+    /// The run's error, once the deadline has passed.
+    pub(crate) fn exceeded(&self) -> Option<EngineError> {
+        let limit = self.limit?;
+        let elapsed = self.started.elapsed();
+        (elapsed >= limit).then_some(EngineError::RunTimeoutExceeded { elapsed, limit })
+    }
+
+    /// The run's error for an activation the deadline cut.
+    pub(crate) fn error(&self) -> EngineError {
+        EngineError::RunTimeoutExceeded {
+            elapsed: self.started.elapsed(),
+            limit: self.limit.unwrap_or_default(),
+        }
+    }
+}
+
+/// Sleeps until `deadline`, or forever without one.
+pub(super) async fn sleep_opt(deadline: Option<Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn idle_opt(heartbeat: &HeartbeatHandle, idle: Option<Duration>) {
+    match idle {
+        Some(i) => heartbeat.idle_for(i).await,
+        None => std::future::pending().await,
+    }
+}
+
+impl<S: WaypointStore> WarEngine<S> {
+    /// One attempt under its bounds. Dropping the attempt's future on
+    /// expiry discards its partial work.
+    pub(super) async fn bounded_attempt(
+        &self,
+        act: &ActivationCtx<'_>,
+        state: &Battlefield,
+        node_id: &NodeId,
+        attempt: u32,
+    ) -> AttemptEnd {
+        let timeout = act.aegis.timeout.as_ref();
+        let idle = timeout.and_then(|t| t.idle_timeout);
+        let heartbeat = if idle.is_some() {
+            HeartbeatHandle::tracking()
+        } else {
+            HeartbeatHandle::noop()
+        };
+        let ctx = NodeContext {
+            node_id: node_id.clone(),
+            thread_id: act.thread_id.clone(),
+            superstep: act.superstep,
+            attempt,
+            heartbeat: heartbeat.clone(),
+            cancellation: self.cancellation.clone(),
+            parley_response: act.parley_response.cloned(),
+            task: act.task.cloned(),
+        };
+        let run_timeout = timeout
+            .and_then(|t| t.run_timeout)
+            .and_then(|d| deadline_after(Instant::now(), d))
+            .map(|d| (d, TimeoutKind::Run));
+        // The run deadline wins ties: when both pass together the run is
+        // out of time.
+        let hard = match (run_timeout, act.run_deadline.at()) {
+            (Some((r, k)), Some(d)) if r < d => Some((r, k)),
+            (_, Some(d)) => Some((d, TimeoutKind::EngineRun)),
+            (r, None) => r,
+        };
+        let timed_out = |kind| {
+            AttemptEnd::Error(NodeError::new(
+                node_id.clone(),
+                attempt,
+                Transience::Transient,
+                NodeErrorSource::Timeout(kind),
+            ))
+        };
+        let finish = |r: Result<Directive, NodeError>| match r {
+            Ok(d) => AttemptEnd::Done(d),
+            // A child run halted by the shared token: this attempt shuts down too.
+            Err(e)
+                if e.source == NodeErrorSource::Cancelled && self.cancellation.is_cancelled() =>
+            {
+                AttemptEnd::Shutdown
+            }
+            Err(e) => AttemptEnd::Error(e),
+        };
+
+        // A node that held its thread (a blocking call) kept the timers from
+        // firing, but its attempt still overran: it is cut after the fact, by
+        // the bound that passed first. A result at exactly a deadline is in
+        // time.
+        let overdue = |grace_end: Option<Instant>| {
+            let now = Instant::now();
+            let idle_end = idle.and_then(|i| heartbeat.idle_deadline(i));
+            [
+                hard.map(|(d, k)| (d, Some(k))),
+                idle_end.map(|d| (d, Some(TimeoutKind::Idle))),
+                grace_end.map(|g| (g, None)),
+            ]
+            .into_iter()
+            .flatten()
+            .filter(|(d, _)| now > *d)
+            .min_by_key(|(d, _)| *d)
+            .map(|(_, kind)| match kind {
+                Some(k) => timed_out(k),
+                None => AttemptEnd::Shutdown,
+            })
+        };
+
+        let fut = self.execute_caught(act, state, ctx);
+        tokio::pin!(fut);
+        tokio::select! {
+            biased;
+            r = &mut fut => return overdue(None).unwrap_or_else(|| finish(r)),
+            _ = sleep_opt(hard.map(|h| h.0)) => {
+                return timed_out(hard.map_or(TimeoutKind::Run, |h| h.1));
+            }
+            _ = idle_opt(&heartbeat, idle) => return timed_out(TimeoutKind::Idle),
+            _ = self.cancellation.cancelled() => {}
+        }
+
+        // Cancelled: the attempt may finish within the shutdown grace, still
+        // under its own bounds (a stall past the idle window is no success).
+        // A Battalion is not cut at the grace: its child already gives its
+        // own attempts no more than this grace, then writes its Halted
+        // waypoint; cutting it here would drop the child mid-write.
+        let grace_end = match act.spec {
+            NodeSpec::Battalion { .. } => None,
+            // A grace too long for an `Instant` leaves the attempt to its
+            // own bounds.
+            _ => deadline_after(Instant::now(), act.shutdown_grace),
+        };
+        let (until, kind) = match (hard, grace_end) {
+            (Some((d, k)), Some(g)) if d < g => (Some(d), Some(k)),
+            (_, Some(g)) => (Some(g), None),
+            (Some((d, k)), None) => (Some(d), Some(k)),
+            (None, None) => (None, None),
+        };
+        tokio::select! {
+            biased;
+            r = &mut fut => overdue(grace_end).unwrap_or_else(|| finish(r)),
+            _ = sleep_opt(until) => match kind {
+                Some(k) => timed_out(k),
+                None => AttemptEnd::Shutdown,
+            },
+            _ = idle_opt(&heartbeat, idle) => timed_out(TimeoutKind::Idle),
+        }
+    }
+}

@@ -1,0 +1,83 @@
+//! Interceptors around each attempt: `before` may skip or fail it, `after`
+//! may drop or fail a success. The first that does not continue decides.
+
+use super::ActivationResult;
+use super::record::Recorder;
+use crate::engine::{InterceptorDecision, WarEngine};
+use crate::error::{NodeError, NodeErrorSource, Transience};
+use crate::graph::Directive;
+use crate::id::NodeId;
+use crate::state::{Battlefield, StateDelta};
+use crate::waypoint::{NodeStatus, WaypointStore};
+
+impl<S: WaypointStore> WarEngine<S> {
+    /// Runs every `before` hook; `Some` ends the activation before
+    /// `attempt` runs.
+    pub(super) async fn intercept_before(
+        &self,
+        node_id: &NodeId,
+        state: &Battlefield,
+        attempt: u32,
+        rec: &mut Recorder,
+    ) -> Option<ActivationResult> {
+        for i in &self.interceptors {
+            match i.before(node_id, state).await {
+                InterceptorDecision::Continue => {}
+                other => return Some(stopped(other, node_id, attempt, rec)),
+            }
+        }
+        None
+    }
+
+    /// Runs every `after` hook on a success: the activation's end.
+    pub(super) async fn intercept_after(
+        &self,
+        node_id: &NodeId,
+        directive: Directive,
+        attempt: u32,
+        rec: &mut Recorder,
+    ) -> ActivationResult {
+        for i in &self.interceptors {
+            match i.after(node_id, &directive).await {
+                InterceptorDecision::Continue => {}
+                other => return stopped(other, node_id, attempt, rec),
+            }
+        }
+        ActivationResult::Done {
+            directive,
+            record: rec.finish(NodeStatus::Succeeded, attempt),
+            handled: None,
+        }
+    }
+}
+
+/// What a `Skip` or `Fail` decision makes of the activation.
+fn stopped(
+    decision: InterceptorDecision,
+    node_id: &NodeId,
+    attempt: u32,
+    rec: &mut Recorder,
+) -> ActivationResult {
+    match decision {
+        InterceptorDecision::Fail(message) => rec.failed(
+            NodeError::new(
+                node_id.clone(),
+                attempt,
+                Transience::Permanent,
+                NodeErrorSource::Interceptor { message },
+            ),
+            attempt,
+        ),
+        // `Continue` is never passed here.
+        InterceptorDecision::Skip | InterceptorDecision::Continue => ActivationResult::Done {
+            directive: Directive::edges(StateDelta::new()),
+            record: rec.finish(
+                NodeStatus::Skipped {
+                    reason: "interceptor".to_string(),
+                },
+                attempt,
+            ),
+            handled: None,
+        },
+    }
+}

@@ -1,0 +1,185 @@
+//! One activation of a node, in the guide's order: the cache is consulted
+//! once; on a miss, attempts run under their timeouts, failed ones retried
+//! with backoff; a success is stored in the cache, a final failure goes to
+//! the node's error handler. Each rule lives in a file of its own:
+//!
+//! | rule | file |
+//! |---|---|
+//! | cache lookup and store | [`cache`] |
+//! | interceptors around each attempt | [`intercept`] |
+//! | run / idle / grace deadlines, the run deadline | [`deadline`] |
+//! | execution per node kind | [`execute`] |
+//! | retry decision and backoff wait | [`retry`] |
+//! | `on_error` handlers | [`handler`] |
+//! | the activation's record | [`record`] |
+
+mod cache;
+mod deadline;
+mod execute;
+mod handler;
+mod intercept;
+mod record;
+mod retry;
+
+use std::sync::Arc;
+use std::time::Duration;
+use tracing::Instrument;
+
+use super::WarEngine;
+use crate::aegis::Aegis;
+use crate::error::NodeError;
+use crate::graph::{Directive, MusterTask, NodeSpec, ParleyResponse};
+use crate::id::NodeId;
+use crate::state::{Battlefield, BattlefieldSchema};
+use crate::waypoint::{Activation, HandledFailure, NodeExecutionRecord, NodeStatus, WaypointStore};
+
+pub(crate) use deadline::RunDeadline;
+use record::Recorder;
+use retry::Next;
+
+/// Everything one activation of a node needs to know: where it runs, its
+/// node and policies, its task and the answer to its parley.
+pub(crate) struct ActivationCtx<'a> {
+    pub(crate) thread_id: &'a Arc<str>,
+    pub(crate) superstep: u32,
+    /// When the whole `start`/`resume` call runs out of time.
+    pub(crate) run_deadline: RunDeadline,
+    pub(crate) spec: &'a NodeSpec,
+    /// The node's policies (an empty [`Aegis`] when it declares none).
+    pub(crate) aegis: &'a Aegis,
+    pub(crate) fingerprint: &'a str,
+    pub(crate) schema: &'a BattlefieldSchema,
+    pub(crate) task: Option<&'a MusterTask>,
+    pub(crate) parley_response: Option<&'a ParleyResponse>,
+    /// How often this node has been activated in the thread (1 = first).
+    pub(crate) visit: u32,
+    pub(crate) shutdown_grace: Duration,
+}
+
+/// The policies of a node that declares none.
+pub(crate) static NO_POLICIES: Aegis = Aegis {
+    retry: None,
+    timeout: None,
+    on_error: None,
+    cache: None,
+};
+
+/// How one activation ended.
+pub(crate) enum ActivationResult {
+    /// Contributes a directive: the node's own success, or, after a final
+    /// failure, what its error handler decided (the record then reads Failed).
+    Done {
+        directive: Directive,
+        record: NodeExecutionRecord,
+        /// Set when the directive is the error handler's.
+        handled: Option<HandledFailure>,
+    },
+    Failed {
+        error: NodeError,
+        record: NodeExecutionRecord,
+        /// The run deadline passed (an `EngineRun` cut, or during a backoff).
+        budget_exhausted: bool,
+    },
+    /// Cancelled: re-listed in the Halted waypoint's vanguard.
+    Shutdown { record: NodeExecutionRecord },
+}
+
+/// How one attempt ended.
+enum AttemptEnd {
+    Done(Directive),
+    Error(NodeError),
+    Shutdown,
+}
+
+impl<S: WaypointStore> WarEngine<S> {
+    /// Runs one activation to its end: success, final failure or shutdown.
+    pub(crate) async fn run_activation(
+        &self,
+        act: &ActivationCtx<'_>,
+        state: &Battlefield,
+        activation: &Activation,
+    ) -> ActivationResult {
+        let node_id = &activation.node_id;
+        let mut rec = Recorder::new(node_id, act.task);
+        // A hit executes nothing: no interceptor, no attempt.
+        let key = self.cache_key(act, state, node_id);
+        if let Some(hit) = self.cache_hit(act, key.as_ref(), node_id, &mut rec).await {
+            return hit;
+        }
+        let span =
+            tracing::debug_span!("aegis.node", node_id = %node_id, superstep = act.superstep);
+        let result = self
+            .attempts(act, state, node_id, &mut rec)
+            .instrument(span)
+            .await;
+        match (result, &act.aegis.on_error) {
+            (
+                ActivationResult::Done {
+                    directive,
+                    record,
+                    handled,
+                },
+                _,
+            ) if matches!(record.status, NodeStatus::Succeeded) => {
+                self.cache_store(act, key.as_ref(), &directive).await;
+                ActivationResult::Done {
+                    directive,
+                    record,
+                    handled,
+                }
+            }
+            // The handler runs on the final failure only; never when the run
+            // deadline passed (there is no time left to compensate in).
+            (
+                ActivationResult::Failed {
+                    error,
+                    record,
+                    budget_exhausted: false,
+                },
+                Some(handler),
+            ) => {
+                self.handle_failure(handler, error, record, act.superstep, state)
+                    .await
+            }
+            (other, _) => other,
+        }
+    }
+
+    /// Attempts under their timeouts, each between the interceptors, failed
+    /// ones retried while the retry policy allows.
+    async fn attempts(
+        &self,
+        act: &ActivationCtx<'_>,
+        state: &Battlefield,
+        node_id: &NodeId,
+        rec: &mut Recorder,
+    ) -> ActivationResult {
+        let mut attempt = 1;
+        loop {
+            if self.cancellation.is_cancelled() {
+                return rec.shutdown(attempt);
+            }
+            if let Some(stop) = self.intercept_before(node_id, state, attempt, rec).await {
+                return stop;
+            }
+            let error = match self.traced_attempt(act, state, node_id, attempt, rec).await {
+                AttemptEnd::Done(directive) => {
+                    return self.intercept_after(node_id, directive, attempt, rec).await;
+                }
+                AttemptEnd::Shutdown => return rec.shutdown(attempt),
+                AttemptEnd::Error(error) => error,
+            };
+            match self.next_attempt(act, node_id, &error, attempt).await {
+                Next::Retry => attempt += 1,
+                Next::Shutdown => return rec.shutdown(attempt + 1),
+                Next::GiveUp { budget_exhausted } => {
+                    return ActivationResult::Failed {
+                        error,
+                        record: rec.finish(NodeStatus::Failed, attempt),
+                        budget_exhausted,
+                    };
+                }
+            }
+        }
+    }
+}

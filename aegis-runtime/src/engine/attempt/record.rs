@@ -1,0 +1,152 @@
+//! The activation's record: when it started, each failed attempt, how it
+//! ended; and the trace events around each attempt.
+
+use std::time::{Duration, SystemTime};
+use tokio::time::Instant;
+
+use super::{ActivationCtx, ActivationResult, AttemptEnd};
+use crate::engine::WarEngine;
+use crate::error::{NodeError, NodeErrorSource, Transience};
+use crate::graph::MusterTask;
+use crate::id::NodeId;
+use crate::state::Battlefield;
+use crate::trace::{AttemptStatus, TraceEvent};
+use crate::waypoint::{AttemptRecord, NodeExecutionRecord, NodeStatus, WaypointStore};
+
+/// Builds the [`NodeExecutionRecord`] of one activation as it runs.
+pub(super) struct Recorder {
+    node_id: NodeId,
+    task_key: Option<String>,
+    started_at: SystemTime,
+    started: Instant,
+    failed: Vec<AttemptRecord>,
+}
+
+impl Recorder {
+    pub(super) fn new(node_id: &NodeId, task: Option<&MusterTask>) -> Self {
+        Recorder {
+            node_id: node_id.clone(),
+            task_key: task.map(|t| t.task_key.clone()),
+            started_at: SystemTime::now(),
+            started: Instant::now(),
+            failed: Vec::new(),
+        }
+    }
+
+    /// Time since the activation began.
+    pub(super) fn elapsed(&self) -> Duration {
+        self.started.elapsed()
+    }
+
+    /// The record so far, ending in `status` at `attempt`.
+    pub(super) fn finish(&mut self, status: NodeStatus, attempt: u32) -> NodeExecutionRecord {
+        NodeExecutionRecord {
+            node_id: self.node_id.clone(),
+            task_key: self.task_key.clone(),
+            status,
+            attempt,
+            attempts: std::mem::take(&mut self.failed),
+            cache_hit: false,
+            started_at: self.started_at,
+            duration_ms: millis(self.started.elapsed()),
+        }
+    }
+
+    /// Cancelled before or during `attempt`.
+    pub(super) fn shutdown(&mut self, attempt: u32) -> ActivationResult {
+        ActivationResult::Shutdown {
+            record: self.finish(
+                NodeStatus::Skipped {
+                    reason: "shutdown".to_string(),
+                },
+                attempt,
+            ),
+        }
+    }
+
+    /// A permanent failure at `attempt` (an interceptor refused it).
+    pub(super) fn failed(&mut self, error: NodeError, attempt: u32) -> ActivationResult {
+        ActivationResult::Failed {
+            error,
+            record: self.finish(NodeStatus::Failed, attempt),
+            budget_exhausted: false,
+        }
+    }
+
+    fn push(&mut self, attempt: u32, started_at: SystemTime, took: Duration, error: &NodeError) {
+        self.failed.push(AttemptRecord {
+            attempt,
+            started_at,
+            duration_ms: millis(took),
+            error: error.clone(),
+        });
+    }
+}
+
+impl ActivationResult {
+    /// A vanguard entry naming a node the graph does not declare: only a
+    /// store returning another graph's vanguard gets here. The activation
+    /// fails, not the process.
+    pub(crate) fn undeclared(node_id: &NodeId) -> Self {
+        let error = NodeError::new(
+            node_id.clone(),
+            1,
+            Transience::Permanent,
+            NodeErrorSource::Function {
+                message: "the waypoint names a node this graph does not declare".to_string(),
+            },
+        );
+        Recorder::new(node_id, None).failed(error, 1)
+    }
+}
+
+impl<S: WaypointStore> WarEngine<S> {
+    /// One attempt under its bounds, between its trace events; a failure
+    /// goes on the record.
+    pub(super) async fn traced_attempt(
+        &self,
+        act: &ActivationCtx<'_>,
+        state: &Battlefield,
+        node_id: &NodeId,
+        attempt: u32,
+        rec: &mut Recorder,
+    ) -> AttemptEnd {
+        let task_key = || act.task.map(|t| t.task_key.clone());
+        self.emit(TraceEvent::NodeStarted {
+            thread_id: act.thread_id.to_string(),
+            superstep: act.superstep,
+            node_id: node_id.clone(),
+            task_key: task_key(),
+            attempt,
+        });
+        let started_at = SystemTime::now();
+        let started = Instant::now();
+        let end = self.bounded_attempt(act, state, node_id, attempt).await;
+        let duration = started.elapsed();
+        let status = match &end {
+            AttemptEnd::Done(_) => AttemptStatus::Succeeded,
+            AttemptEnd::Error(e) => {
+                rec.push(attempt, started_at, duration, e);
+                AttemptStatus::Failed(e.clone())
+            }
+            AttemptEnd::Shutdown => AttemptStatus::Skipped {
+                reason: "shutdown".to_string(),
+            },
+        };
+        self.emit(TraceEvent::NodeFinished {
+            thread_id: act.thread_id.to_string(),
+            superstep: act.superstep,
+            node_id: node_id.clone(),
+            task_key: task_key(),
+            attempt,
+            status,
+            cache_hit: false,
+            duration,
+        });
+        end
+    }
+}
+
+pub(super) fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}

@@ -1,0 +1,152 @@
+//! The retry rule: whether a failed attempt is retried, the backoff before
+//! the next one (seeded jitter when the engine has a seed), and the wait,
+//! which races cancellation and the run deadline.
+
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+use std::time::Duration;
+use tokio::time::Instant;
+
+use super::ActivationCtx;
+use super::deadline::{RunDeadline, sleep_opt};
+use crate::aegis::{RetryPolicy, RetryPredicate};
+use crate::deadline::deadline_after;
+use crate::engine::WarEngine;
+use crate::error::{NodeError, NodeErrorSource, TimeoutKind};
+use crate::id::NodeId;
+use crate::trace::TraceEvent;
+use crate::waypoint::WaypointStore;
+
+/// What follows a failed attempt.
+pub(super) enum Next {
+    /// The backoff elapsed: run the next attempt.
+    Retry,
+    /// Cancelled during the backoff.
+    Shutdown,
+    /// No retry: the attempt's error is the activation's final failure.
+    GiveUp {
+        /// The run deadline passed (the attempt was cut by it, or it fell
+        /// during the backoff).
+        budget_exhausted: bool,
+    },
+}
+
+impl<S: WaypointStore> WarEngine<S> {
+    /// Decides on a retry after `attempt` failed with `error` and, if there
+    /// is one, waits out its backoff.
+    pub(super) async fn next_attempt(
+        &self,
+        act: &ActivationCtx<'_>,
+        node_id: &NodeId,
+        error: &NodeError,
+        attempt: u32,
+    ) -> Next {
+        // A run-deadline cut is never retried.
+        let budget_cut = error.source == NodeErrorSource::Timeout(TimeoutKind::EngineRun);
+        let policy = match &act.aegis.retry {
+            Some(policy) if !budget_cut && attempt < policy.max_attempts.max(1) => policy,
+            _ => {
+                return Next::GiveUp {
+                    budget_exhausted: budget_cut,
+                };
+            }
+        };
+        let next = attempt.saturating_add(1);
+        if !self.retry_allowed(policy, error, next).await {
+            return Next::GiveUp {
+                budget_exhausted: false,
+            };
+        }
+        // The RNG must not live across an await: it is not Send.
+        let delay = match self.jitter_seed {
+            Some(seed) => {
+                let key = jitter_key(seed, act, node_id, next);
+                policy.delay_before(next, &mut StdRng::seed_from_u64(key))
+            }
+            None => policy.delay_before(next, &mut rand::rng()),
+        };
+        self.emit(TraceEvent::RetryScheduled {
+            thread_id: act.thread_id.to_string(),
+            superstep: act.superstep,
+            node_id: node_id.clone(),
+            attempt: next,
+            delay,
+        });
+        self.backoff(delay, act.run_deadline).await
+    }
+
+    /// Whether `policy` retries `err` with attempt `next`.
+    async fn retry_allowed(&self, policy: &RetryPolicy, err: &NodeError, next: u32) -> bool {
+        if let Some(allowed) = policy.retry_on.allows_builtin(err.transience) {
+            return allowed;
+        }
+        let RetryPredicate::Custom(name) = &policy.retry_on else {
+            return false;
+        };
+        // Registration is checked at start/resume; a miss here cannot happen.
+        let Some(predicate) = self.retry_predicates.get(name) else {
+            return false;
+        };
+        match predicate.allows(err, next).await {
+            Ok(allowed) => allowed,
+            Err(e) => {
+                tracing::warn!(predicate = %name, node_id = %err.node_id, error = %e,
+                    "retry predicate failed; not retrying");
+                false
+            }
+        }
+    }
+
+    /// Waits `delay` before the next attempt, racing cancellation and the run
+    /// deadline. A zero delay never touches the timer (a `sleep(0)` would
+    /// wait for the next timer tick).
+    async fn backoff(&self, delay: Duration, run_deadline: RunDeadline) -> Next {
+        if delay.is_zero() {
+            return if self.cancellation.is_cancelled() {
+                Next::Shutdown
+            } else {
+                Next::Retry
+            };
+        }
+        // A wait too long for an `Instant` ends only by cancellation or
+        // with the run deadline.
+        let end = deadline_after(Instant::now(), delay);
+        let (until, deadline_first) = match (run_deadline.at(), end) {
+            (Some(d), Some(e)) if d <= e => (Some(d), true),
+            (Some(d), None) => (Some(d), true),
+            (_, e) => (e, false),
+        };
+        tokio::select! {
+            biased;
+            _ = self.cancellation.cancelled() => Next::Shutdown,
+            _ = sleep_opt(until) => {
+                if deadline_first {
+                    Next::GiveUp { budget_exhausted: true }
+                } else {
+                    Next::Retry
+                }
+            }
+        }
+    }
+}
+
+/// A seeded attempt's jitter key: FNV-1a over its identity, so the same
+/// attempt of the same thread always draws the same jitter (a std
+/// `Hasher` is not promised to be stable across Rust releases).
+fn jitter_key(seed: u64, act: &ActivationCtx<'_>, node_id: &NodeId, attempt: u32) -> u64 {
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+    let mut h = 0xcbf2_9ce4_8422_2325 ^ seed;
+    let mut eat = |bytes: &[u8]| {
+        for b in bytes {
+            h = (h ^ u64::from(*b)).wrapping_mul(PRIME);
+        }
+        // A separator, so ("ab", "c") and ("a", "bc") differ.
+        h = (h ^ 0xff).wrapping_mul(PRIME);
+    };
+    eat(act.thread_id.as_bytes());
+    eat(node_id.as_str().as_bytes());
+    eat(act.task.map_or(&[][..], |t| t.task_key.as_bytes()));
+    eat(&act.superstep.to_le_bytes());
+    eat(&attempt.to_le_bytes());
+    h
+}

@@ -1,0 +1,125 @@
+//! `Paladin`, an LLM agent's configuration, and `Armament`, a tool it may call.
+
+use async_trait::async_trait;
+use serde_json::Value;
+use std::fmt;
+use std::sync::Arc;
+
+use crate::canon::Canon;
+use crate::error::PaladinError;
+
+/// A tool a Paladin may call.
+#[async_trait]
+pub trait Armament: Send + Sync + 'static {
+    /// The tool's name, as the model calls it.
+    fn name(&self) -> &str;
+    /// What the tool does, for the model.
+    fn description(&self) -> &str;
+    /// The JSON Schema of the tool's arguments.
+    fn parameters(&self) -> Value;
+    /// Runs the tool.
+    async fn invoke(&self, arguments: Value) -> Result<Value, PaladinError>;
+}
+
+/// An LLM agent's configuration.
+#[derive(Clone)]
+pub struct Paladin {
+    /// The agent's name.
+    pub name: String,
+    /// The model to call.
+    pub model: String,
+    /// The system prompt.
+    pub system_prompt: Option<String>,
+    /// Sampling temperature.
+    pub temperature: Option<f32>,
+    /// The most completion → tool-call rounds one execution may take.
+    pub max_loops: u32,
+    /// Stop sequences.
+    pub stop_words: Vec<String>,
+    /// The tools the agent may call.
+    pub armaments: Vec<Arc<dyn Armament>>,
+}
+
+impl Paladin {
+    /// An agent named `name` with no model yet, one loop and no tools.
+    pub fn new(name: impl Into<String>) -> Self {
+        Paladin {
+            name: name.into(),
+            model: String::new(),
+            system_prompt: None,
+            temperature: None,
+            max_loops: 1,
+            stop_words: Vec::new(),
+            armaments: Vec::new(),
+        }
+    }
+
+    /// Sets the model.
+    pub fn with_model(mut self, model: impl Into<String>) -> Self {
+        self.model = model.into();
+        self
+    }
+
+    /// Sets the system prompt.
+    pub fn with_system_prompt(mut self, prompt: impl Into<String>) -> Self {
+        self.system_prompt = Some(prompt.into());
+        self
+    }
+
+    /// Sets the temperature.
+    pub fn with_temperature(mut self, temperature: f32) -> Self {
+        self.temperature = Some(temperature);
+        self
+    }
+
+    /// Sets the loop bound.
+    pub fn with_max_loops(mut self, max_loops: u32) -> Self {
+        self.max_loops = max_loops;
+        self
+    }
+
+    /// Adds a stop sequence.
+    pub fn with_stop_word(mut self, stop: impl Into<String>) -> Self {
+        self.stop_words.push(stop.into());
+        self
+    }
+
+    /// Adds a tool.
+    pub fn with_armament(mut self, armament: Arc<dyn Armament>) -> Self {
+        self.armaments.push(armament);
+        self
+    }
+
+    /// A digest of what changes the agent's answers: model, system prompt,
+    /// temperature, max_loops and stop words (and the tools' names). Part of
+    /// the graph fingerprint and of node cache keys.
+    pub fn config_fingerprint(&self) -> String {
+        let mut c = Canon::new("aegis-paladin");
+        c.str(&self.model)
+            .serialize(&self.system_prompt)
+            .serialize(&self.temperature.map(f32::to_bits))
+            .u64(u64::from(self.max_loops))
+            .serialize(&self.stop_words);
+        let mut tools: Vec<&str> = self.armaments.iter().map(|a| a.name()).collect();
+        tools.sort();
+        c.serialize(&tools);
+        c.hex()
+    }
+}
+
+impl fmt::Debug for Paladin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Paladin")
+            .field("name", &self.name)
+            .field("model", &self.model)
+            .field("system_prompt", &self.system_prompt)
+            .field("temperature", &self.temperature)
+            .field("max_loops", &self.max_loops)
+            .field("stop_words", &self.stop_words)
+            .field(
+                "armaments",
+                &self.armaments.iter().map(|a| a.name()).collect::<Vec<_>>(),
+            )
+            .finish()
+    }
+}

@@ -1,0 +1,117 @@
+//! What a waypoint records of each node.
+
+use serde::Deserialize;
+use serde::Serialize;
+use std::time::SystemTime;
+
+use crate::aegis::ErrorHandlerSpec;
+use crate::error::NodeError;
+use crate::id::NodeId;
+
+/// How a node's activation ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub enum NodeStatus {
+    /// It produced a directive.
+    Succeeded,
+    /// It failed finally (whether or not a handler then decided what next).
+    Failed,
+    /// It did not finish: `"shutdown"` (re-listed for resume) or
+    /// `"interceptor"` (skipped by a `NodeInterceptor`).
+    Skipped {
+        /// Why.
+        reason: String,
+    },
+}
+
+/// One failed attempt.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AttemptRecord {
+    /// The attempt, 1-based.
+    pub attempt: u32,
+    /// When it started.
+    pub started_at: SystemTime,
+    /// How long it ran.
+    pub duration_ms: u64,
+    /// How it failed.
+    pub error: NodeError,
+}
+
+/// One node activation in one superstep.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeExecutionRecord {
+    /// The node.
+    pub node_id: NodeId,
+    /// The task key, for a mustered task.
+    pub task_key: Option<String>,
+    /// How it ended.
+    pub status: NodeStatus,
+    /// The attempt that finally succeeded, or the one that exhausted the
+    /// budget (1 for a cache hit).
+    pub attempt: u32,
+    /// Every failed attempt, in order.
+    pub attempts: Vec<AttemptRecord>,
+    /// Whether the result came from the node cache.
+    pub cache_hit: bool,
+    /// When the activation started.
+    pub started_at: SystemTime,
+    /// How long the activation took, backoff waits included.
+    pub duration_ms: u64,
+}
+
+/// Which `on_error` handler compensated a failure.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum HandlerKind {
+    /// `ErrorHandlerSpec::Route`: the error went into a field and the run
+    /// jumped to the compensating node.
+    Route {
+        /// The compensating node.
+        to: NodeId,
+    },
+    /// `ErrorHandlerSpec::Absorb`: a fallback delta was merged instead.
+    Absorb,
+    /// `ErrorHandlerSpec::Custom`: the registered handler decided.
+    Custom {
+        /// The name it is registered under.
+        name: String,
+    },
+}
+
+impl HandlerKind {
+    /// The kind of `spec`.
+    pub fn of(spec: &ErrorHandlerSpec) -> Self {
+        match spec {
+            ErrorHandlerSpec::Route { to, .. } => HandlerKind::Route { to: to.clone() },
+            ErrorHandlerSpec::Absorb { .. } => HandlerKind::Absorb,
+            ErrorHandlerSpec::Custom(name) => HandlerKind::Custom { name: name.clone() },
+        }
+    }
+
+    /// `"route"`, `"absorb"` or `"custom"`, as [`ErrorHandlerSpec::kind`].
+    pub fn name(&self) -> &'static str {
+        match self {
+            HandlerKind::Route { .. } => "route",
+            HandlerKind::Absorb => "absorb",
+            HandlerKind::Custom { .. } => "custom",
+        }
+    }
+}
+
+/// A node's final failure that its `on_error` handler compensated: the run
+/// went on, but the node's record reads Failed, and this says why and how.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HandledFailure {
+    /// The node that failed.
+    pub node_id: NodeId,
+    /// The task key, when it ran as a mustered task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_key: Option<String>,
+    /// The superstep it failed in.
+    pub superstep: u32,
+    /// Its final error.
+    pub error: NodeError,
+    /// The handler that ran.
+    pub handler: HandlerKind,
+}

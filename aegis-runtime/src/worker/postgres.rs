@@ -1,0 +1,683 @@
+//! [`PostgresRunQueue`]: the run queue of a fleet of worker processes, in
+//! the PostgreSQL schema that holds their waypoints.
+
+use async_trait::async_trait;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::Notify;
+use tokio_postgres::AsyncMessage;
+use tokio_util::sync::{CancellationToken, DropGuard};
+
+use super::types::waiting_reason;
+use super::{
+    AttemptInfo, Claim, GraphKey, Lease, Release, Renewal, RunQueue, RunState, RunStatus,
+    Submitted, WorkerError, WorkerInfo,
+};
+use crate::error::StoreError;
+use crate::graph::ParleyResponse;
+use crate::waypoint::{
+    PgFence, PgPool, PostgresOptions, PostgresWaypointStore, Waypoint, WaypointStore, pg_backend,
+    pg_parse_connection, pg_quote_schema,
+};
+
+/// Serialises the queue's schema setup across processes (with the schema
+/// name's hash as the second key); distinct from the waypoint store's.
+const SETUP_LOCK: i32 = 0x4165_6777; // "Aegw"
+
+const RUNS: &str = "aegis_runs";
+
+/// The queue's tables, created if missing. `{s}` is the quoted schema,
+/// `{channel}` the `NOTIFY` channel. A trigger notifies every change a
+/// worker or client waits for (new or re-queued runs, finished or waiting
+/// ones), on commit.
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS {s}.aegis_runs (
+    thread_id TEXT PRIMARY KEY,
+    graph_name TEXT NOT NULL,
+    input TEXT NOT NULL,
+    state TEXT NOT NULL,
+    epoch BIGINT NOT NULL DEFAULT 0,
+    worker_id TEXT,
+    lease_expires_at TIMESTAMPTZ,
+    fingerprint TEXT,
+    answer TEXT,
+    error TEXT,
+    cancel_requested BOOLEAN NOT NULL DEFAULT FALSE,
+    queued_at BIGSERIAL
+);
+CREATE INDEX IF NOT EXISTS aegis_runs_due ON {s}.aegis_runs (queued_at)
+    WHERE state IN ('queued', 'running');
+CREATE TABLE IF NOT EXISTS {s}.aegis_workers (
+    worker_id TEXT PRIMARY KEY,
+    graph_names TEXT[] NOT NULL,
+    fingerprints TEXT[] NOT NULL,
+    expires_at TIMESTAMPTZ NOT NULL
+);
+CREATE TABLE IF NOT EXISTS {s}.aegis_run_attempts (
+    thread_id TEXT NOT NULL,
+    epoch BIGINT NOT NULL,
+    worker_id TEXT NOT NULL,
+    outcome TEXT NOT NULL,
+    claimed_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+    PRIMARY KEY (thread_id, epoch)
+);
+CREATE OR REPLACE FUNCTION {s}.aegis_runs_notify() RETURNS trigger AS $$
+BEGIN
+    PERFORM pg_notify('{channel}', NEW.thread_id);
+    RETURN NULL;
+END $$ LANGUAGE plpgsql;
+DROP TRIGGER IF EXISTS aegis_runs_notify ON {s}.aegis_runs;
+CREATE TRIGGER aegis_runs_notify AFTER INSERT OR UPDATE OF state ON {s}.aegis_runs
+    FOR EACH ROW WHEN (NEW.state <> 'running') EXECUTE FUNCTION {s}.aegis_runs_notify();";
+
+/// The run queue in PostgreSQL: any number of worker and client processes
+/// share it.
+///
+/// A claim is one statement (`FOR UPDATE SKIP LOCKED`, so concurrent
+/// claimers never block on or share a thread) that bumps each thread's
+/// epoch. Every fenced waypoint write is one statement that reads the
+/// thread's run row `FOR SHARE` and writes only if the epoch is still the
+/// writer's, so a claim and a stale write serialise on that row. Lease
+/// expiry is the server's clock. Workers wake on `LISTEN`/`NOTIFY` (a
+/// trigger notifies each change), with polling as the fallback.
+///
+/// Connections come from a `deadpool-postgres` pool; TLS is rustls, as the
+/// connection string's `sslmode` asks (`require`, `verify-ca`,
+/// `verify-full`).
+pub struct PostgresRunQueue {
+    pool: PgPool,
+    store: Arc<PostgresWaypointStore>,
+    quoted: String,
+    changed: Arc<Notify>,
+    _listener: DropGuard,
+}
+
+impl fmt::Debug for PostgresRunQueue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The connection string may hold a password: never shown.
+        f.debug_struct("PostgresRunQueue")
+            .field("schema", &self.quoted)
+            .finish_non_exhaustive()
+    }
+}
+
+fn backend(e: tokio_postgres::Error) -> WorkerError {
+    WorkerError::Store(pg_backend(e))
+}
+
+fn epoch_from(n: i64) -> u64 {
+    u64::try_from(n).unwrap_or(0)
+}
+
+fn epoch_to(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+fn ttl_ms(ttl: Duration) -> i64 {
+    i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX)
+}
+
+fn lost(lease: &Lease) -> WorkerError {
+    WorkerError::LeaseLost {
+        thread_id: lease.thread_id.clone(),
+        epoch: lease.epoch,
+    }
+}
+
+/// A channel name per schema, short enough for any schema name.
+fn channel(schema: &str) -> String {
+    let digest = Sha256::digest(schema.as_bytes());
+    let hex: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
+    format!("aegis_runs_{hex}")
+}
+
+impl PostgresRunQueue {
+    /// Connects to the `public` schema (see [`Self::connect_with`]).
+    pub async fn connect(connection: &str) -> Result<Self, WorkerError> {
+        Self::connect_with(connection, PostgresOptions::default()).await
+    }
+
+    /// Connects with `options` (schema, pool size, waypoint encoding),
+    /// creating the waypoint store's and the queue's tables if missing.
+    pub async fn connect_with(
+        connection: &str,
+        options: PostgresOptions,
+    ) -> Result<Self, WorkerError> {
+        let store = PostgresWaypointStore::connect_with(connection, options.clone()).await?;
+        let (config, tls) = pg_parse_connection(connection)?;
+        // Built as the waypoint store's pool is, but its own: a lease's queue
+        // statements (renewals) never wait behind waypoint writes.
+        let pool = PgPool::new(config.clone(), tls.clone(), options.pool_size)?;
+        let tls = match tls {
+            Some(tls) => tls,
+            // `sslmode=disable`: the connector is never used.
+            None => crate::waypoint::pg_tls_connector()?,
+        };
+        let quoted = pg_quote_schema(&options.schema)?;
+        let channel = channel(&options.schema);
+        {
+            let mut client = pool.get().await?;
+            let tx = client.transaction().await.map_err(backend)?;
+            tx.execute(
+                "SELECT pg_advisory_xact_lock($1, hashtext($2::text))",
+                &[&SETUP_LOCK, &options.schema],
+            )
+            .await
+            .map_err(backend)?;
+            // The trigger is created last: once it exists, so does the rest,
+            // and no DDL runs (a DDL statement's exclusive lock on the runs
+            // table would deadlock with workers already using it).
+            let ready: bool = tx
+                .query_one(
+                    "SELECT EXISTS (SELECT 1 FROM pg_trigger \
+                     WHERE tgname = 'aegis_runs_notify' AND tgrelid = to_regclass($1::text))",
+                    &[&format!("{quoted}.aegis_runs")],
+                )
+                .await
+                .map_err(backend)?
+                .try_get(0)
+                .map_err(backend)?;
+            if !ready {
+                tx.batch_execute(
+                    &SCHEMA
+                        .replace("{s}", &quoted)
+                        .replace("{channel}", &channel),
+                )
+                .await
+                .map_err(backend)?;
+            }
+            tx.commit().await.map_err(backend)?;
+        }
+        let changed = Arc::new(Notify::new());
+        let stop = CancellationToken::new();
+        tokio::spawn(listen(config, tls, channel, changed.clone(), stop.clone()));
+        Ok(PostgresRunQueue {
+            pool,
+            store: Arc::new(store),
+            quoted,
+            changed,
+            _listener: stop.drop_guard(),
+        })
+    }
+
+    /// The waypoint store on the queue's schema.
+    pub fn store(&self) -> &Arc<PostgresWaypointStore> {
+        &self.store
+    }
+
+    fn sql(&self, text: &str) -> String {
+        text.replace("{s}", &self.quoted)
+    }
+
+    async fn client(&self) -> Result<deadpool_postgres::Object, WorkerError> {
+        Ok(self.pool.get().await?)
+    }
+}
+
+/// Keeps a `LISTEN` connection open and turns notifications into wake-ups;
+/// reconnects after a failure (waking everyone, since a notification may
+/// have been missed), until `stop`.
+async fn listen(
+    config: tokio_postgres::Config,
+    tls: tokio_postgres_rustls::MakeRustlsConnect,
+    channel: String,
+    changed: Arc<Notify>,
+    stop: CancellationToken,
+) {
+    let retry = Duration::from_millis(500);
+    while !stop.is_cancelled() {
+        let connected = tokio::select! {
+            _ = stop.cancelled() => return,
+            c = config.connect(tls.clone()) => c,
+        };
+        let (client, mut connection) = match connected {
+            Ok(pair) => pair,
+            Err(e) => {
+                tracing::warn!(error = %pg_backend(e), "aegis run queue: LISTEN connection failed");
+                tokio::select! {
+                    _ = stop.cancelled() => return,
+                    _ = tokio::time::sleep(retry) => continue,
+                }
+            }
+        };
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let driver = tokio::spawn(async move {
+            let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
+            while let Some(message) = futures::StreamExt::next(&mut messages).await {
+                match message {
+                    Ok(AsyncMessage::Notification(_)) => {
+                        if tx.send(()).is_err() {
+                            return;
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(_) => return,
+                }
+            }
+        });
+        if let Err(e) = client.batch_execute(&format!("LISTEN {channel}")).await {
+            tracing::warn!(error = %pg_backend(e), "aegis run queue: LISTEN failed");
+            driver.abort();
+            continue;
+        }
+        super::wake(&changed);
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => {
+                    driver.abort();
+                    return;
+                }
+                got = rx.recv() => match got {
+                    Some(()) => super::wake(&changed),
+                    None => break,
+                },
+            }
+        }
+        super::wake(&changed);
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(retry) => {}
+        }
+    }
+}
+
+#[async_trait]
+impl RunQueue for PostgresRunQueue {
+    fn waypoints(&self) -> Arc<dyn WaypointStore> {
+        self.store.clone()
+    }
+
+    async fn put_fenced(&self, lease: &Lease, waypoint: Waypoint) -> Result<(), StoreError> {
+        self.store
+            .put_fenced(
+                waypoint,
+                PgFence {
+                    table: RUNS,
+                    key: &lease.thread_id,
+                    epoch: epoch_to(lease.epoch),
+                },
+            )
+            .await
+    }
+
+    async fn submit(
+        &self,
+        graph_name: &str,
+        thread_id: &str,
+        input: Value,
+    ) -> Result<Submitted, WorkerError> {
+        super::validate_submission(graph_name, thread_id, &input)?;
+        let client = self.client().await?;
+        let sql = self.sql(
+            "WITH ins AS (INSERT INTO {s}.aegis_runs (thread_id, graph_name, input, state) \
+             VALUES ($1, $2, $3, 'queued') ON CONFLICT (thread_id) DO NOTHING RETURNING graph_name) \
+             SELECT TRUE, graph_name FROM ins \
+             UNION ALL SELECT FALSE, graph_name FROM {s}.aegis_runs WHERE thread_id = $1 \
+             AND NOT EXISTS (SELECT 1 FROM ins)",
+        );
+        let statement = client.prepare_cached(&sql).await.map_err(backend)?;
+        let input = input.to_string();
+        let mut row = None;
+        // A concurrent submission of the same thread makes this statement's
+        // insert wait for it and then do nothing, while its snapshot cannot
+        // see the row yet: one more statement (a new snapshot) does.
+        for _ in 0..2 {
+            row = client
+                .query_opt(&statement, &[&thread_id, &graph_name, &input])
+                .await
+                .map_err(backend)?;
+            if row.is_some() {
+                break;
+            }
+        }
+        match row {
+            Some(r) if r.try_get::<_, bool>(0).map_err(backend)? => Ok(Submitted::New),
+            Some(r) => {
+                let existing: String = r.try_get(1).map_err(backend)?;
+                super::existing_submission(thread_id, &existing, graph_name)
+            }
+            None => Err(WorkerError::Store(StoreError::Backend(format!(
+                "postgres run queue: thread `{thread_id}` is being submitted concurrently; retry"
+            )))),
+        }
+    }
+
+    async fn register(&self, worker: &WorkerInfo, ttl: Duration) -> Result<(), WorkerError> {
+        let client = self.client().await?;
+        let sql = self.sql(
+            "INSERT INTO {s}.aegis_workers (worker_id, graph_names, fingerprints, expires_at) \
+             VALUES ($1, $2, $3, now() + $4::BIGINT * interval '1 millisecond') \
+             ON CONFLICT (worker_id) DO UPDATE SET graph_names = $2, fingerprints = $3, \
+             expires_at = EXCLUDED.expires_at",
+        );
+        let statement = client.prepare_cached(&sql).await.map_err(backend)?;
+        let names: Vec<&str> = worker.graphs.iter().map(|g| g.name.as_str()).collect();
+        let fps: Vec<&str> = worker
+            .graphs
+            .iter()
+            .map(|g| g.fingerprint.as_str())
+            .collect();
+        client
+            .execute(&statement, &[&worker.worker_id, &names, &fps, &ttl_ms(ttl)])
+            .await
+            .map_err(backend)?;
+        Ok(())
+    }
+
+    async fn deregister(&self, worker_id: &str) -> Result<(), WorkerError> {
+        let client = self.client().await?;
+        client
+            .execute(
+                &self.sql("DELETE FROM {s}.aegis_workers WHERE worker_id = $1"),
+                &[&worker_id],
+            )
+            .await
+            .map_err(backend)?;
+        Ok(())
+    }
+
+    async fn claim(
+        &self,
+        worker: &WorkerInfo,
+        max: usize,
+        ttl: Duration,
+    ) -> Result<Vec<Claim>, WorkerError> {
+        let client = self.client().await?;
+        // A run whose holder died after a cancel request ends cancelled
+        // instead of being taken over.
+        let cancel = client
+            .prepare_cached(&self.sql(
+                "WITH c AS (UPDATE {s}.aegis_runs SET state = 'cancelled', worker_id = NULL, \
+                 lease_expires_at = NULL WHERE state = 'running' AND cancel_requested \
+                 AND lease_expires_at <= now() RETURNING thread_id, epoch) \
+                 UPDATE {s}.aegis_run_attempts a SET outcome = 'expired' FROM c \
+                 WHERE a.thread_id = c.thread_id AND a.epoch = c.epoch AND a.outcome = 'running'",
+            ))
+            .await
+            .map_err(backend)?;
+        client.execute(&cancel, &[]).await.map_err(backend)?;
+        let claim = client
+            .prepare_cached(&self.sql(
+                "WITH due AS ( \
+                   SELECT r.thread_id, r.state AS old_state, r.epoch AS old_epoch, g.f AS fp \
+                   FROM {s}.aegis_runs r \
+                   CROSS JOIN LATERAL (SELECT g.f FROM unnest($2::TEXT[], $3::TEXT[]) AS g(n, f) \
+                     WHERE g.n = r.graph_name AND (r.fingerprint IS NULL OR r.fingerprint = g.f) \
+                     LIMIT 1) g \
+                   WHERE (r.state = 'queued' OR (r.state = 'running' AND r.lease_expires_at <= now() \
+                     AND NOT r.cancel_requested)) \
+                   ORDER BY r.queued_at LIMIT $4 \
+                   FOR UPDATE OF r SKIP LOCKED), \
+                 claimed AS ( \
+                   UPDATE {s}.aegis_runs r SET state = 'running', epoch = r.epoch + 1, \
+                     worker_id = $1, fingerprint = due.fp, \
+                     lease_expires_at = now() + $5::BIGINT * interval '1 millisecond' \
+                   FROM due WHERE r.thread_id = due.thread_id \
+                   RETURNING r.thread_id, r.epoch, r.graph_name, r.input, r.answer, \
+                     due.old_state, due.old_epoch, r.queued_at), \
+                 expired AS ( \
+                   UPDATE {s}.aegis_run_attempts a SET outcome = 'expired' FROM claimed c \
+                   WHERE a.thread_id = c.thread_id AND a.epoch = c.old_epoch \
+                     AND c.old_state = 'running' AND a.outcome = 'running'), \
+                 attempts AS ( \
+                   INSERT INTO {s}.aegis_run_attempts (thread_id, epoch, worker_id, outcome) \
+                   SELECT thread_id, epoch, $1, 'running' FROM claimed) \
+                 SELECT thread_id, epoch, graph_name, input, answer FROM claimed ORDER BY queued_at",
+            ))
+            .await
+            .map_err(backend)?;
+        let names: Vec<&str> = worker.graphs.iter().map(|g| g.name.as_str()).collect();
+        let fps: Vec<&str> = worker
+            .graphs
+            .iter()
+            .map(|g| g.fingerprint.as_str())
+            .collect();
+        let max = i64::try_from(max).unwrap_or(i64::MAX);
+        let rows = client
+            .query(
+                &claim,
+                &[&worker.worker_id, &names, &fps, &max, &ttl_ms(ttl)],
+            )
+            .await
+            .map_err(backend)?;
+        rows.iter()
+            .map(|r| {
+                let input: String = r.try_get(3).map_err(backend)?;
+                let answer: Option<String> = r.try_get(4).map_err(backend)?;
+                Ok(Claim {
+                    lease: Lease {
+                        thread_id: r.try_get(0).map_err(backend)?,
+                        epoch: epoch_from(r.try_get(1).map_err(backend)?),
+                        worker_id: worker.worker_id.clone(),
+                    },
+                    graph_name: r.try_get(2).map_err(backend)?,
+                    // Written by `submit` from a JSON value; an unreadable
+                    // one makes the run fail as invalid input.
+                    input: serde_json::from_str(&input).unwrap_or(Value::Null),
+                    answer: answer.and_then(|a| serde_json::from_str(&a).ok()),
+                })
+            })
+            .collect()
+    }
+
+    async fn renew(&self, lease: &Lease, ttl: Duration) -> Result<Renewal, WorkerError> {
+        let client = self.client().await?;
+        let statement = client
+            .prepare_cached(&self.sql(
+                "UPDATE {s}.aegis_runs SET lease_expires_at = now() + $3::BIGINT * interval '1 millisecond' \
+                 WHERE thread_id = $1 AND epoch = $2 AND state = 'running' RETURNING cancel_requested",
+            ))
+            .await
+            .map_err(backend)?;
+        let row = client
+            .query_opt(
+                &statement,
+                &[&lease.thread_id, &epoch_to(lease.epoch), &ttl_ms(ttl)],
+            )
+            .await
+            .map_err(backend)?;
+        match row {
+            Some(r) => Ok(Renewal {
+                cancel_requested: r.try_get(0).map_err(backend)?,
+            }),
+            None => Err(lost(lease)),
+        }
+    }
+
+    async fn release(&self, lease: &Lease, release: Release) -> Result<(), WorkerError> {
+        let client = self.client().await?;
+        let statement = client
+            .prepare_cached(&self.sql(
+                "WITH r AS (UPDATE {s}.aegis_runs SET \
+                   state = CASE WHEN $3 = 'queued' AND cancel_requested THEN 'cancelled' ELSE $3 END, \
+                   worker_id = NULL, lease_expires_at = NULL, error = $4, answer = NULL \
+                 WHERE thread_id = $1 AND epoch = $2 AND state = 'running' RETURNING thread_id), \
+                 a AS (UPDATE {s}.aegis_run_attempts SET outcome = $5 \
+                   WHERE thread_id = $1 AND epoch = $2 AND EXISTS (SELECT 1 FROM r)) \
+                 SELECT count(*) FROM r",
+            ))
+            .await
+            .map_err(backend)?;
+        let row = client
+            .query_one(
+                &statement,
+                &[
+                    &lease.thread_id,
+                    &epoch_to(lease.epoch),
+                    &release.state().as_str(),
+                    &release.error(),
+                    &release.outcome(),
+                ],
+            )
+            .await
+            .map_err(backend)?;
+        let n: i64 = row.try_get(0).map_err(backend)?;
+        if n == 1 { Ok(()) } else { Err(lost(lease)) }
+    }
+
+    async fn abandon(&self, lease: &Lease) -> Result<(), WorkerError> {
+        let client = self.client().await?;
+        client
+            .execute(
+                &self.sql(
+                    "UPDATE {s}.aegis_run_attempts SET outcome = 'abandoned' \
+                     WHERE thread_id = $1 AND epoch = $2",
+                ),
+                &[&lease.thread_id, &epoch_to(lease.epoch)],
+            )
+            .await
+            .map_err(backend)?;
+        Ok(())
+    }
+
+    async fn answer(&self, thread_id: &str, response: ParleyResponse) -> Result<(), WorkerError> {
+        let answer = serde_json::to_string(&response)
+            .map_err(|e| WorkerError::InvalidSubmission(format!("unserializable answer: {e}")))?;
+        let client = self.client().await?;
+        let statement = client
+            .prepare_cached(&self.sql(
+                "WITH u AS (UPDATE {s}.aegis_runs SET state = 'queued', answer = $2 \
+                 WHERE thread_id = $1 AND state = 'awaiting_input' RETURNING thread_id) \
+                 SELECT EXISTS (SELECT 1 FROM u), \
+                 (SELECT state FROM {s}.aegis_runs WHERE thread_id = $1)",
+            ))
+            .await
+            .map_err(backend)?;
+        let row = client
+            .query_one(&statement, &[&thread_id, &answer])
+            .await
+            .map_err(backend)?;
+        let updated: bool = row.try_get(0).map_err(backend)?;
+        let state: Option<String> = row.try_get(1).map_err(backend)?;
+        match (updated, state) {
+            (true, _) => Ok(()),
+            (false, None) => Err(WorkerError::UnknownThread {
+                thread_id: thread_id.to_string(),
+            }),
+            (false, Some(state)) => Err(WorkerError::NotAwaitingInput {
+                thread_id: thread_id.to_string(),
+                state,
+            }),
+        }
+    }
+
+    async fn cancel(&self, thread_id: &str) -> Result<(), WorkerError> {
+        let client = self.client().await?;
+        let n = client
+            .execute(
+                &self.sql(
+                    "UPDATE {s}.aegis_runs SET \
+                     state = CASE WHEN state IN ('queued', 'awaiting_input') THEN 'cancelled' ELSE state END, \
+                     cancel_requested = cancel_requested OR state = 'running' \
+                     WHERE thread_id = $1",
+                ),
+                &[&thread_id],
+            )
+            .await
+            .map_err(backend)?;
+        if n == 0 {
+            return Err(WorkerError::UnknownThread {
+                thread_id: thread_id.to_string(),
+            });
+        }
+        Ok(())
+    }
+
+    async fn status(&self, thread_id: &str) -> Result<Option<RunStatus>, WorkerError> {
+        let client = self.client().await?;
+        let statement = client
+            .prepare_cached(&self.sql(
+                "SELECT graph_name, state, epoch, worker_id, fingerprint, error, \
+                 (state = 'running' AND lease_expires_at <= now()) \
+                 FROM {s}.aegis_runs WHERE thread_id = $1",
+            ))
+            .await
+            .map_err(backend)?;
+        let Some(row) = client
+            .query_opt(&statement, &[&thread_id])
+            .await
+            .map_err(backend)?
+        else {
+            return Ok(None);
+        };
+        let graph_name: String = row.try_get(0).map_err(backend)?;
+        let state: String = row.try_get(1).map_err(backend)?;
+        let state = RunState::parse(&state).ok_or_else(|| {
+            WorkerError::Store(StoreError::Backend(format!(
+                "postgres run queue: unknown run state {state:?}"
+            )))
+        })?;
+        let fingerprint: Option<String> = row.try_get(4).map_err(backend)?;
+        let expired: Option<bool> = row.try_get(6).map_err(backend)?;
+        let waiting = if state == RunState::Queued || expired == Some(true) {
+            let live = client
+                .query(
+                    &self.sql(
+                        "SELECT worker_id, graph_names, fingerprints FROM {s}.aegis_workers \
+                         WHERE expires_at > now()",
+                    ),
+                    &[],
+                )
+                .await
+                .map_err(backend)?;
+            let workers = live
+                .iter()
+                .map(|r| {
+                    let names: Vec<String> = r.try_get(1).map_err(backend)?;
+                    let fps: Vec<String> = r.try_get(2).map_err(backend)?;
+                    Ok(WorkerInfo {
+                        worker_id: r.try_get(0).map_err(backend)?,
+                        graphs: names
+                            .into_iter()
+                            .zip(fps)
+                            .map(|(name, fingerprint)| GraphKey { name, fingerprint })
+                            .collect(),
+                    })
+                })
+                .collect::<Result<Vec<_>, WorkerError>>()?;
+            waiting_reason(&graph_name, fingerprint.as_deref(), &workers)
+        } else {
+            None
+        };
+        Ok(Some(RunStatus {
+            thread_id: thread_id.to_string(),
+            graph_name,
+            state,
+            epoch: epoch_from(row.try_get(2).map_err(backend)?),
+            worker_id: row.try_get(3).map_err(backend)?,
+            fingerprint,
+            error: row.try_get(5).map_err(backend)?,
+            waiting_reason: waiting,
+        }))
+    }
+
+    async fn attempts(&self, thread_id: &str) -> Result<Vec<AttemptInfo>, WorkerError> {
+        let client = self.client().await?;
+        let rows = client
+            .query(
+                &self.sql(
+                    "SELECT epoch, worker_id, outcome FROM {s}.aegis_run_attempts \
+                     WHERE thread_id = $1 ORDER BY epoch",
+                ),
+                &[&thread_id],
+            )
+            .await
+            .map_err(backend)?;
+        rows.iter()
+            .map(|r| {
+                Ok(AttemptInfo {
+                    epoch: epoch_from(r.try_get(0).map_err(backend)?),
+                    worker_id: r.try_get(1).map_err(backend)?,
+                    outcome: r.try_get(2).map_err(backend)?,
+                })
+            })
+            .collect()
+    }
+
+    async fn wait_for_change(&self, timeout: Duration) {
+        let _ = tokio::time::timeout(timeout, self.changed.notified()).await;
+    }
+}

@@ -1,0 +1,92 @@
+//! The [`RunQueue`] trait: what a worker pool and a client need from the
+//! coordination backend.
+
+use async_trait::async_trait;
+use serde_json::Value;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{
+    AttemptInfo, Claim, Lease, Release, Renewal, RunStatus, Submitted, WorkerError, WorkerInfo,
+};
+use crate::error::StoreError;
+use crate::graph::ParleyResponse;
+use crate::waypoint::{Waypoint, WaypointStore};
+
+/// Runs waiting for workers, the leases on them, and the waypoints they
+/// write.
+///
+/// A queue owns its waypoint store, because a write under a lease must be
+/// checked against the lease atomically ([`RunQueue::put_fenced`]).
+/// Implementations: [`InMemoryRunQueue`](super::InMemoryRunQueue),
+/// `SqliteRunQueue` (feature `sqlite`), `PostgresRunQueue` (feature
+/// `postgres`).
+#[async_trait]
+pub trait RunQueue: Send + Sync + 'static {
+    /// The waypoint store the runs write to (read-only use: every write
+    /// under a lease goes through [`RunQueue::put_fenced`]).
+    fn waypoints(&self) -> Arc<dyn WaypointStore>;
+
+    /// Writes `waypoint` only if `lease` still holds its thread's current
+    /// epoch, checked atomically with the write; otherwise
+    /// [`StoreError::LeaseLost`] and nothing is written.
+    async fn put_fenced(&self, lease: &Lease, waypoint: Waypoint) -> Result<(), StoreError>;
+
+    /// Queues a run of `graph_name` on `thread_id`. Idempotent per thread:
+    /// a second submission of the same thread and graph changes nothing.
+    async fn submit(
+        &self,
+        graph_name: &str,
+        thread_id: &str,
+        input: Value,
+    ) -> Result<Submitted, WorkerError>;
+
+    /// Records that `worker` is alive for `ttl` (a worker calls this on
+    /// every heartbeat); live workers decide [`RunStatus::waiting_reason`].
+    async fn register(&self, worker: &WorkerInfo, ttl: Duration) -> Result<(), WorkerError>;
+
+    /// Forgets a worker (graceful shutdown).
+    async fn deregister(&self, worker_id: &str) -> Result<(), WorkerError>;
+
+    /// Claims up to `max` runnable threads whose graph (and, once bound,
+    /// fingerprint) `worker` has: queued ones, and running ones whose lease
+    /// expired (takeover). Each claim bumps the thread's epoch and holds it
+    /// for `ttl`. Oldest first; concurrent claimers never get the same
+    /// thread.
+    async fn claim(
+        &self,
+        worker: &WorkerInfo,
+        max: usize,
+        ttl: Duration,
+    ) -> Result<Vec<Claim>, WorkerError>;
+
+    /// Extends `lease` by `ttl` from now; [`WorkerError::LeaseLost`] if it
+    /// was superseded or the run left the running state.
+    async fn renew(&self, lease: &Lease, ttl: Duration) -> Result<Renewal, WorkerError>;
+
+    /// Ends `lease` as `release` says; [`WorkerError::LeaseLost`] (nothing
+    /// changed) if it was superseded.
+    async fn release(&self, lease: &Lease, release: Release) -> Result<(), WorkerError>;
+
+    /// Records that the holder of `lease` gave the run up after losing the
+    /// lease (its attempt shows as `abandoned`). Changes nothing else.
+    async fn abandon(&self, lease: &Lease) -> Result<(), WorkerError>;
+
+    /// Delivers a parley answer: the thread must be awaiting input; it is
+    /// queued again with the answer.
+    async fn answer(&self, thread_id: &str, response: ParleyResponse) -> Result<(), WorkerError>;
+
+    /// Cancels a run: a queued or waiting one at once, a running one at its
+    /// holder's next heartbeat. A finished run is left as it is.
+    async fn cancel(&self, thread_id: &str) -> Result<(), WorkerError>;
+
+    /// The run's status, `None` if it was never submitted.
+    async fn status(&self, thread_id: &str) -> Result<Option<RunStatus>, WorkerError>;
+
+    /// Every claim of the thread, oldest first.
+    async fn attempts(&self, thread_id: &str) -> Result<Vec<AttemptInfo>, WorkerError>;
+
+    /// Returns when the queue may have changed (a submission, an answer, a
+    /// release), or after `timeout`. Spurious wake-ups are allowed.
+    async fn wait_for_change(&self, timeout: Duration);
+}

@@ -1,0 +1,617 @@
+//! [`SqliteRunQueue`]: the run queue in the SQLite file that holds the
+//! waypoints: the embedded default.
+
+use async_trait::async_trait;
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use serde_json::Value;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tokio::sync::Notify;
+
+use super::types::{matching_fingerprint, waiting_reason};
+use super::{
+    AttemptInfo, Claim, GraphKey, Lease, Release, Renewal, RunQueue, RunState, RunStatus,
+    Submitted, WorkerError, WorkerInfo,
+};
+use crate::error::StoreError;
+use crate::graph::ParleyResponse;
+use crate::waypoint::{SqliteWaypointStore, Waypoint, WaypointStore};
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS aegis_runs (
+    thread_id TEXT PRIMARY KEY,
+    graph_name TEXT NOT NULL,
+    input TEXT NOT NULL,
+    state TEXT NOT NULL,
+    epoch INTEGER NOT NULL DEFAULT 0,
+    worker_id TEXT,
+    expires_ms INTEGER,
+    fingerprint TEXT,
+    answer TEXT,
+    error TEXT,
+    cancel_requested INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS aegis_runs_by_state ON aegis_runs (state);
+CREATE TABLE IF NOT EXISTS aegis_workers (
+    worker_id TEXT PRIMARY KEY,
+    graphs TEXT NOT NULL,
+    expires_ms INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS aegis_run_attempts (
+    thread_id TEXT NOT NULL,
+    epoch INTEGER NOT NULL,
+    worker_id TEXT NOT NULL,
+    outcome TEXT NOT NULL,
+    PRIMARY KEY (thread_id, epoch)
+);";
+
+/// The run queue in a SQLite file, beside the waypoints of a
+/// [`SqliteWaypointStore`] on the same file: the same API as the
+/// PostgreSQL fleet, durable, with nothing to run.
+///
+/// Meant for one process (one [`WorkerPool`](super::WorkerPool) or more,
+/// and clients, sharing this value): claims are atomic across processes
+/// (each is one `IMMEDIATE` transaction), but the fencing check and the
+/// waypoint write are made atomic by a lock inside this value, so only
+/// writers sharing it are fenced against each other. Use PostgreSQL for
+/// several processes. Lease times are the wall clock.
+pub struct SqliteRunQueue {
+    path: PathBuf,
+    conn: Arc<Mutex<Connection>>,
+    store: Arc<SqliteWaypointStore>,
+    /// Held across a claim and across a fenced write's check and write.
+    fence: tokio::sync::Mutex<()>,
+    changed: Notify,
+}
+
+impl fmt::Debug for SqliteRunQueue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SqliteRunQueue")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+fn backend(e: rusqlite::Error) -> WorkerError {
+    WorkerError::Store(StoreError::Backend(format!("sqlite run queue: {e}")))
+}
+
+fn join_error(e: tokio::task::JoinError) -> WorkerError {
+    WorkerError::Store(StoreError::Backend(format!(
+        "sqlite run queue: a blocking task failed: {e}"
+    )))
+}
+
+fn now_ms() -> i64 {
+    let ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_millis();
+    i64::try_from(ms).unwrap_or(i64::MAX)
+}
+
+fn expiry_ms(ttl: Duration) -> i64 {
+    now_ms().saturating_add(i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX))
+}
+
+fn epoch_from(n: i64) -> u64 {
+    u64::try_from(n).unwrap_or(0)
+}
+
+fn epoch_to(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+fn encode_graphs(graphs: &[GraphKey]) -> String {
+    Value::Array(
+        graphs
+            .iter()
+            .map(|g| Value::Array(vec![g.name.clone().into(), g.fingerprint.clone().into()]))
+            .collect(),
+    )
+    .to_string()
+}
+
+/// The graphs a worker row lists; an unreadable row lists none.
+fn decode_graphs(text: &str) -> Vec<GraphKey> {
+    let Ok(Value::Array(items)) = serde_json::from_str::<Value>(text) else {
+        return Vec::new();
+    };
+    items
+        .iter()
+        .filter_map(|item| {
+            let pair = item.as_array()?;
+            Some(GraphKey {
+                name: pair.first()?.as_str()?.to_string(),
+                fingerprint: pair.get(1)?.as_str()?.to_string(),
+            })
+        })
+        .collect()
+}
+
+fn lost(lease: &Lease) -> WorkerError {
+    WorkerError::LeaseLost {
+        thread_id: lease.thread_id.clone(),
+        epoch: lease.epoch,
+    }
+}
+
+impl SqliteRunQueue {
+    /// Opens (creating if needed) the queue and its waypoint store in the
+    /// file at `path`.
+    pub async fn open(path: impl AsRef<Path>) -> Result<Self, WorkerError> {
+        let path = path.as_ref().to_path_buf();
+        let store = SqliteWaypointStore::open(&path).await?;
+        let p = path.clone();
+        let conn = tokio::task::spawn_blocking(move || {
+            let conn = Connection::open(&p).map_err(backend)?;
+            conn.busy_timeout(Duration::from_secs(5)).map_err(backend)?;
+            conn.execute_batch(SCHEMA).map_err(backend)?;
+            Ok::<_, WorkerError>(conn)
+        })
+        .await
+        .map_err(join_error)??;
+        Ok(SqliteRunQueue {
+            path,
+            conn: Arc::new(Mutex::new(conn)),
+            store: Arc::new(store),
+            fence: tokio::sync::Mutex::new(()),
+            changed: Notify::new(),
+        })
+    }
+
+    /// The file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    async fn with<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Connection) -> Result<T, WorkerError> + Send + 'static,
+    ) -> Result<T, WorkerError> {
+        let conn = self.conn.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut conn = conn.lock().unwrap_or_else(|e| e.into_inner());
+            f(&mut conn)
+        })
+        .await
+        .map_err(join_error)?
+    }
+
+    /// The thread's epoch and state.
+    async fn holder(&self, thread_id: &str) -> Result<Option<(u64, String)>, WorkerError> {
+        let thread_id = thread_id.to_string();
+        self.with(move |c| {
+            c.query_row(
+                "SELECT epoch, state FROM aegis_runs WHERE thread_id = ?1",
+                params![thread_id],
+                |r| Ok((epoch_from(r.get(0)?), r.get::<_, String>(1)?)),
+            )
+            .optional()
+            .map_err(backend)
+        })
+        .await
+    }
+}
+
+fn set_outcome(
+    c: &Connection,
+    thread_id: &str,
+    epoch: u64,
+    outcome: &str,
+) -> Result<(), WorkerError> {
+    c.execute(
+        "UPDATE aegis_run_attempts SET outcome = ?3 WHERE thread_id = ?1 AND epoch = ?2",
+        params![thread_id, epoch_to(epoch), outcome],
+    )
+    .map_err(backend)?;
+    Ok(())
+}
+
+#[async_trait]
+impl RunQueue for SqliteRunQueue {
+    fn waypoints(&self) -> Arc<dyn WaypointStore> {
+        self.store.clone()
+    }
+
+    async fn put_fenced(&self, lease: &Lease, waypoint: Waypoint) -> Result<(), StoreError> {
+        let _fence = self.fence.lock().await;
+        let holder = self.holder(&lease.thread_id).await.map_err(|e| match e {
+            WorkerError::Store(s) => s,
+            other => StoreError::Backend(other.to_string()),
+        })?;
+        match holder {
+            Some((epoch, state)) if epoch == lease.epoch && state == "running" => {
+                self.store.put(waypoint).await
+            }
+            other => Err(StoreError::LeaseLost {
+                thread_id: lease.thread_id.clone(),
+                epoch: lease.epoch,
+                current: other.map_or(0, |(e, _)| e),
+            }),
+        }
+    }
+
+    async fn submit(
+        &self,
+        graph_name: &str,
+        thread_id: &str,
+        input: Value,
+    ) -> Result<Submitted, WorkerError> {
+        super::validate_submission(graph_name, thread_id, &input)?;
+        let (graph, thread) = (graph_name.to_string(), thread_id.to_string());
+        let existing = self
+            .with(move |c| {
+                let inserted = c
+                    .execute(
+                        "INSERT INTO aegis_runs (thread_id, graph_name, input, state) \
+                         VALUES (?1, ?2, ?3, 'queued') ON CONFLICT (thread_id) DO NOTHING",
+                        params![thread, graph, input.to_string()],
+                    )
+                    .map_err(backend)?;
+                if inserted == 1 {
+                    return Ok(None);
+                }
+                c.query_row(
+                    "SELECT graph_name FROM aegis_runs WHERE thread_id = ?1",
+                    params![thread],
+                    |r| r.get::<_, String>(0),
+                )
+                .map(Some)
+                .map_err(backend)
+            })
+            .await?;
+        match existing {
+            None => {
+                super::wake(&self.changed);
+                Ok(Submitted::New)
+            }
+            Some(existing) => super::existing_submission(thread_id, &existing, graph_name),
+        }
+    }
+
+    async fn register(&self, worker: &WorkerInfo, ttl: Duration) -> Result<(), WorkerError> {
+        let (id, graphs, until) = (
+            worker.worker_id.clone(),
+            encode_graphs(&worker.graphs),
+            expiry_ms(ttl),
+        );
+        self.with(move |c| {
+            c.execute(
+                "INSERT INTO aegis_workers (worker_id, graphs, expires_ms) VALUES (?1, ?2, ?3) \
+                 ON CONFLICT (worker_id) DO UPDATE SET graphs = ?2, expires_ms = ?3",
+                params![id, graphs, until],
+            )
+            .map_err(backend)?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn deregister(&self, worker_id: &str) -> Result<(), WorkerError> {
+        let id = worker_id.to_string();
+        self.with(move |c| {
+            c.execute(
+                "DELETE FROM aegis_workers WHERE worker_id = ?1",
+                params![id],
+            )
+            .map_err(backend)?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn claim(
+        &self,
+        worker: &WorkerInfo,
+        max: usize,
+        ttl: Duration,
+    ) -> Result<Vec<Claim>, WorkerError> {
+        let _fence = self.fence.lock().await;
+        let worker = worker.clone();
+        self.with(move |c| {
+            let now = now_ms();
+            let until = expiry_ms(ttl);
+            let tx = c
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(backend)?;
+            tx.execute(
+                "UPDATE aegis_run_attempts SET outcome = 'expired' WHERE outcome = 'running' \
+                 AND (thread_id, epoch) IN (SELECT thread_id, epoch FROM aegis_runs \
+                 WHERE state = 'running' AND cancel_requested = 1 AND expires_ms <= ?1)",
+                params![now],
+            )
+            .map_err(backend)?;
+            tx.execute(
+                "UPDATE aegis_runs SET state = 'cancelled', worker_id = NULL, expires_ms = NULL \
+                 WHERE state = 'running' AND cancel_requested = 1 AND expires_ms <= ?1",
+                params![now],
+            )
+            .map_err(backend)?;
+            let mut picked: Vec<(String, String, String, Option<String>, String, i64, String)> =
+                Vec::new();
+            {
+                let mut due = tx
+                    .prepare(
+                        "SELECT thread_id, graph_name, input, answer, fingerprint, state, epoch \
+                         FROM aegis_runs WHERE state = 'queued' \
+                         OR (state = 'running' AND expires_ms <= ?1) ORDER BY rowid",
+                    )
+                    .map_err(backend)?;
+                let mut rows = due.query(params![now]).map_err(backend)?;
+                while picked.len() < max {
+                    let Some(row) = rows.next().map_err(backend)? else {
+                        break;
+                    };
+                    let graph: String = row.get(1).map_err(backend)?;
+                    let fingerprint: Option<String> = row.get(4).map_err(backend)?;
+                    let Some(fp) =
+                        matching_fingerprint(&worker.graphs, &graph, fingerprint.as_deref())
+                    else {
+                        continue;
+                    };
+                    picked.push((
+                        row.get(0).map_err(backend)?,
+                        graph,
+                        row.get(2).map_err(backend)?,
+                        row.get(3).map_err(backend)?,
+                        row.get(5).map_err(backend)?,
+                        row.get(6).map_err(backend)?,
+                        fp.to_string(),
+                    ));
+                }
+            }
+            let mut claims = Vec::with_capacity(picked.len());
+            for (thread_id, graph_name, input, answer, state, epoch, fp) in picked {
+                if state == "running" {
+                    set_outcome(&tx, &thread_id, epoch_from(epoch), "expired")?;
+                }
+                let next = epoch.saturating_add(1);
+                tx.execute(
+                    "UPDATE aegis_runs SET state = 'running', epoch = ?2, worker_id = ?3, \
+                     expires_ms = ?4, fingerprint = ?5 WHERE thread_id = ?1",
+                    params![thread_id, next, worker.worker_id, until, fp],
+                )
+                .map_err(backend)?;
+                tx.execute(
+                    "INSERT OR REPLACE INTO aegis_run_attempts (thread_id, epoch, worker_id, outcome) \
+                     VALUES (?1, ?2, ?3, 'running')",
+                    params![thread_id, next, worker.worker_id],
+                )
+                .map_err(backend)?;
+                claims.push(Claim {
+                    lease: Lease {
+                        thread_id,
+                        epoch: epoch_from(next),
+                        worker_id: worker.worker_id.clone(),
+                    },
+                    graph_name,
+                    input: serde_json::from_str(&input).unwrap_or(Value::Null),
+                    answer: answer.and_then(|a| serde_json::from_str(&a).ok()),
+                });
+            }
+            tx.commit().map_err(backend)?;
+            Ok(claims)
+        })
+        .await
+    }
+
+    async fn renew(&self, lease: &Lease, ttl: Duration) -> Result<Renewal, WorkerError> {
+        let l = lease.clone();
+        let renewed = self
+            .with(move |c| {
+                c.query_row(
+                    "UPDATE aegis_runs SET expires_ms = ?3 WHERE thread_id = ?1 AND epoch = ?2 \
+                     AND state = 'running' RETURNING cancel_requested",
+                    params![l.thread_id, epoch_to(l.epoch), expiry_ms(ttl)],
+                    |r| r.get::<_, bool>(0),
+                )
+                .optional()
+                .map_err(backend)
+            })
+            .await?;
+        match renewed {
+            Some(cancel_requested) => Ok(Renewal { cancel_requested }),
+            None => Err(lost(lease)),
+        }
+    }
+
+    async fn release(&self, lease: &Lease, release: Release) -> Result<(), WorkerError> {
+        let l = lease.clone();
+        let released = self
+            .with(move |c| {
+                let tx = c
+                    .transaction_with_behavior(TransactionBehavior::Immediate)
+                    .map_err(backend)?;
+                let n = tx
+                    .execute(
+                        "UPDATE aegis_runs SET state = CASE WHEN ?3 = 'queued' AND cancel_requested = 1 \
+                         THEN 'cancelled' ELSE ?3 END, worker_id = NULL, expires_ms = NULL, \
+                         error = ?4, answer = NULL \
+                         WHERE thread_id = ?1 AND epoch = ?2 AND state = 'running'",
+                        params![
+                            l.thread_id,
+                            epoch_to(l.epoch),
+                            release.state().as_str(),
+                            release.error()
+                        ],
+                    )
+                    .map_err(backend)?;
+                if n == 1 {
+                    set_outcome(&tx, &l.thread_id, l.epoch, release.outcome())?;
+                }
+                tx.commit().map_err(backend)?;
+                Ok(n == 1)
+            })
+            .await?;
+        if !released {
+            return Err(lost(lease));
+        }
+        super::wake(&self.changed);
+        Ok(())
+    }
+
+    async fn abandon(&self, lease: &Lease) -> Result<(), WorkerError> {
+        let l = lease.clone();
+        self.with(move |c| set_outcome(c, &l.thread_id, l.epoch, "abandoned"))
+            .await
+    }
+
+    async fn answer(&self, thread_id: &str, response: ParleyResponse) -> Result<(), WorkerError> {
+        let thread = thread_id.to_string();
+        let answer = serde_json::to_string(&response)
+            .map_err(|e| WorkerError::InvalidSubmission(format!("unserializable answer: {e}")))?;
+        let state = self
+            .with(move |c| {
+                let n = c
+                    .execute(
+                        "UPDATE aegis_runs SET state = 'queued', answer = ?2 \
+                         WHERE thread_id = ?1 AND state = 'awaiting_input'",
+                        params![thread, answer],
+                    )
+                    .map_err(backend)?;
+                if n == 1 {
+                    return Ok(None);
+                }
+                c.query_row(
+                    "SELECT state FROM aegis_runs WHERE thread_id = ?1",
+                    params![thread],
+                    |r| r.get::<_, String>(0),
+                )
+                .optional()
+                .map(|s| Some(s.unwrap_or_default()))
+                .map_err(backend)
+            })
+            .await?;
+        match state {
+            None => {
+                super::wake(&self.changed);
+                Ok(())
+            }
+            Some(s) if s.is_empty() => Err(WorkerError::UnknownThread {
+                thread_id: thread_id.to_string(),
+            }),
+            Some(state) => Err(WorkerError::NotAwaitingInput {
+                thread_id: thread_id.to_string(),
+                state,
+            }),
+        }
+    }
+
+    async fn cancel(&self, thread_id: &str) -> Result<(), WorkerError> {
+        let thread = thread_id.to_string();
+        let found = self
+            .with(move |c| {
+                c.execute(
+                    "UPDATE aegis_runs SET state = CASE WHEN state IN ('queued', 'awaiting_input') \
+                     THEN 'cancelled' ELSE state END, \
+                     cancel_requested = CASE WHEN state = 'running' THEN 1 ELSE cancel_requested END \
+                     WHERE thread_id = ?1",
+                    params![thread],
+                )
+                .map_err(backend)
+            })
+            .await?;
+        if found == 0 {
+            return Err(WorkerError::UnknownThread {
+                thread_id: thread_id.to_string(),
+            });
+        }
+        super::wake(&self.changed);
+        Ok(())
+    }
+
+    async fn status(&self, thread_id: &str) -> Result<Option<RunStatus>, WorkerError> {
+        let thread = thread_id.to_string();
+        self.with(move |c| {
+            let now = now_ms();
+            let row = c
+                .query_row(
+                    "SELECT graph_name, state, epoch, worker_id, fingerprint, error, expires_ms \
+                     FROM aegis_runs WHERE thread_id = ?1",
+                    params![thread],
+                    |r| {
+                        Ok((
+                            r.get::<_, String>(0)?,
+                            r.get::<_, String>(1)?,
+                            r.get::<_, i64>(2)?,
+                            r.get::<_, Option<String>>(3)?,
+                            r.get::<_, Option<String>>(4)?,
+                            r.get::<_, Option<String>>(5)?,
+                            r.get::<_, Option<i64>>(6)?,
+                        ))
+                    },
+                )
+                .optional()
+                .map_err(backend)?;
+            let Some((graph_name, state, epoch, worker_id, fingerprint, error, expires)) = row
+            else {
+                return Ok(None);
+            };
+            let state = RunState::parse(&state).ok_or_else(|| {
+                WorkerError::Store(StoreError::Backend(format!(
+                    "sqlite run queue: unknown run state {state:?}"
+                )))
+            })?;
+            let expired = state == RunState::Running && expires.is_some_and(|e| e <= now);
+            let waiting = if state == RunState::Queued || expired {
+                let mut live = c
+                    .prepare("SELECT worker_id, graphs FROM aegis_workers WHERE expires_ms > ?1")
+                    .map_err(backend)?;
+                let workers = live
+                    .query_map(params![now], |r| {
+                        Ok(WorkerInfo {
+                            worker_id: r.get(0)?,
+                            graphs: decode_graphs(&r.get::<_, String>(1)?),
+                        })
+                    })
+                    .map_err(backend)?
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(backend)?;
+                waiting_reason(&graph_name, fingerprint.as_deref(), &workers)
+            } else {
+                None
+            };
+            Ok(Some(RunStatus {
+                thread_id: thread.clone(),
+                graph_name,
+                state,
+                epoch: epoch_from(epoch),
+                worker_id,
+                fingerprint,
+                error,
+                waiting_reason: waiting,
+            }))
+        })
+        .await
+    }
+
+    async fn attempts(&self, thread_id: &str) -> Result<Vec<AttemptInfo>, WorkerError> {
+        let thread = thread_id.to_string();
+        self.with(move |c| {
+            let mut q = c
+                .prepare(
+                    "SELECT epoch, worker_id, outcome FROM aegis_run_attempts \
+                     WHERE thread_id = ?1 ORDER BY epoch",
+                )
+                .map_err(backend)?;
+            q.query_map(params![thread], |r| {
+                Ok(AttemptInfo {
+                    epoch: epoch_from(r.get(0)?),
+                    worker_id: r.get(1)?,
+                    outcome: r.get(2)?,
+                })
+            })
+            .map_err(backend)?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(backend)
+        })
+        .await
+    }
+
+    async fn wait_for_change(&self, timeout: Duration) {
+        let _ = tokio::time::timeout(timeout, self.changed.notified()).await;
+    }
+}

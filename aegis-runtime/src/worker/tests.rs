@@ -1,0 +1,738 @@
+//! Every lease transition, on every queue: claim, renew, release (complete,
+//! fail, parley, shutdown, cancel), expiry and takeover, and a write under
+//! a stale epoch refused. Then the pool end to end on the in-memory queue
+//! with tokio's paused clock.
+
+use serde_json::json;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::*;
+use crate::engine::{RunOutcome, WarEngine};
+use crate::error::EngineError;
+use crate::error::StoreError;
+use crate::graph::EngineLimits;
+use crate::graph::{NodeSpec, ParleyResponse, WarGraph};
+use crate::id::{END, START};
+use crate::paladin::UnconfiguredPaladinPort;
+use crate::state::{BattlefieldSchema, DispatchRule, FieldName, FieldSpec, StateDelta};
+
+const TTL: Duration = Duration::from_secs(30);
+
+/// One node adding 1 to `count`.
+fn counter_graph() -> WarGraph {
+    let schema = BattlefieldSchema::new(vec![FieldSpec::new(
+        FieldName::new("count").unwrap(),
+        DispatchRule::Sum,
+        Some(json!(0)),
+        false,
+    )]);
+    let mut g = WarGraph::new(schema, EngineLimits::default());
+    g.add_node(
+        "inc",
+        NodeSpec::from_fn("inc", |_, _| {
+            Box::pin(async move {
+                let mut d = StateDelta::new();
+                d.set("count", 1)?;
+                Ok(d.into())
+            })
+        }),
+    )
+    .add_edge(START, "inc")
+    .add_edge("inc", END);
+    g
+}
+
+/// `counter_graph` with another node: another fingerprint.
+fn other_counter_graph() -> WarGraph {
+    let mut g = counter_graph();
+    g.add_node(
+        "noop",
+        NodeSpec::from_fn("noop", |_, _| {
+            Box::pin(async move { Ok(StateDelta::new().into()) })
+        }),
+    )
+    .add_edge("inc", "noop")
+    .add_edge("noop", END);
+    g
+}
+
+fn worker(id: &str, graph: &WarGraph) -> WorkerInfo {
+    WorkerInfo {
+        worker_id: id.to_string(),
+        graphs: vec![GraphKey {
+            name: "counter".to_string(),
+            fingerprint: graph.fingerprint(),
+        }],
+    }
+}
+
+fn engine(queue: &Arc<dyn RunQueue>, lease: &Lease) -> WarEngine<LeasedStore> {
+    WarEngine::new(
+        Arc::new(UnconfiguredPaladinPort),
+        Arc::new(LeasedStore::new(queue.clone(), lease.clone())),
+    )
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Kind {
+    Memory,
+    #[cfg(feature = "sqlite")]
+    Sqlite,
+    #[cfg(feature = "postgres")]
+    Postgres,
+}
+
+/// Removes what a test created (a SQLite file, a PostgreSQL schema), also
+/// when the test panics.
+struct Cleanup(Option<Box<dyn FnOnce() + Send>>);
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        if let Some(f) = self.0.take() {
+            f();
+        }
+    }
+}
+
+#[cfg(feature = "postgres")]
+fn pg_url() -> String {
+    std::env::var("AEGIS_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| "host=127.0.0.1 port=5432 user=postgres dbname=test".to_string())
+}
+
+fn unique(name: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    format!("aegis_worker_{name}_{}_{nanos}", std::process::id())
+}
+
+async fn queue(kind: Kind, name: &str) -> (Arc<dyn RunQueue>, Cleanup) {
+    match kind {
+        Kind::Memory => (Arc::new(InMemoryRunQueue::new()), Cleanup(None)),
+        #[cfg(feature = "sqlite")]
+        Kind::Sqlite => {
+            let path = std::env::temp_dir().join(format!("{}.sqlite", unique(name)));
+            let q = SqliteRunQueue::open(&path).await.unwrap();
+            let cleanup = Cleanup(Some(Box::new(move || {
+                for suffix in ["", "-wal", "-shm"] {
+                    let mut f = path.clone().into_os_string();
+                    f.push(suffix);
+                    let _ = std::fs::remove_file(f);
+                }
+            })));
+            (Arc::new(q), cleanup)
+        }
+        #[cfg(feature = "postgres")]
+        Kind::Postgres => {
+            let schema = unique(name);
+            let q = PostgresRunQueue::connect_with(
+                &pg_url(),
+                crate::waypoint::PostgresOptions::default()
+                    .with_schema(&schema)
+                    .with_pool_size(4),
+            )
+            .await
+            .unwrap();
+            let cleanup = Cleanup(Some(Box::new(move || {
+                // Drop runs outside any runtime: a thread with its own.
+                let _ = std::thread::spawn(move || {
+                    let rt = tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                        .unwrap();
+                    rt.block_on(async move {
+                        use std::str::FromStr;
+                        let config = tokio_postgres::Config::from_str(&pg_url()).unwrap();
+                        let (client, conn) = config.connect(tokio_postgres::NoTls).await.unwrap();
+                        tokio::spawn(conn);
+                        client
+                            .batch_execute(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"))
+                            .await
+                            .unwrap();
+                    });
+                })
+                .join();
+            })));
+            (Arc::new(q), cleanup)
+        }
+    }
+}
+
+async fn claim_one(q: &Arc<dyn RunQueue>, w: &WorkerInfo, ttl: Duration) -> Claim {
+    let mut claims = q.claim(w, 10, ttl).await.unwrap();
+    assert_eq!(claims.len(), 1, "expected one claim, got {claims:?}");
+    claims.remove(0)
+}
+
+async fn state(q: &Arc<dyn RunQueue>, thread: &str) -> RunState {
+    q.status(thread).await.unwrap().unwrap().state
+}
+
+async fn outcomes(q: &Arc<dyn RunQueue>, thread: &str) -> Vec<(u64, String, String)> {
+    q.attempts(thread)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|a| (a.epoch, a.worker_id, a.outcome))
+        .collect()
+}
+
+async fn claim_gives_one_worker_epoch_1_and_nobody_else_the_thread(kind: Kind) {
+    let (q, _c) = queue(kind, "claim").await;
+    let g = counter_graph();
+    let (w1, w2) = (worker("w1", &g), worker("w2", &g));
+    assert_eq!(
+        q.submit("counter", "t1", json!({})).await.unwrap(),
+        Submitted::New
+    );
+    let c = claim_one(&q, &w1, TTL).await;
+    assert_eq!(c.lease.epoch, 1);
+    assert_eq!(c.lease.worker_id, "w1");
+    assert_eq!(c.graph_name, "counter");
+    assert!(q.claim(&w2, 10, TTL).await.unwrap().is_empty());
+    let s = q.status("t1").await.unwrap().unwrap();
+    assert_eq!(s.state, RunState::Running);
+    assert_eq!(s.worker_id.as_deref(), Some("w1"));
+    assert_eq!(s.fingerprint, Some(g.fingerprint()));
+    assert_eq!(
+        outcomes(&q, "t1").await,
+        vec![(1, "w1".into(), "running".into())]
+    );
+}
+
+async fn submit_is_idempotent_per_thread(kind: Kind) {
+    let (q, _c) = queue(kind, "submit").await;
+    assert_eq!(
+        q.submit("counter", "t1", json!({})).await.unwrap(),
+        Submitted::New
+    );
+    assert_eq!(
+        q.submit("counter", "t1", json!({"x": 1})).await.unwrap(),
+        Submitted::Existing
+    );
+    assert!(matches!(
+        q.submit("other", "t1", json!({})).await,
+        Err(WorkerError::GraphConflict { .. })
+    ));
+    assert!(matches!(
+        q.submit("counter", "t2", json!([1])).await,
+        Err(WorkerError::InvalidSubmission(_))
+    ));
+    assert!(matches!(
+        q.submit("counter", "a>b", json!({})).await,
+        Err(WorkerError::Store(StoreError::InvalidThreadId(_)))
+    ));
+    let g = counter_graph();
+    let claims = q.claim(&worker("w", &g), 10, TTL).await.unwrap();
+    assert_eq!(claims.len(), 1, "a twice-submitted thread is one run");
+}
+
+async fn renew_holds_the_lease_and_release_ends_it_per_outcome(kind: Kind) {
+    let (q, _c) = queue(kind, "release").await;
+    let g = counter_graph();
+    let w = worker("w", &g);
+    let cases = [
+        (Release::Completed, RunState::Completed, "completed"),
+        (
+            Release::Failed {
+                error: "boom".into(),
+            },
+            RunState::Failed,
+            "failed",
+        ),
+        (
+            Release::AwaitingInput,
+            RunState::AwaitingInput,
+            "awaiting_input",
+        ),
+        (Release::Halted, RunState::Queued, "halted"),
+        (Release::Cancelled, RunState::Cancelled, "cancelled"),
+    ];
+    for (i, (release, expected, outcome)) in cases.into_iter().enumerate() {
+        let thread = format!("t{i}");
+        q.submit("counter", &thread, json!({})).await.unwrap();
+        let c = claim_one(&q, &w, TTL).await;
+        let renewal = q.renew(&c.lease, TTL).await.unwrap();
+        assert!(!renewal.cancel_requested);
+        let failed = matches!(release, Release::Failed { .. });
+        q.release(&c.lease, release.clone()).await.unwrap();
+        let s = q.status(&thread).await.unwrap().unwrap();
+        assert_eq!(s.state, expected, "{release:?}");
+        assert_eq!(s.worker_id, None);
+        assert_eq!(s.error.as_deref(), failed.then_some("boom"));
+        assert_eq!(outcomes(&q, &thread).await[0].2, outcome);
+        // The lease is over: renewing or releasing it again is refused.
+        assert!(matches!(
+            q.renew(&c.lease, TTL).await,
+            Err(WorkerError::LeaseLost { .. })
+        ));
+        assert!(matches!(
+            q.release(&c.lease, Release::Completed).await,
+            Err(WorkerError::LeaseLost { .. })
+        ));
+        if expected == RunState::Queued {
+            // Released at shutdown: claimable again, with a larger epoch.
+            let again = claim_one(&q, &w, TTL).await;
+            assert_eq!(again.lease.epoch, c.lease.epoch + 1);
+            q.release(&again.lease, Release::Completed).await.unwrap();
+        }
+    }
+}
+
+async fn an_expired_lease_is_taken_over_and_the_old_holder_writes_nothing(kind: Kind) {
+    let (q, _c) = queue(kind, "takeover").await;
+    let g = counter_graph();
+    let (w1, w2) = (worker("w1", &g), worker("w2", &g));
+    q.submit("counter", "t1", json!({})).await.unwrap();
+    // A zero TTL: the lease is expired as soon as it is granted.
+    let old = claim_one(&q, &w1, Duration::ZERO).await;
+    let new = claim_one(&q, &w2, TTL).await;
+    assert_eq!(new.lease.epoch, old.lease.epoch + 1);
+    assert_eq!(
+        outcomes(&q, "t1").await,
+        vec![
+            (1, "w1".into(), "expired".into()),
+            (2, "w2".into(), "running".into())
+        ]
+    );
+    assert!(matches!(
+        q.renew(&old.lease, TTL).await,
+        Err(WorkerError::LeaseLost { .. })
+    ));
+    // The old holder wakes up and runs: its first write is refused.
+    let err = engine(&q, &old.lease)
+        .start(&g, "t1", json!({}))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            EngineError::Store(StoreError::LeaseLost {
+                epoch: 1,
+                current: 2,
+                ..
+            })
+        ),
+        "{err:?}"
+    );
+    assert!(q.waypoints().history("t1").await.unwrap().is_empty());
+    q.abandon(&old.lease).await.unwrap();
+    assert_eq!(outcomes(&q, "t1").await[0].2, "abandoned");
+    // The new holder's writes go through.
+    let outcome = engine(&q, &new.lease)
+        .start(&g, "t1", json!({}))
+        .await
+        .unwrap();
+    assert_eq!(outcome.state().get("count"), Some(&json!(1)));
+    q.release(&new.lease, Release::Completed).await.unwrap();
+    assert_eq!(state(&q, "t1").await, RunState::Completed);
+}
+
+async fn a_stale_epoch_cannot_write_after_a_takeover_mid_run(kind: Kind) {
+    let (q, _c) = queue(kind, "midrun").await;
+    let g = counter_graph();
+    let (w1, w2) = (worker("w1", &g), worker("w2", &g));
+    q.submit("counter", "t1", json!({})).await.unwrap();
+    let old = claim_one(&q, &w1, Duration::ZERO).await;
+    let old_store = LeasedStore::new(q.clone(), old.lease.clone());
+    // The old holder wrote waypoint 0 while it held the lease...
+    engine(&q, &old.lease)
+        .start(&g, "t1", json!({}))
+        .await
+        .unwrap();
+    let written = q.waypoints().history("t1").await.unwrap();
+    assert_eq!(written.len(), 2);
+    // ...then a takeover; the same next write under each epoch.
+    let new = claim_one(&q, &w2, TTL).await;
+    let mut next = written[1].clone();
+    next.seq = 2;
+    let refused = crate::waypoint::WaypointStore::put(&old_store, next.clone()).await;
+    assert!(
+        matches!(refused, Err(StoreError::LeaseLost { .. })),
+        "{refused:?}"
+    );
+    let new_store = LeasedStore::new(q.clone(), new.lease.clone());
+    crate::waypoint::WaypointStore::put(&new_store, next)
+        .await
+        .unwrap();
+    assert_eq!(q.waypoints().history("t1").await.unwrap().len(), 3);
+}
+
+async fn a_parley_answer_requeues_the_thread_with_the_answer(kind: Kind) {
+    let (q, _c) = queue(kind, "answer").await;
+    let g = counter_graph();
+    let w = worker("w", &g);
+    q.submit("counter", "t1", json!({})).await.unwrap();
+    let answer = ParleyResponse::new(json!("yes"));
+    assert!(matches!(
+        q.answer("t1", answer.clone()).await,
+        Err(WorkerError::NotAwaitingInput { .. })
+    ));
+    assert!(matches!(
+        q.answer("nope", answer.clone()).await,
+        Err(WorkerError::UnknownThread { .. })
+    ));
+    let c = claim_one(&q, &w, TTL).await;
+    assert_eq!(c.answer, None);
+    q.release(&c.lease, Release::AwaitingInput).await.unwrap();
+    // Waiting for input is not claimable.
+    assert!(q.claim(&w, 10, TTL).await.unwrap().is_empty());
+    q.answer("t1", answer.clone()).await.unwrap();
+    assert_eq!(state(&q, "t1").await, RunState::Queued);
+    let c = claim_one(&q, &w, TTL).await;
+    assert_eq!(c.answer, Some(answer));
+    q.release(&c.lease, Release::Halted).await.unwrap();
+    // Delivered once: the next claim does not get it again.
+    let c = claim_one(&q, &w, TTL).await;
+    assert_eq!(c.answer, None);
+}
+
+async fn cancel_ends_a_queued_run_and_asks_a_running_one(kind: Kind) {
+    let (q, _c) = queue(kind, "cancel").await;
+    let g = counter_graph();
+    let w = worker("w", &g);
+    q.submit("counter", "queued", json!({})).await.unwrap();
+    q.cancel("queued").await.unwrap();
+    assert_eq!(state(&q, "queued").await, RunState::Cancelled);
+    assert!(q.claim(&w, 10, TTL).await.unwrap().is_empty());
+    q.submit("counter", "running", json!({})).await.unwrap();
+    let c = claim_one(&q, &w, TTL).await;
+    q.cancel("running").await.unwrap();
+    assert_eq!(state(&q, "running").await, RunState::Running);
+    assert!(q.renew(&c.lease, TTL).await.unwrap().cancel_requested);
+    // The run halts; the halted release becomes a cancellation.
+    q.release(&c.lease, Release::Halted).await.unwrap();
+    assert_eq!(state(&q, "running").await, RunState::Cancelled);
+    assert!(matches!(
+        q.cancel("missing").await,
+        Err(WorkerError::UnknownThread { .. })
+    ));
+    // A holder that died after a cancel request: no takeover, cancelled.
+    q.submit("counter", "dead", json!({})).await.unwrap();
+    let _dead = claim_one(&q, &w, Duration::ZERO).await;
+    q.cancel("dead").await.unwrap();
+    assert!(q.claim(&w, 10, TTL).await.unwrap().is_empty());
+    assert_eq!(state(&q, "dead").await, RunState::Cancelled);
+}
+
+async fn a_thread_waits_with_a_reason_for_a_worker_with_its_graph(kind: Kind) {
+    let (q, _c) = queue(kind, "fingerprint").await;
+    let g = counter_graph();
+    let changed = other_counter_graph();
+    let w_old = worker("old", &g);
+    let w_new = worker("new", &changed);
+    q.submit("counter", "t1", json!({})).await.unwrap();
+    let reason = q.status("t1").await.unwrap().unwrap().waiting_reason;
+    assert_eq!(
+        reason.as_deref(),
+        Some("no live worker runs graph `counter`")
+    );
+    // Bound to the first claimer's fingerprint.
+    let c = claim_one(&q, &w_old, TTL).await;
+    q.release(&c.lease, Release::Halted).await.unwrap();
+    q.register(&w_new, TTL).await.unwrap();
+    assert!(q.claim(&w_new, 10, TTL).await.unwrap().is_empty());
+    let s = q.status("t1").await.unwrap().unwrap();
+    assert_eq!(s.state, RunState::Queued, "never failed");
+    let reason = s.waiting_reason.unwrap();
+    assert!(reason.contains(&g.fingerprint()), "{reason}");
+    assert!(reason.contains(&changed.fingerprint()), "{reason}");
+    q.register(&w_old, TTL).await.unwrap();
+    assert_eq!(q.status("t1").await.unwrap().unwrap().waiting_reason, None);
+    q.deregister("old").await.unwrap();
+    assert!(
+        q.status("t1")
+            .await
+            .unwrap()
+            .unwrap()
+            .waiting_reason
+            .is_some()
+    );
+    let c = claim_one(&q, &w_old, TTL).await;
+    assert_eq!(c.lease.epoch, 2);
+}
+
+async fn epochs_strictly_increase_over_many_claims(kind: Kind) {
+    let (q, _c) = queue(kind, "epochs").await;
+    let g = counter_graph();
+    let ws: Vec<_> = (0..3).map(|i| worker(&format!("w{i}"), &g)).collect();
+    q.submit("counter", "t1", json!({})).await.unwrap();
+    let mut last = 0;
+    for i in 0..9 {
+        let c = claim_one(&q, &ws[i % 3], Duration::ZERO).await;
+        assert!(c.lease.epoch > last);
+        last = c.lease.epoch;
+    }
+    let epochs: Vec<u64> = outcomes(&q, "t1").await.iter().map(|a| a.0).collect();
+    assert_eq!(epochs, (1..=9).collect::<Vec<_>>());
+}
+
+macro_rules! contract {
+    ($($name:ident),* $(,)?) => {
+        mod memory {
+            $(#[tokio::test] async fn $name() { super::$name(super::Kind::Memory).await })*
+        }
+        #[cfg(feature = "sqlite")]
+        mod sqlite {
+            $(#[tokio::test] async fn $name() { super::$name(super::Kind::Sqlite).await })*
+        }
+        #[cfg(feature = "postgres")]
+        mod postgres {
+            $(#[tokio::test] async fn $name() { super::$name(super::Kind::Postgres).await })*
+        }
+    };
+}
+
+contract!(
+    claim_gives_one_worker_epoch_1_and_nobody_else_the_thread,
+    submit_is_idempotent_per_thread,
+    renew_holds_the_lease_and_release_ends_it_per_outcome,
+    an_expired_lease_is_taken_over_and_the_old_holder_writes_nothing,
+    a_stale_epoch_cannot_write_after_a_takeover_mid_run,
+    a_parley_answer_requeues_the_thread_with_the_answer,
+    cancel_ends_a_queued_run_and_asks_a_running_one,
+    a_thread_waits_with_a_reason_for_a_worker_with_its_graph,
+    epochs_strictly_increase_over_many_claims,
+);
+
+// ---- The in-memory queue on tokio's paused clock -------------------------
+
+#[tokio::test(start_paused = true)]
+async fn a_lease_expires_exactly_at_its_ttl_unless_renewed() {
+    let q: Arc<dyn RunQueue> = Arc::new(InMemoryRunQueue::new());
+    let g = counter_graph();
+    let (w1, w2) = (worker("w1", &g), worker("w2", &g));
+    q.submit("counter", "t1", json!({})).await.unwrap();
+    let c = claim_one(&q, &w1, Duration::from_secs(10)).await;
+    tokio::time::advance(Duration::from_secs(9)).await;
+    assert!(q.claim(&w2, 10, TTL).await.unwrap().is_empty());
+    q.renew(&c.lease, Duration::from_secs(10)).await.unwrap();
+    tokio::time::advance(Duration::from_secs(9)).await;
+    assert!(q.claim(&w2, 10, TTL).await.unwrap().is_empty(), "renewed");
+    tokio::time::advance(Duration::from_secs(1)).await;
+    let taken = claim_one(&q, &w2, TTL).await;
+    assert_eq!(taken.lease.epoch, 2);
+}
+
+fn pool(q: &Arc<dyn RunQueue>, id: &str, graph: WarGraph, ttl: Duration) -> WorkerPool {
+    WorkerPool::new(q.clone(), |store| {
+        WarEngine::new(Arc::new(UnconfiguredPaladinPort), store)
+    })
+    .with_config(
+        WorkerConfig::default()
+            .with_worker_id(id)
+            .with_lease_ttl(ttl)
+            .with_poll_interval(Duration::from_millis(100))
+            .with_shutdown_grace(Duration::from_secs(1)),
+    )
+    .register("counter", graph)
+    .unwrap()
+}
+
+/// A gate between two counter nodes.
+fn parley_graph() -> WarGraph {
+    let mut g = counter_graph();
+    g.add_node("ask", NodeSpec::gate("go on?", "inc2", END))
+        .add_node(
+            "inc2",
+            NodeSpec::from_fn("inc2", |_, _| {
+                Box::pin(async move {
+                    let mut d = StateDelta::new();
+                    d.set("count", 10)?;
+                    Ok(d.into())
+                })
+            }),
+        )
+        .add_edge("inc", "ask")
+        .add_edge("inc2", END);
+    g
+}
+
+/// A node that sleeps `secs` (on tokio's clock) before adding 1.
+fn slow_graph(secs: u64) -> WarGraph {
+    let schema = BattlefieldSchema::new(vec![FieldSpec::new(
+        FieldName::new("count").unwrap(),
+        DispatchRule::Sum,
+        Some(json!(0)),
+        false,
+    )]);
+    let mut g = WarGraph::new(schema, EngineLimits::default());
+    g.add_node(
+        "slow",
+        NodeSpec::from_fn("slow", move |_, _| {
+            Box::pin(async move {
+                tokio::time::sleep(Duration::from_secs(secs)).await;
+                let mut d = StateDelta::new();
+                d.set("count", 1)?;
+                Ok(d.into())
+            })
+        }),
+    )
+    .add_edge(START, "slow")
+    .add_edge("slow", END);
+    g
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_pool_runs_submissions_and_delivers_a_parley_answer() {
+    let q: Arc<dyn RunQueue> = Arc::new(InMemoryRunQueue::new());
+    let client = Client::new(q.clone());
+    let stop = tokio_util::sync::CancellationToken::new();
+    let running = tokio::spawn(pool(&q, "w", parley_graph(), TTL).run(stop.clone()));
+    client.submit("counter", "t1", json!({})).await.unwrap();
+    let s = client.wait("t1", Duration::from_secs(5)).await.unwrap();
+    assert_eq!(s.state, RunState::AwaitingInput);
+    client
+        .answer("t1", ParleyResponse::new(json!("approve")))
+        .await
+        .unwrap();
+    let s = client
+        .wait_until("t1", Duration::from_secs(5), |s| s.is_final())
+        .await
+        .unwrap();
+    assert_eq!(s.state, RunState::Completed, "{s:?}");
+    let latest = client.latest("t1").await.unwrap().unwrap();
+    assert_eq!(latest.state.get("count"), Some(&json!(11)));
+    assert_eq!(
+        outcomes(&q, "t1").await,
+        vec![
+            (1, "w".into(), "awaiting_input".into()),
+            (2, "w".into(), "completed".into())
+        ]
+    );
+    stop.cancel();
+    running.await.unwrap().unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_halts_a_run_durably_and_another_worker_finishes_it() {
+    let q: Arc<dyn RunQueue> = Arc::new(InMemoryRunQueue::new());
+    let client = Client::new(q.clone());
+    let stop = tokio_util::sync::CancellationToken::new();
+    let first = tokio::spawn(pool(&q, "first", slow_graph(60), TTL).run(stop.clone()));
+    client.submit("counter", "t1", json!({})).await.unwrap();
+    client
+        .wait_until("t1", Duration::from_secs(5), |s| s == RunState::Running)
+        .await
+        .unwrap();
+    stop.cancel();
+    first.await.unwrap().unwrap();
+    let s = client.status("t1").await.unwrap().unwrap();
+    assert_eq!(s.state, RunState::Queued, "released at shutdown: {s:?}");
+    assert_eq!(outcomes(&q, "t1").await[0].2, "halted");
+    let stop2 = tokio_util::sync::CancellationToken::new();
+    let second = tokio::spawn(pool(&q, "second", slow_graph(60), TTL).run(stop2.clone()));
+    let s = client.wait("t1", Duration::from_secs(600)).await.unwrap();
+    assert_eq!(s.state, RunState::Completed);
+    let latest = client.latest("t1").await.unwrap().unwrap();
+    assert_eq!(latest.state.get("count"), Some(&json!(1)), "applied once");
+    stop2.cancel();
+    second.await.unwrap().unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_dead_workers_thread_is_taken_over_within_ttl_plus_a_poll() {
+    let q: Arc<dyn RunQueue> = Arc::new(InMemoryRunQueue::new());
+    let client = Client::new(q.clone());
+    let ttl = Duration::from_secs(3);
+    let dead = tokio::spawn(pool(&q, "dead", slow_graph(60), ttl).run(Default::default()));
+    client.submit("counter", "t1", json!({})).await.unwrap();
+    client
+        .wait_until("t1", Duration::from_secs(5), |s| s == RunState::Running)
+        .await
+        .unwrap();
+    // The process dies: no heartbeat, no release.
+    dead.abort();
+    let _ = dead.await;
+    let died = tokio::time::Instant::now();
+    let stop = tokio_util::sync::CancellationToken::new();
+    let heir = tokio::spawn(pool(&q, "heir", slow_graph(60), ttl).run(stop.clone()));
+    client
+        .wait_until("t1", Duration::from_secs(30), |s| s == RunState::Running)
+        .await
+        .unwrap();
+    loop {
+        let s = client.status("t1").await.unwrap().unwrap();
+        if s.worker_id.as_deref() == Some("heir") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let latency = died.elapsed();
+    assert!(
+        latency <= ttl + Duration::from_millis(100 + 20),
+        "{latency:?}"
+    );
+    let s = client.wait("t1", Duration::from_secs(600)).await.unwrap();
+    assert_eq!(s.state, RunState::Completed);
+    assert_eq!(
+        outcomes(&q, "t1").await,
+        vec![
+            (1, "dead".into(), "expired".into()),
+            (2, "heir".into(), "completed".into())
+        ]
+    );
+    stop.cancel();
+    heir.await.unwrap().unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_paused_worker_that_lost_its_lease_abandons_the_run() {
+    let q: Arc<dyn RunQueue> = Arc::new(InMemoryRunQueue::new());
+    let g = slow_graph(60);
+    q.submit("counter", "t1", json!({})).await.unwrap();
+    let mut w = worker("paused", &g);
+    w.graphs[0].fingerprint = g.fingerprint();
+    let c = claim_one(&q, &w, Duration::from_secs(3)).await;
+    // The paused worker's run: it wrote waypoint 0, then its node runs
+    // for a minute with no heartbeat (a stopped process).
+    let paused = {
+        let (q, lease, g) = (q.clone(), c.lease.clone(), g.clone());
+        tokio::spawn(async move { engine(&q, &lease).start(&g, "t1", json!({})).await })
+    };
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let heir = claim_one(&q, &worker("heir", &g), TTL).await;
+    assert_eq!(heir.lease.epoch, 2);
+    let err = paused.await.unwrap().unwrap_err();
+    assert!(
+        matches!(err, EngineError::Store(StoreError::LeaseLost { .. })),
+        "{err:?}"
+    );
+    // Only waypoint 0 (written under epoch 1 while it held the lease).
+    assert_eq!(q.waypoints().history("t1").await.unwrap().len(), 1);
+    let resumed = engine(&q, &heir.lease)
+        .resume(&g, "t1", None)
+        .await
+        .unwrap();
+    assert!(matches!(resumed, RunOutcome::Completed { .. }));
+}
+
+#[tokio::test(start_paused = true)]
+async fn cancel_through_the_client_stops_a_running_run() {
+    let q: Arc<dyn RunQueue> = Arc::new(InMemoryRunQueue::new());
+    let client = Client::new(q.clone());
+    let stop = tokio_util::sync::CancellationToken::new();
+    let running = tokio::spawn(pool(&q, "w", slow_graph(600), TTL).run(stop.clone()));
+    client.submit("counter", "t1", json!({})).await.unwrap();
+    client
+        .wait_until("t1", Duration::from_secs(5), |s| s == RunState::Running)
+        .await
+        .unwrap();
+    client.cancel("t1").await.unwrap();
+    let s = client.wait("t1", Duration::from_secs(60)).await.unwrap();
+    assert_eq!(s.state, RunState::Cancelled);
+    stop.cancel();
+    running.await.unwrap().unwrap();
+}
+
+#[test]
+fn a_pool_refuses_a_graph_name_twice() {
+    let q: Arc<dyn RunQueue> = Arc::new(InMemoryRunQueue::new());
+    let err = pool(&q, "w", counter_graph(), TTL)
+        .register("counter", counter_graph())
+        .unwrap_err();
+    assert!(matches!(err, WorkerError::Config(_)));
+}

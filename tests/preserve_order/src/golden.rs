@@ -1,0 +1,135 @@
+//! The fixed graph whose fingerprint is pinned: shared (by `#[path]`) by the
+//! crate's fingerprint tests and by this project, which computes it with
+//! serde_json's `preserve_order` enabled.
+//!
+//! Every JSON object below is written with its keys out of order, so a
+//! fingerprint that followed `serde_json::Map`'s iteration order would
+//! differ between the two builds.
+
+use aegis::{
+    Aegis, BattlefieldSchema, CacheKeySpec, CacheMarker, CachePolicy, DispatchRule, END,
+    EngineLimits, ErrorHandlerSpec, FieldName, FieldSpec, InputMapping, NodeSpec, Paladin,
+    ParleyExpiry, START, StateDelta, WarGraph,
+};
+use serde_json::json;
+use std::time::Duration;
+
+/// The fingerprint of [`golden_graph`]. Change it only together with
+/// `FINGERPRINT_VERSION`.
+pub const GOLDEN_FINGERPRINT: &str =
+    "v7:913c7c012034fa397d3723c6b703dd27733cb6788843498e9ba164dccedb571f";
+
+fn field(name: &str) -> FieldName {
+    FieldName::new(name).unwrap()
+}
+
+/// A graph touching every part of the fingerprint: field defaults with
+/// nested objects and numbers in several spellings, every node kind, a
+/// worker template, `on_error` (with a JSON delta) and `cache` policies,
+/// static and conditional edges, a dynamic target.
+pub fn golden_graph() -> WarGraph {
+    let schema = BattlefieldSchema::new(vec![
+        FieldSpec::new(
+            field("settings"),
+            DispatchRule::Merge,
+            Some(json!({"zeta": {"y": 2.0, "x": 1}, "alpha": [1.5, -0.0, 1e3], "mid": null})),
+            false,
+        ),
+        FieldSpec::new(field("question"), DispatchRule::LastWrite, None, true),
+        FieldSpec::new(field("answer"), DispatchRule::LastWrite, None, false),
+        FieldSpec::new(field("log"), DispatchRule::Append, Some(json!([])), false)
+            .with_cache(CacheMarker::Deny),
+        FieldSpec::new(field("total"), DispatchRule::Sum, Some(json!(0)), false),
+        FieldSpec::new(field("error"), DispatchRule::LastWrite, None, false),
+    ]);
+    let mut g = WarGraph::new(schema, EngineLimits::default());
+
+    g.add_node(
+        "plan",
+        NodeSpec::from_fn("plan", |_, _| {
+            Box::pin(async { Ok(StateDelta::new().into()) })
+        }),
+    );
+    g.add_node(
+        "answer",
+        NodeSpec::paladin(
+            Paladin::new("Answerer")
+                .with_model("gpt-4o")
+                .with_system_prompt("Be brief.")
+                .with_temperature(0.25)
+                .with_stop_word("STOP"),
+            InputMapping::new("Answer: {question}"),
+            field("answer"),
+        )
+        .with_output_schema(json!({
+            "type": "object",
+            "required": ["text"],
+            "properties": {"text": {"type": "string", "maxLength": 400}, "confidence": {"type": "number", "maximum": 1.0}},
+        })),
+    );
+    g.add_worker_template(
+        "score",
+        NodeSpec::from_fn("score", |_, _| {
+            Box::pin(async { Ok(StateDelta::new().into()) })
+        }),
+    );
+    g.add_node(
+        "review",
+        NodeSpec::Gate {
+            prompt: "Ship it?".into(),
+            expires_after: Some(Duration::from_secs(86_400)),
+            on_expire: ParleyExpiry::Fail,
+            approve: "ship".into(),
+            reject: "plan".into(),
+        },
+    );
+    g.add_node(
+        "ship",
+        NodeSpec::from_fn("ship", |_, _| {
+            Box::pin(async { Ok(StateDelta::new().into()) })
+        }),
+    );
+    g.add_node(
+        "fix",
+        NodeSpec::from_fn("fix", |_, _| {
+            Box::pin(async { Ok(StateDelta::new().into()) })
+        }),
+    );
+
+    let mut fallback = StateDelta::new();
+    fallback
+        .set("settings", json!({"b": 2, "a": {"d": 4.0, "c": 3}}))
+        .unwrap();
+    g.set_aegis(
+        "plan",
+        Aegis {
+            on_error: Some(ErrorHandlerSpec::Absorb {
+                fallback_delta: fallback,
+            }),
+            ..Aegis::default()
+        },
+    );
+    g.set_aegis(
+        "answer",
+        Aegis {
+            on_error: Some(ErrorHandlerSpec::Route {
+                to: "fix".into(),
+                error_field: field("error"),
+            }),
+            cache: Some(CachePolicy {
+                ttl: Duration::from_secs(3_600),
+                key: CacheKeySpec::Fields(vec![field("question")]),
+            }),
+            ..Aegis::default()
+        },
+    );
+
+    g.add_edge(START, "plan")
+        .add_edge("plan", "answer")
+        .add_edge("score", "review")
+        .add_edge("fix", "review")
+        .add_edge("ship", END)
+        .add_conditional_edges("answer", "route_answer", ["review", "plan"])
+        .mark_dynamic_target("score");
+    g
+}

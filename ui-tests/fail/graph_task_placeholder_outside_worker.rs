@@ -1,0 +1,13 @@
+//! A `graph!` mistake (`{task.…}` in a node that never runs as a task): the
+//! .stderr beside this file is its error.
+use aegis::prelude::*;
+
+fn main() {
+    let _ = graph! {
+        schema { answers: Append }
+        nodes {
+            answer = paladin(aegis::Paladin::new("A").with_model("m"), "{task.question}" -> answers),
+        }
+        edges { START -> answer -> END }
+    };
+}
