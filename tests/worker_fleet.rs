@@ -42,11 +42,8 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(1000);
-    let bound = Duration::from_secs(if runs > 1000 {
-        60 + runs as u64 / 10
-    } else {
-        150
-    });
+    // Generous: on a loaded 2-core machine 1,000 runs took 88 s (23 s idle).
+    let bound = Duration::from_secs(300.max(60 + runs as u64 / 10));
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
