@@ -98,7 +98,9 @@ fn retry(delay: Duration) -> RetryPolicy {
         backoff_factor: 1.0,
         jitter: false,
         retry_on: RetryPredicate::TransientOnly,
+        ..RetryPolicy::default()
     }
+    ..RetryPolicy::default()
 }
 
 fn engine(sink: &Arc<Stopwatch>) -> WarEngine {

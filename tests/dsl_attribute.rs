@@ -107,6 +107,7 @@ fn retry_keys_map_field_by_field_and_unset_ones_take_the_defaults() {
             max_interval: Duration::from_secs(90),
             jitter: false,
             retry_on: RetryPredicate::TransientOrUnknown,
+            ..RetryPolicy::default()
         })
     );
     assert_eq!(bare_retry::aegis().retry, Some(RetryPolicy::default()));

@@ -152,6 +152,19 @@ impl LlmError {
         }
     }
 
+    /// The provider's typed "not before" hint, if this error carries one:
+    /// a 429's parsed `Retry-After` ([`LlmError::RateLimited`]), and for
+    /// [`LlmError::AllProvidersFailed`] the last provider's. A
+    /// `RetryPolicy` with `respect_retry_after` waits at least this long
+    /// (capped) before the next attempt. Never parsed from a message.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            LlmError::RateLimited { retry_after } => *retry_after,
+            LlmError::AllProvidersFailed { last, .. } => last.retry_after(),
+            _ => None,
+        }
+    }
+
     /// The provider named by this error, if it names one.
     pub fn provider(&self) -> Option<&str> {
         match self {
