@@ -164,7 +164,9 @@ async fn without_a_handler_the_node_fails_at_once_with_its_last_error() {
     );
     let rec = records(&e, "t").await;
     assert_eq!(
-        rec[0].retry_skipped.map(|s| (s.attempt, s.wait_ms, s.remaining_ms)),
+        rec[0]
+            .retry_skipped
+            .map(|s| (s.attempt, s.wait_ms, s.remaining_ms)),
         Some((3, 4_000, 3_000))
     );
 }

@@ -255,9 +255,7 @@ async fn a_backoff_past_the_budget_is_not_begun_and_the_node_reruns_on_resume() 
     // A 10 s backoff cannot end inside a 4 s budget: it is not begun, and
     // the node fails at once with its own error (tests/retry_budget.rs).
     assert_eq!(t0.elapsed(), Duration::ZERO);
-    assert!(
-        matches!(out.into_result(), Err(EngineError::NodeFailed(e)) if e.attempt == 1)
-    );
+    assert!(matches!(out.into_result(), Err(EngineError::NodeFailed(e)) if e.attempt == 1));
     assert_eq!(count(&attempts), 1);
     // Resume measures a fresh budget and re-runs the failed node.
     let state = engine_on(&store)

@@ -55,9 +55,7 @@ impl RetryPolicy {
     /// ```
     pub fn wait_with_hint(&self, backoff: Duration, retry_after: Option<Duration>) -> Duration {
         match retry_after {
-            Some(hint) if self.respect_retry_after => {
-                backoff.max(hint.min(self.max_retry_after))
-            }
+            Some(hint) if self.respect_retry_after => backoff.max(hint.min(self.max_retry_after)),
             _ => backoff,
         }
     }
