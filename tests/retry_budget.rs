@@ -8,6 +8,7 @@ mod support;
 use DispatchRule::*;
 use aegis::*;
 use serde_json::json;
+use std::sync::Arc;
 use std::time::Duration;
 use support::fixtures::*;
 use tokio::time::Instant;
@@ -289,4 +290,102 @@ fn records_without_the_field_still_decode() {
     assert_eq!(rec.retry_skipped, None);
     // And a record without a skip writes the same bytes as before.
     assert_eq!(serde_json::to_value(&rec).unwrap(), old);
+}
+
+/// A Paladin node whose chain is two breakers, both open (for 40 s and
+/// 30 s), under a Retry-After floor; its final failure routes to
+/// `compensate`.
+async fn all_open_chain(budget: Option<Duration>) -> (WarEngine, WarGraph, MockLlmAdapter) {
+    let overloaded = |p: &str| LlmError::ProviderError {
+        provider: p.into(),
+        status: 503,
+        message: "overloaded".into(),
+    };
+    let a = MockLlmAdapter::new()
+        .with_provider_name("a")
+        .with_error(overloaded("a"));
+    let b = MockLlmAdapter::new()
+        .with_provider_name("b")
+        .with_error(overloaded("b"))
+        .with_response("recovered");
+    let ca = CircuitBreaker::new(Arc::new(a.clone()))
+        .with_failure_threshold(1)
+        .with_cool_down(Duration::from_secs(40));
+    let cb = CircuitBreaker::new(Arc::new(b.clone()))
+        .with_failure_threshold(1)
+        .with_cool_down(Duration::from_secs(30));
+    ca.generate(&LlmRequest::new("m", vec![]))
+        .await
+        .unwrap_err();
+    cb.generate(&LlmRequest::new("m", vec![]))
+        .await
+        .unwrap_err();
+    let chain = FallbackLlmAdapter::new(vec![Arc::new(ca), Arc::new(cb)]).unwrap();
+    let port = PaladinExecutionService::new(Arc::new(chain)).with_streaming(false);
+    let engine = WarEngine::new(Arc::new(port), Arc::new(InMemoryWaypointStore::new()));
+    let mut g = chain_graph();
+    g.set_aegis(
+        "writer",
+        Aegis {
+            retry: Some(RetryPolicy {
+                respect_retry_after: true,
+                ..exact(2, Duration::from_millis(500))
+            }),
+            on_error: Some(ErrorHandlerSpec::Route {
+                to: NodeId::new("compensate"),
+                error_field: field_name("err"),
+            }),
+            ..Aegis::default()
+        },
+    );
+    g.set_limits(EngineLimits {
+        run_timeout: budget,
+        ..EngineLimits::default()
+    });
+    (engine, g, b)
+}
+
+fn chain_graph() -> WarGraph {
+    let mut g = chain(
+        schema(&[("answer", LastWrite), ("path", Append), ("err", Merge)]),
+        vec![(
+            "writer",
+            NodeSpec::paladin(
+                Paladin::new("Writer").with_model("m"),
+                InputMapping::new("hi"),
+                field_name("answer"),
+            ),
+        )],
+    );
+    g.add_node("compensate", write("path", json!("compensated")))
+        .add_edge("compensate", END);
+    g
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_chain_whose_circuits_stay_open_past_the_budget_is_not_retried() {
+    let (engine, g, b) = all_open_chain(Some(Duration::from_secs(20))).await;
+    let sink = CollectingTraceSink::new();
+    let engine = engine.with_trace_sink(sink.clone());
+    let t0 = Instant::now();
+    let state = run_to_state(&engine, &g, "t", json!({})).await;
+    // The soonest probe is 30 s away, past the 20 s budget: compensate now.
+    assert_eq!(t0.elapsed(), Duration::ZERO);
+    assert_eq!(state.get("path"), Some(&json!(["compensated"])));
+    assert_eq!(b.call_count(), 1, "no call reached an open provider");
+    assert!(sink.events().iter().any(|e| matches!(
+        e,
+        TraceEvent::RetrySkipped { wait, remaining, .. }
+            if *wait == Duration::from_secs(30) && *remaining == Duration::from_secs(20)
+    )));
+}
+
+#[tokio::test(start_paused = true)]
+async fn with_budget_enough_the_retry_waits_for_the_first_circuit_to_half_open() {
+    let (engine, g, b) = all_open_chain(None).await;
+    let t0 = Instant::now();
+    let state = run_to_state(&engine, &g, "t", json!({})).await;
+    assert_eq!(t0.elapsed(), Duration::from_secs(30));
+    assert_eq!(state.get("answer"), Some(&json!("recovered")));
+    assert_eq!(b.call_count(), 2, "the probe went through");
 }
