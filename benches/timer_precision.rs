@@ -99,7 +99,7 @@ fn retry(delay: Duration) -> RetryPolicy {
         jitter: false,
         retry_on: RetryPredicate::TransientOnly,
         ..RetryPolicy::default()
-    }..RetryPolicy::default()
+    }
 }
 
 fn engine(sink: &Arc<Stopwatch>) -> WarEngine {
