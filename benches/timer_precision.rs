@@ -98,6 +98,7 @@ fn retry(delay: Duration) -> RetryPolicy {
         backoff_factor: 1.0,
         jitter: false,
         retry_on: RetryPredicate::TransientOnly,
+        ..RetryPolicy::default()
     }
 }
 

@@ -41,7 +41,9 @@ pub mod prelude {
     };
 
     // Traces.
-    pub use aegis_runtime::{AttemptStatus, CollectingTraceSink, TraceEvent, TraceSink};
+    pub use aegis_runtime::{
+        AttemptStatus, BudgetBound, CollectingTraceSink, TraceEvent, TraceSink,
+    };
 
     // Waypoints and the node cache.
     #[cfg(feature = "redis-cache")]

@@ -107,6 +107,7 @@ fn retry_keys_map_field_by_field_and_unset_ones_take_the_defaults() {
             max_interval: Duration::from_secs(90),
             jitter: false,
             retry_on: RetryPredicate::TransientOrUnknown,
+            ..RetryPolicy::default()
         })
     );
     assert_eq!(bare_retry::aegis().retry, Some(RetryPolicy::default()));
@@ -141,6 +142,49 @@ fn retry_keys_map_field_by_field_and_unset_ones_take_the_defaults() {
     ] {
         assert!(aegis.timeout.is_none() && aegis.on_error.is_none() && aegis.cache.is_none());
     }
+}
+
+#[aegis(retry(max = 4, respect_retry_after = true, max_retry_after = "45s"))]
+async fn retry_after_floor(_: &Battlefield, _: &NodeContext) -> Result<StateDelta, StateNodeError> {
+    Ok(StateDelta::new())
+}
+
+#[aegis(retry(respect_retry_after))]
+async fn retry_after_default_cap(
+    _: &Battlefield,
+    _: &NodeContext,
+) -> Result<StateDelta, StateNodeError> {
+    Ok(StateDelta::new())
+}
+
+#[test]
+fn the_retry_after_floor_keys_map_to_the_policy() {
+    assert_eq!(
+        retry_after_floor::aegis().retry,
+        Some(RetryPolicy {
+            max_attempts: 4,
+            respect_retry_after: true,
+            max_retry_after: Duration::from_secs(45),
+            ..RetryPolicy::default()
+        })
+    );
+    assert_eq!(
+        retry_after_default_cap::aegis().retry,
+        Some(RetryPolicy {
+            respect_retry_after: true,
+            ..RetryPolicy::default()
+        })
+    );
+    // In `graph!`'s `default_aegis` too: the grammar is shared.
+    let graph = graph! {
+        schema { out: LastWrite }
+        nodes { bare_retry }
+        default_aegis { retry(respect_retry_after = true, max_retry_after = "2m") }
+        edges { START -> bare_retry -> END }
+    };
+    let default = graph.default_aegis().unwrap().retry.clone().unwrap();
+    assert!(default.respect_retry_after);
+    assert_eq!(default.max_retry_after, Duration::from_secs(120));
 }
 
 #[aegis(timeout(run = "2m", idle = "1h2m3s4ms"))]

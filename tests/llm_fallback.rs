@@ -57,6 +57,7 @@ fn errors_by_transience() -> Vec<(LlmError, Transience)> {
         (
             LlmError::CircuitOpen {
                 provider: "a".into(),
+                retry_after: None,
             },
             Transience::Transient,
         ),
@@ -215,17 +216,20 @@ async fn all_providers_failed_lists_each_attempt_and_takes_the_last_transience()
             ProviderAttempt {
                 provider: "openai".into(),
                 error: overloaded("openai").to_string(),
-                transience: Transience::Transient
+                transience: Transience::Transient,
+                retry_after: None,
             },
             ProviderAttempt {
                 provider: "anthropic".into(),
                 error: "rate limited".into(),
-                transience: Transience::Transient
+                transience: Transience::Transient,
+                retry_after: None,
             },
             ProviderAttempt {
                 provider: "ollama".into(),
                 error: "network error: refused".into(),
-                transience: Transience::Transient
+                transience: Transience::Transient,
+                retry_after: None,
             },
         ]
     );
@@ -455,7 +459,8 @@ async fn a_breaker_opens_after_consecutive_failures_and_probes_after_cool_down()
     assert_eq!(
         e,
         LlmError::CircuitOpen {
-            provider: "flaky".into()
+            provider: "flaky".into(),
+            retry_after: Some(Duration::from_secs(30)),
         }
     );
     assert_eq!(e.transience(), Transience::Transient);
@@ -497,6 +502,38 @@ async fn permanent_errors_do_not_trip_a_breaker_and_success_resets_it() {
     cb.generate(&request()).await.unwrap();
     cb.generate(&request()).await.unwrap_err();
     assert_eq!(cb.state(), CircuitState::Closed { failures: 1 });
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_all_open_chain_carries_the_soonest_reopening_as_its_retry_hint() {
+    let a = mock("a").with_error(overloaded("a"));
+    let b = mock("b").with_error(overloaded("b"));
+    let ca = breaker(&a, 1, Duration::from_secs(40));
+    let cb = breaker(&b, 1, Duration::from_secs(30));
+    ca.generate(&request()).await.unwrap_err();
+    cb.generate(&request()).await.unwrap_err();
+    tokio::time::advance(Duration::from_secs(5)).await;
+    // Each refusal says how long its cool-down has left, typed.
+    let e = ca.generate(&request()).await.unwrap_err();
+    assert_eq!(e.retry_after(), Some(Duration::from_secs(35)));
+    let chain = FallbackLlmAdapter::new(vec![Arc::new(ca), Arc::new(cb)]).unwrap();
+    let e = chain.generate(&request()).await.unwrap_err();
+    assert!(matches!(e, LlmError::AllProvidersFailed { .. }), "{e:?}");
+    // Never waited on: the chain failed at once, hinting the soonest probe.
+    assert_eq!(e.retry_after(), Some(Duration::from_secs(25)));
+    assert_eq!((a.call_count(), b.call_count()), (1, 1));
+
+    // An element that failed without a hint may answer at once: no hint.
+    let c = mock("c").with_error(overloaded("c"));
+    let cc: Arc<dyn LlmPort> = Arc::new(breaker(&c, 1, Duration::from_secs(30)));
+    cc.generate(&request()).await.unwrap_err();
+    let d: Arc<dyn LlmPort> = Arc::new(mock("d").with_error(overloaded("d")));
+    let e = FallbackLlmAdapter::new(vec![cc, d])
+        .unwrap()
+        .generate(&request())
+        .await
+        .unwrap_err();
+    assert_eq!(e.retry_after(), None);
 }
 
 #[tokio::test]

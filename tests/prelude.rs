@@ -175,6 +175,7 @@ fn errors_and_policies_are_in_the_prelude() {
         attempt: 1,
         transience: Transience::Transient,
         source: NodeErrorSource::Timeout(TimeoutKind::Run),
+        retry_after: None,
     };
     let engine_error: EngineError = EngineError::NodeFailed(error);
     assert!(engine_error.to_string().contains("book"));
@@ -223,6 +224,7 @@ fn event_lines() -> Vec<(TraceEvent, &'static str)> {
                     attempt: 2,
                     transience: Transience::Transient,
                     source: NodeErrorSource::Timeout(TimeoutKind::Run),
+                    retry_after: None,
                 }),
                 cache_hit: false,
                 duration: Duration::from_millis(3),

@@ -133,6 +133,7 @@ fn policy() -> impl Strategy<Value = RetryPolicy> {
             max_interval: Duration::from_millis(initial_ms + extra_ms),
             jitter,
             retry_on: RetryPredicate::TransientOnly,
+            ..RetryPolicy::default()
         },
     )
 }

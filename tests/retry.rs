@@ -74,6 +74,7 @@ async fn every_wait_is_capped_at_max_interval() {
         max_interval: Duration::from_secs(2),
         jitter: false,
         retry_on: RetryPredicate::TransientOnly,
+        ..RetryPolicy::default()
     };
     let g = one_node(marked(clock.clone(), 5), retry(policy));
     engine().start(&g, "t", json!({})).await.unwrap();

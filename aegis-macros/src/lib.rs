@@ -17,7 +17,7 @@
 //!
 //! | key | runtime value | notes |
 //! |---|---|---|
-//! | `retry(max = 5, initial = "500ms", factor = 2.0, max_interval = "60s", jitter = false, on = transient)` | `RetryPolicy` | unset keys take `RetryPolicy::default()`; a bare `retry` is the default policy; `on` is `transient`, `unknown`, `all`, `never` or a registered predicate's name in quotes |
+//! | `retry(max = 5, initial = "500ms", factor = 2.0, max_interval = "60s", jitter = false, on = transient, respect_retry_after = true, max_retry_after = "60s")` | `RetryPolicy` | unset keys take `RetryPolicy::default()`; a bare `retry` is the default policy; `on` is `transient`, `unknown`, `all`, `never` or a registered predicate's name in quotes; `max_retry_after` (not zero) needs `respect_retry_after = true` |
 //! | `timeout(run = "120s", idle = "10s")` | `TimeoutPolicy` | at least one of the two |
 //! | `on_error(route = cancel)` | `ErrorHandlerSpec::Route` | the error field defaults to `<node id>_error`; set it with `error_field = booking_error` |
 //! | `on_error(absorb(summary = "unavailable", retries_left = 0))` | `ErrorHandlerSpec::Absorb` | values are JSON literals: strings, numbers, `true`/`false`, `null`, `[..]`; a bare `absorb` writes nothing |

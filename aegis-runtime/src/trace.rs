@@ -1,7 +1,7 @@
 //! Typed trace events, the sinks that receive them, and the bridge to
 //! `tracing`.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -21,6 +21,29 @@ pub enum AttemptStatus {
         /// Why.
         reason: String,
     },
+}
+
+/// The deadline a skipped retry would have overrun
+/// ([`TraceEvent::RetrySkipped`], `RetrySkip` on the node's record).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum BudgetBound {
+    /// The run budget: `EngineLimits::run_timeout` of this `start`/`resume`.
+    RunBudget,
+    /// An enclosing deadline: for a node of a Battalion's child graph, when
+    /// the parent's Battalion attempt is cut (its run timeout, or the
+    /// parent's own budget).
+    EnclosingDeadline,
+}
+
+impl fmt::Display for BudgetBound {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            BudgetBound::RunBudget => "run budget",
+            BudgetBound::EnclosingDeadline => "enclosing deadline",
+        })
+    }
 }
 
 /// Something that happened in a run. Sinks get these synchronously.
@@ -87,6 +110,28 @@ pub enum TraceEvent {
         attempt: u32,
         /// The wait before it, jitter included.
         delay: Duration,
+    },
+    /// A retry was not scheduled: its wait would end at or after the run
+    /// budget or an enclosing deadline, so the node fails at once with its
+    /// last error (and its `on_error` handler runs, in the time left).
+    RetrySkipped {
+        /// The thread (a Battalion child's attempts carry the child thread).
+        thread_id: String,
+        /// The superstep of the attempt, in that thread.
+        superstep: u32,
+        /// The node.
+        node_id: NodeId,
+        /// The task key, for a mustered task.
+        task_key: Option<String>,
+        /// The attempt that will not run.
+        attempt: u32,
+        /// The wait it would have needed (backoff, jitter and any
+        /// `Retry-After` floor included).
+        wait: Duration,
+        /// The time left before the deadline.
+        remaining: Duration,
+        /// Which deadline.
+        bound: BudgetBound,
     },
     /// A fallback chain moved from one provider to the next.
     FallbackHop {
@@ -244,6 +289,20 @@ impl fmt::Display for TraceEvent {
                 f,
                 "[{thread_id}] superstep {superstep}: {node_id} retries, attempt {attempt} in {delay:?}"
             ),
+            TraceEvent::RetrySkipped {
+                thread_id,
+                superstep,
+                node_id,
+                task_key,
+                attempt,
+                wait,
+                remaining,
+                bound,
+            } => write!(
+                f,
+                "[{thread_id}] superstep {superstep}: {} does not retry: attempt {attempt} would wait {wait:?}, {remaining:?} left of the {bound}",
+                Activation(node_id, task_key)
+            ),
             TraceEvent::FallbackHop {
                 node_id,
                 from_provider,
@@ -350,6 +409,19 @@ pub(crate) fn log_event(event: &TraceEvent) {
             ..
         } => {
             tracing::info!(thread_id, node_id = %node_id, attempt, ?delay, "retry scheduled");
+        }
+        TraceEvent::RetrySkipped {
+            thread_id,
+            node_id,
+            task_key,
+            attempt,
+            wait,
+            remaining,
+            bound,
+            ..
+        } => {
+            tracing::warn!(thread_id, node_id = %node_id, task_key, attempt, ?wait, ?remaining,
+                bound = %bound, "retry skipped: its wait would overrun the deadline");
         }
         TraceEvent::FallbackHop {
             from_provider,

@@ -198,6 +198,7 @@ fn random_retry(rng: &mut StdRng, endless: bool) -> RetryPolicy {
         // engine's jitter seed keeps a seed's instants reproducible.
         jitter: rng.random_bool(0.5),
         retry_on,
+        ..RetryPolicy::default()
     }
 }
 

@@ -66,8 +66,10 @@ pub(crate) enum ActResult {
         attempt: u32,
     },
     /// Finally failed at `error.attempt`; `handled` names the handler shape.
-    /// `budget`: a retry was due with an endless backoff, which the run
-    /// budget ended (no handler runs: there is no time left).
+    /// `budget`: the run budget ended it (no handler runs: there is no time
+    /// left). Since budget-aware retry an endless backoff is never begun
+    /// (the node fails at once, handler and all), so the model no longer
+    /// predicts this; the engine still reports it for a budget cut.
     Failed {
         error: Failure,
         handled: Option<&'static str>,
@@ -269,15 +271,12 @@ impl Model<'_> {
             if !again {
                 return (failed, self.failed(node, f));
             }
-            // The only wait that reaches a budget is an endless one.
+            // The only wait that reaches a budget is an endless one: it is
+            // never begun (budget-aware retry), so the node fails at once
+            // and its handler runs in the budget left.
             if retry.is_some_and(|r| r.base_delay(attempt + 1) == Duration::MAX) {
                 assert_eq!(self.def.limits.run_timeout, Some(BUDGET), "an endless wait");
-                let result = ActResult::Failed {
-                    error: f,
-                    handled: None,
-                    budget: true,
-                };
-                return (failed, result);
+                return (failed, self.failed(node, f));
             }
             attempt += 1;
         }

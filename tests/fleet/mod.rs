@@ -167,6 +167,7 @@ pub fn graph(work: Duration) -> WarGraph {
             max_interval: Duration::from_millis(5),
             jitter: false,
             retry_on: RetryPredicate::TransientOnly,
+            ..RetryPolicy::default()
         }),
         ..Aegis::default()
     };

@@ -50,7 +50,16 @@ pub(crate) fn aegis_expr(
                 quote!(#p::RetryPredicate::#variant)
             }
         }));
-        quote!(#p::retry(#max, #initial, #factor, #max_interval, #jitter, #on))
+        let policy = quote!(#p::retry(#max, #initial, #factor, #max_interval, #jitter, #on));
+        if r.respect_retry_after.is_none() && r.max_retry_after.is_none() {
+            return policy;
+        }
+        let respect = some(r.respect_retry_after.map(|b| {
+            let b = b.0;
+            quote!(#b)
+        }));
+        let cap = some(r.max_retry_after.as_ref().map(|d| duration(d, p)));
+        quote!(#p::retry_after_floor(#policy, #respect, #cap))
     }));
 
     let timeout = some(spec.timeout.as_ref().map(|t| {

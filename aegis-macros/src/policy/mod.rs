@@ -71,6 +71,7 @@ fn validate(raw: RawAegis, errors: &mut Errors) -> AegisSpec {
 
     if let Some(retry) = &retry {
         check_retry_intervals(&retry.value, errors);
+        check_retry_after_cap(&retry.value, errors);
     }
 
     let timeout = timeout.filter(|t| {
@@ -203,6 +204,22 @@ fn check_retry_intervals(retry: &RawRetry, errors: &mut Errors) {
     }
 }
 
+/// `max_retry_after` caps the Retry-After floor: without
+/// `respect_retry_after = true` it would cap nothing. (A zero cap is
+/// refused by the duration itself.)
+fn check_retry_after_cap(retry: &RawRetry, errors: &mut Errors) {
+    let on = retry.respect_retry_after.is_some_and(|b| b.0);
+    if let (Some(cap), false) = (&retry.max_retry_after, on) {
+        errors.error(
+            cap.span,
+            format!(
+                "`max_retry_after = \"{}\"` caps the Retry-After floor, which is off: add `respect_retry_after = true`, or remove `max_retry_after`",
+                cap.display()
+            ),
+        );
+    }
+}
+
 impl Predicate {
     pub(crate) fn variant(&self) -> &'static str {
         match self {
@@ -308,6 +325,31 @@ mod tests {
         assert!(errs[0].contains("sets no bound"), "{errs:?}");
         let (_, errs) = messages(quote!(retry(max = 2), retry(max = 3)));
         assert_eq!(errs, ["`retry` is given twice: keep only one `retry`"]);
+    }
+
+    #[test]
+    fn parses_the_retry_after_floor() {
+        let (spec, errs) = messages(quote!(retry(
+            respect_retry_after = true,
+            max_retry_after = "45s"
+        )));
+        assert!(errs.is_empty(), "{errs:?}");
+        let retry = spec.retry.unwrap().value;
+        assert!(retry.respect_retry_after.unwrap().0);
+        assert_eq!(retry.max_retry_after.unwrap().millis, 45_000);
+        let (_, errs) = messages(quote!(retry(max_retry_after = "45s")));
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert!(errs[0].contains("which is off"), "{errs:?}");
+        let (_, errs) = messages(quote!(retry(
+            respect_retry_after = false,
+            max_retry_after = "45s"
+        )));
+        assert!(errs[0].contains("which is off"), "{errs:?}");
+        let (_, errs) = messages(quote!(retry(
+            respect_retry_after = true,
+            max_retry_after = "0s"
+        )));
+        assert!(errs[0].contains("is zero"), "{errs:?}");
     }
 
     #[test]

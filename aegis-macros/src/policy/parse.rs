@@ -30,6 +30,8 @@ pub(crate) struct RawRetry {
     pub(crate) max_interval: Option<Dur>,
     pub(crate) jitter: Option<Bool>,
     pub(crate) on: Option<Predicate>,
+    pub(crate) respect_retry_after: Option<Bool>,
+    pub(crate) max_retry_after: Option<Dur>,
 }
 
 #[derive(Debug, Clone, Default, FromMeta)]

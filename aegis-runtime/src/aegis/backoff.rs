@@ -37,6 +37,30 @@ impl RetryPolicy {
     }
 }
 
+impl RetryPolicy {
+    /// The wait before the next attempt given its `backoff` and the failed
+    /// attempt's retry hint: `backoff` unless `respect_retry_after` is on,
+    /// then `max(backoff, min(retry_after, max_retry_after))`.
+    ///
+    /// ```
+    /// use aegis_runtime::RetryPolicy;
+    /// use std::time::Duration;
+    /// let s = Duration::from_secs;
+    /// let off = RetryPolicy::default();
+    /// assert_eq!(off.wait_with_hint(s(1), Some(s(30))), s(1));
+    /// let on = RetryPolicy { respect_retry_after: true, ..RetryPolicy::default() };
+    /// assert_eq!(on.wait_with_hint(s(1), Some(s(30))), s(30));
+    /// assert_eq!(on.wait_with_hint(s(1), Some(s(600))), s(60)); // the cap
+    /// assert_eq!(on.wait_with_hint(s(90), Some(s(600))), s(90)); // never shorter
+    /// ```
+    pub fn wait_with_hint(&self, backoff: Duration, retry_after: Option<Duration>) -> Duration {
+        match retry_after {
+            Some(hint) if self.respect_retry_after => backoff.max(hint.min(self.max_retry_after)),
+            _ => backoff,
+        }
+    }
+}
+
 /// `delay` plus a uniform draw from `[0, delay)`; zero stays zero. The draw
 /// is at most `u64::MAX` nanoseconds (about 584 years) and the sum
 /// saturates at `Duration::MAX`.

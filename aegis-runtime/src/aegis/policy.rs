@@ -86,6 +86,24 @@ impl RetryPredicate {
 ///
 /// Waits are slept on tokio's timer, which rounds a deadline up to its 1 ms
 /// tick: a jittered 180.4 ms wait takes 181 ms.
+///
+/// **Retry-After floor (opt-in).** With `respect_retry_after`, a failure
+/// that carries the provider's typed hint ([`NodeError::retry_after`](crate::NodeError::retry_after):
+/// a 429's `Retry-After`) waits `max(backoff, min(hint, max_retry_after))`:
+/// the hint is a floor under the backoff, the cap bounds only the hint (a
+/// backoff longer than the cap is never shortened). Off by default, so the
+/// guide's exact backoff stays the default. Validation rejects a zero
+/// `max_retry_after` with the floor on.
+///
+/// **Budget.** A retry whose wait would end at or after the run budget
+/// (`EngineLimits::run_timeout`) or an enclosing deadline (a Battalion
+/// child's parent attempt) is not scheduled: the node fails at once with its
+/// last error, its `on_error` handler runs, and
+/// [`TraceEvent::RetrySkipped`](crate::TraceEvent::RetrySkipped) and the
+/// record's `retry_skipped` say why.
+///
+/// `retry` is not part of the graph fingerprint, so neither are the two
+/// floor fields; they are serialized only when set away from their defaults.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RetryPolicy {
     /// Attempts, including the first: 3 means the node runs at most 3 times.
@@ -100,11 +118,39 @@ pub struct RetryPolicy {
     pub jitter: bool,
     /// Which failures are retried.
     pub retry_on: RetryPredicate,
+    /// Wait at least the provider's typed `Retry-After` hint (capped at
+    /// `max_retry_after`) before the next attempt. Off by default.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub respect_retry_after: bool,
+    /// The longest hint `respect_retry_after` honours: a longer one (say a
+    /// hostile `retry-after: 86400`) waits this long. Defaults to
+    /// [`DEFAULT_MAX_RETRY_AFTER`] (60 s, the default `max_interval`).
+    #[serde(
+        default = "default_max_retry_after",
+        skip_serializing_if = "is_default_max_retry_after"
+    )]
+    pub max_retry_after: Duration,
+}
+
+/// The default [`RetryPolicy::max_retry_after`]: 60 s, the same ceiling as
+/// the default `max_interval`.
+pub const DEFAULT_MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+fn default_max_retry_after() -> Duration {
+    DEFAULT_MAX_RETRY_AFTER
+}
+
+fn is_default_max_retry_after(d: &Duration) -> bool {
+    *d == DEFAULT_MAX_RETRY_AFTER
 }
 
 impl Default for RetryPolicy {
     /// 3 attempts; 500 ms, 1 s, 2 s, ... capped at 60 s; jitter on;
-    /// transient failures only.
+    /// transient failures only; no Retry-After floor.
     fn default() -> Self {
         RetryPolicy {
             max_attempts: 3,
@@ -113,6 +159,8 @@ impl Default for RetryPolicy {
             max_interval: Duration::from_secs(60),
             jitter: true,
             retry_on: RetryPredicate::TransientOnly,
+            respect_retry_after: false,
+            max_retry_after: DEFAULT_MAX_RETRY_AFTER,
         }
     }
 }

@@ -23,6 +23,12 @@ pub(crate) fn retry_problems(p: &RetryPolicy) -> Vec<String> {
             p.initial_interval, p.max_interval
         ));
     }
+    if p.respect_retry_after && p.max_retry_after.is_zero() {
+        out.push(
+            "max_retry_after is zero with respect_retry_after on (no hint could ever be honoured)"
+                .to_string(),
+        );
+    }
     if let super::RetryPredicate::Custom(name) = &p.retry_on
         && name.trim().is_empty()
     {

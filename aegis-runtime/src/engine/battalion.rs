@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::time::Instant;
 
 use super::attempt::ActivationCtx;
 use super::{RunOutcome, WarEngine};
@@ -18,8 +19,14 @@ impl<S: WaypointStore> WarEngine<S> {
     /// An engine for a child run: the same store, port, registries, sinks
     /// and cache; a child of the cancellation token; the parent attempt's
     /// heartbeat, beaten once per child superstep; and the parent attempt's
-    /// shutdown grace as the ceiling of the child's.
-    fn child_engine(&self, heartbeat: HeartbeatHandle, grace: Duration) -> WarEngine<S> {
+    /// shutdown grace as the ceiling of the child's; and `enclosing`, the
+    /// instant the parent attempt is cut, as the child's enclosing deadline.
+    fn child_engine(
+        &self,
+        heartbeat: HeartbeatHandle,
+        grace: Duration,
+        enclosing: Option<Instant>,
+    ) -> WarEngine<S> {
         WarEngine {
             paladin_port: self.paladin_port.clone(),
             store: self.store.clone(),
@@ -34,6 +41,7 @@ impl<S: WaypointStore> WarEngine<S> {
             jitter_seed: self.jitter_seed,
             isolated_attempts: self.isolated_attempts,
             grace_cap: Some(grace),
+            enclosing_deadline: enclosing,
         }
     }
 
@@ -88,11 +96,16 @@ impl<S: WaypointStore> WarEngine<S> {
                 child_thread: thread.clone(),
                 message,
             },
+            retry_after: None,
         };
         // Too long for a store (a deep nesting under a long root id): no
         // retry can fix that.
         validate_thread_id(&thread).map_err(|e| fail(Transience::Permanent, e.to_string()))?;
-        let engine = self.child_engine(ctx.heartbeat.clone(), act.shutdown_grace);
+        let engine = self.child_engine(
+            ctx.heartbeat.clone(),
+            act.shutdown_grace,
+            act.attempt_deadline(self.enclosing_deadline),
+        );
         // A timed-out parent attempt drops this future; the guard then
         // cancels the child's token too.
         let _guard = engine.cancellation.clone().drop_guard();
@@ -157,6 +170,7 @@ impl<S: WaypointStore> WarEngine<S> {
                 attempt: ctx.attempt,
                 transience: Transience::Transient,
                 source: NodeErrorSource::Cancelled,
+                retry_after: None,
             }),
             Ok(RunOutcome::Failed { error, .. }) => {
                 let transience = error

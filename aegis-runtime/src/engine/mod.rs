@@ -66,6 +66,11 @@ pub struct WarEngine<S = InMemoryWaypointStore> {
     /// parent attempt's own grace, so the child halts (and writes its
     /// Halted waypoint) before the parent would have given up.
     pub(crate) grace_cap: Option<std::time::Duration>,
+    /// A Battalion child's enclosing deadline: when its parent attempt is
+    /// cut (the Battalion's run timeout, the parent's run deadline, or its
+    /// own enclosing one). A retry whose backoff would end past it is
+    /// skipped, like one past the run budget.
+    pub(crate) enclosing_deadline: Option<tokio::time::Instant>,
 }
 
 impl<S> fmt::Debug for WarEngine<S> {
@@ -113,6 +118,7 @@ impl<S: WaypointStore> WarEngine<S> {
             jitter_seed: None,
             isolated_attempts: false,
             grace_cap: None,
+            enclosing_deadline: None,
         }
     }
 

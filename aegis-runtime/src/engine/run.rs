@@ -112,7 +112,8 @@ enum Ending {
     },
     Failed {
         error: EngineError,
-        node_error: Option<NodeError>,
+        /// Boxed: a `NodeError` would make every `Ending` as large.
+        node_error: Option<Box<NodeError>>,
         records: Vec<NodeExecutionRecord>,
     },
 }
@@ -125,7 +126,7 @@ impl Ending {
     ) -> Self {
         Ending::Failed {
             error,
-            node_error,
+            node_error: node_error.map(Box::new),
             records,
         }
     }
@@ -244,7 +245,7 @@ impl<S: WaypointStore> WarEngine<S> {
                 error,
                 node_error,
                 records,
-            } => self.fail(cur, error, node_error, records).await,
+            } => self.fail(cur, error, node_error.map(|e| *e), records).await,
         }
     }
 

@@ -15,6 +15,10 @@ pub struct ProviderAttempt {
     pub error: String,
     /// The classification of that error.
     pub transience: Transience,
+    /// That error's typed retry hint ([`LlmError::retry_after`]): a 429's
+    /// `Retry-After`, an open circuit's remaining cool-down.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after: Option<Duration>,
 }
 
 /// An error at the LLM provider boundary.
@@ -69,6 +73,11 @@ pub enum LlmError {
     CircuitOpen {
         /// The provider the breaker guards.
         provider: String,
+        /// How long until the breaker lets a probe through: its remaining
+        /// cool-down ([`Duration::MAX`] when it never will), `None` while a
+        /// probe is in flight. A typed hint like a 429's `Retry-After`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        retry_after: Option<Duration>,
     },
     /// Every provider of a fallback chain failed.
     #[error("all {} providers failed; last: {last}", attempts.len())]
@@ -152,10 +161,36 @@ impl LlmError {
         }
     }
 
+    /// The provider's typed "not before" hint, if this error carries one:
+    /// a 429's parsed `Retry-After` ([`LlmError::RateLimited`]), an open
+    /// breaker's remaining cool-down ([`LlmError::CircuitOpen`]). For
+    /// [`LlmError::AllProvidersFailed`] it is the soonest any element may
+    /// answer again: the shortest of the elements' hints when every element
+    /// gave one, and none as soon as one element failed without a hint (it
+    /// may answer at once). A `RetryPolicy` with `respect_retry_after` waits
+    /// at least this long (capped) before the next attempt, and a wait past
+    /// the run budget skips the retry. Never parsed from a message.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            LlmError::RateLimited { retry_after } | LlmError::CircuitOpen { retry_after, .. } => {
+                *retry_after
+            }
+            LlmError::AllProvidersFailed { attempts, last } if attempts.is_empty() => {
+                last.retry_after()
+            }
+            LlmError::AllProvidersFailed { attempts, .. } => attempts
+                .iter()
+                .map(|a| a.retry_after)
+                .collect::<Option<Vec<_>>>()
+                .and_then(|hints| hints.into_iter().min()),
+            _ => None,
+        }
+    }
+
     /// The provider named by this error, if it names one.
     pub fn provider(&self) -> Option<&str> {
         match self {
-            LlmError::ProviderError { provider, .. } | LlmError::CircuitOpen { provider } => {
+            LlmError::ProviderError { provider, .. } | LlmError::CircuitOpen { provider, .. } => {
                 Some(provider)
             }
             LlmError::AllProvidersFailed { last, .. } => last.provider(),

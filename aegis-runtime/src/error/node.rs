@@ -181,6 +181,12 @@ pub struct NodeError {
     pub transience: Transience,
     /// Where it came from.
     pub source: NodeErrorSource,
+    /// The provider's typed "not before" hint (a 429's `Retry-After`),
+    /// carried from [`LlmError::retry_after`] / [`PaladinError::retry_after`]
+    /// or a [`StateNodeError`](struct@StateNodeError)'s own; read by a
+    /// `RetryPolicy` with `respect_retry_after`. Absent in older waypoints.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after: Option<std::time::Duration>,
 }
 
 impl NodeError {
@@ -196,7 +202,14 @@ impl NodeError {
             attempt,
             transience,
             source,
+            retry_after: None,
         }
+    }
+
+    /// This error with the provider's retry hint `retry_after`.
+    pub fn with_retry_after(mut self, retry_after: Option<std::time::Duration>) -> Self {
+        self.retry_after = retry_after;
+        self
     }
 }
 
@@ -224,6 +237,9 @@ pub struct StateNodeError {
     pub message: String,
     /// How the retry predicate should treat it.
     pub transience: Transience,
+    /// The provider's typed retry hint, kept by `?` on an [`LlmError`] or
+    /// [`PaladinError`] (see [`NodeError::retry_after`]).
+    pub retry_after: Option<std::time::Duration>,
 }
 
 impl StateNodeError {
@@ -247,7 +263,15 @@ impl StateNodeError {
         StateNodeError {
             message: message.into(),
             transience,
+            retry_after: None,
         }
+    }
+
+    /// This error with a retry hint (say, a `Retry-After` the node read
+    /// itself), honoured by a `RetryPolicy` with `respect_retry_after`.
+    pub fn with_retry_after(mut self, retry_after: Option<std::time::Duration>) -> Self {
+        self.retry_after = retry_after;
+        self
     }
 }
 
@@ -279,17 +303,19 @@ impl From<crate::state::StateError> for StateNodeError {
     }
 }
 
-/// Keeps the error's transience ([`LlmError::transience`]).
+/// Keeps the error's transience ([`LlmError::transience`]) and retry hint.
 impl From<LlmError> for StateNodeError {
     fn from(e: LlmError) -> Self {
         StateNodeError::with_transience(e.to_string(), e.transience())
+            .with_retry_after(e.retry_after())
     }
 }
 
-/// Keeps the error's transience ([`PaladinError::transience`]).
+/// Keeps the error's transience ([`PaladinError::transience`]) and retry hint.
 impl From<PaladinError> for StateNodeError {
     fn from(e: PaladinError) -> Self {
         StateNodeError::with_transience(e.to_string(), e.transience())
+            .with_retry_after(e.retry_after())
     }
 }
 

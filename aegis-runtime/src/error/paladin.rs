@@ -53,6 +53,15 @@ impl PaladinError {
         }
     }
 
+    /// The provider's typed retry hint ([`LlmError::retry_after`]) for an
+    /// [`PaladinError::Llm`] error; `None` otherwise.
+    pub fn retry_after(&self) -> Option<std::time::Duration> {
+        match self {
+            PaladinError::Llm(e) => e.retry_after(),
+            _ => None,
+        }
+    }
+
     /// The variant's name, as `NodeErrorSource::Paladin { kind }` records it.
     pub fn kind(&self) -> &'static str {
         match self {

@@ -61,7 +61,10 @@ pub enum CircuitState {
 /// is **Transient**, so a [`FallbackLlmAdapter`](crate::FallbackLlmAdapter)
 /// hops past the provider without waiting on it. After `cool_down` one probe
 /// call goes through (half-open): its success closes the circuit, its failure
-/// opens it for another `cool_down`. A streamed call counts as a success once
+/// opens it for another `cool_down`. A refusal carries the remaining
+/// cool-down as its typed hint (`CircuitOpen::retry_after`), so a node whose
+/// chain is all open can wait it out, or skip a retry the budget cannot
+/// hold (see [`FallbackLlmAdapter`](crate::FallbackLlmAdapter)). A streamed call counts as a success once
 /// its first item is a chunk (the breaker peeks it, like the chain does).
 ///
 /// The clock is tokio's, so cool-downs are testable on a paused clock. The
@@ -198,9 +201,18 @@ impl CircuitBreaker {
                 *state = CircuitState::HalfOpen;
                 true
             }
-            CircuitState::Open { .. } | CircuitState::HalfOpen => {
+            CircuitState::Open { until } => {
                 return Err(LlmError::CircuitOpen {
                     provider: self.inner.get_provider_name().to_string(),
+                    retry_after: Some(until.map_or(Duration::MAX, |u| {
+                        u.saturating_duration_since(Instant::now())
+                    })),
+                });
+            }
+            CircuitState::HalfOpen => {
+                return Err(LlmError::CircuitOpen {
+                    provider: self.inner.get_provider_name().to_string(),
+                    retry_after: None,
                 });
             }
         };

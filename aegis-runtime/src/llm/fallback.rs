@@ -41,6 +41,16 @@ pub enum FallbackChainError {
 ///   item, and still delivers a good one). Once a chunk has been delivered, a
 ///   later error propagates unchanged — a partial answer is never completed
 ///   by another model.
+/// * An open circuit is never waited on: a [`CircuitBreaker`](crate::CircuitBreaker)
+///   refuses at once and the chain hops past it (Transient). The budget
+///   rule of a node's retry applies to the chain as a whole: when every
+///   element failed with a typed hint (an open circuit's remaining
+///   cool-down, a 429's `Retry-After`), the chain's error carries the
+///   shortest ([`LlmError::retry_after`]), so a `RetryPolicy` with
+///   `respect_retry_after` waits until some element may answer, and when
+///   that wait would end past the run budget or an enclosing deadline the
+///   retry is skipped and the node's handler runs at once. An element that
+///   failed without a hint may answer at once, so the chain then has none.
 /// * Each hop emits [`TraceEvent::FallbackHop`] to the sinks added with
 ///   [`FallbackLlmAdapter::with_trace_sink`], and a `warn!` naming both
 ///   providers.
@@ -126,6 +136,7 @@ impl FallbackLlmAdapter {
             provider: self.chain[index].get_provider_name().to_string(),
             error: self.secrets.redact_excerpt(&error.to_string()),
             transience,
+            retry_after: error.retry_after(),
         });
         if transience == Transience::Permanent {
             Err(error.scrubbed(&self.secrets))

@@ -8,7 +8,9 @@ mod types;
 
 pub use chronicle::Chronicle;
 pub use memory::InMemoryWaypointStore;
-pub use record::{AttemptRecord, HandledFailure, HandlerKind, NodeExecutionRecord, NodeStatus};
+pub use record::{
+    AttemptRecord, HandledFailure, HandlerKind, NodeExecutionRecord, NodeStatus, RetrySkip,
+};
 pub use store::WaypointStore;
 pub use types::{
     Activation, CompletedActivation, ParleyDelivery, PreviousGraph, Waypoint, WaypointStatus,

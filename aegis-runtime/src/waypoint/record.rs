@@ -7,6 +7,7 @@ use std::time::SystemTime;
 use crate::aegis::ErrorHandlerSpec;
 use crate::error::NodeError;
 use crate::id::NodeId;
+use crate::trace::BudgetBound;
 
 /// How a node's activation ended.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -57,6 +58,25 @@ pub struct NodeExecutionRecord {
     pub started_at: SystemTime,
     /// How long the activation took, backoff waits included.
     pub duration_ms: u64,
+    /// Set when a retry was skipped because its wait would overrun a
+    /// deadline (the node then failed with its last attempt's error).
+    /// Absent in older waypoints.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_skipped: Option<RetrySkip>,
+}
+
+/// A retry the engine did not schedule: its wait would have ended at or
+/// after the run budget or an enclosing deadline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RetrySkip {
+    /// The attempt that did not run.
+    pub attempt: u32,
+    /// The wait it would have needed, in milliseconds.
+    pub wait_ms: u64,
+    /// The time left before the deadline, in milliseconds.
+    pub remaining_ms: u64,
+    /// Which deadline.
+    pub bound: BudgetBound,
 }
 
 /// Which `on_error` handler compensated a failure.

@@ -53,6 +53,24 @@ impl RunDeadline {
     }
 }
 
+impl ActivationCtx<'_> {
+    /// When an attempt starting now is cut at the latest: the earliest of
+    /// its run timeout, the run deadline and `enclosing`. A Battalion hands
+    /// this to its child run as the child's enclosing deadline.
+    pub(crate) fn attempt_deadline(&self, enclosing: Option<Instant>) -> Option<Instant> {
+        let run_timeout = self
+            .aegis
+            .timeout
+            .as_ref()
+            .and_then(|t| t.run_timeout)
+            .and_then(|d| deadline_after(Instant::now(), d));
+        [run_timeout, self.run_deadline.at(), enclosing]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+}
+
 /// Sleeps until `deadline`, or forever without one.
 pub(super) async fn sleep_opt(deadline: Option<Instant>) {
     match deadline {

@@ -177,6 +177,7 @@ async fn run_function(
             e.transience,
             NodeErrorSource::Function { message: e.message },
         )
+        .with_retry_after(e.retry_after)
     })
 }
 
@@ -190,8 +191,9 @@ async fn run_paladin(
     output_schema: Option<&serde_json::Value>,
     ctx: &NodeContext,
 ) -> Result<Directive, NodeError> {
-    let paladin_error =
-        |e: PaladinError| node_error(ctx, e.transience(), NodeErrorSource::from(&e));
+    let paladin_error = |e: PaladinError| {
+        node_error(ctx, e.transience(), NodeErrorSource::from(&e)).with_retry_after(e.retry_after())
+    };
     let prompt =
         prompt.map_err(|e| paladin_error(PaladinError::ConfigurationError(e.to_string())))?;
     let result = port

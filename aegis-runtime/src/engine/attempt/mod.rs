@@ -129,7 +129,8 @@ impl<S: WaypointStore> WarEngine<S> {
                 }
             }
             // The handler runs on the final failure only; never when the run
-            // deadline passed (there is no time left to compensate in).
+            // deadline passed (there is no time left to compensate in). A
+            // retry skipped for budget leaves time: its handler runs.
             (
                 ActivationResult::Failed {
                     error,
@@ -169,7 +170,7 @@ impl<S: WaypointStore> WarEngine<S> {
                 AttemptEnd::Shutdown => return rec.shutdown(attempt),
                 AttemptEnd::Error(error) => error,
             };
-            match self.next_attempt(act, node_id, &error, attempt).await {
+            match self.next_attempt(act, node_id, &error, attempt, rec).await {
                 Next::Retry => attempt += 1,
                 Next::Shutdown => return rec.shutdown(attempt + 1),
                 Next::GiveUp { budget_exhausted } => {

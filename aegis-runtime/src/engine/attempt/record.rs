@@ -11,7 +11,7 @@ use crate::graph::MusterTask;
 use crate::id::NodeId;
 use crate::state::Battlefield;
 use crate::trace::{AttemptStatus, TraceEvent};
-use crate::waypoint::{AttemptRecord, NodeExecutionRecord, NodeStatus, WaypointStore};
+use crate::waypoint::{AttemptRecord, NodeExecutionRecord, NodeStatus, RetrySkip, WaypointStore};
 
 /// Builds the [`NodeExecutionRecord`] of one activation as it runs.
 pub(super) struct Recorder {
@@ -20,6 +20,7 @@ pub(super) struct Recorder {
     started_at: SystemTime,
     started: Instant,
     failed: Vec<AttemptRecord>,
+    retry_skipped: Option<RetrySkip>,
 }
 
 impl Recorder {
@@ -30,6 +31,7 @@ impl Recorder {
             started_at: SystemTime::now(),
             started: Instant::now(),
             failed: Vec::new(),
+            retry_skipped: None,
         }
     }
 
@@ -49,7 +51,13 @@ impl Recorder {
             cache_hit: false,
             started_at: self.started_at,
             duration_ms: millis(self.started.elapsed()),
+            retry_skipped: self.retry_skipped.take(),
         }
+    }
+
+    /// A retry not scheduled for want of time, for the record.
+    pub(super) fn retry_skipped(&mut self, skip: RetrySkip) {
+        self.retry_skipped = Some(skip);
     }
 
     /// Cancelled before or during `attempt`.

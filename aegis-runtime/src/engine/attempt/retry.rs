@@ -1,6 +1,9 @@
 //! The retry rule: whether a failed attempt is retried, the backoff before
 //! the next one (seeded jitter when the engine has a seed), and the wait,
-//! which races cancellation and the run deadline.
+//! which races cancellation and the run deadline. With `respect_retry_after`
+//! the failure's typed retry hint is a floor under the backoff (capped). A
+//! wait that would end at or after the run budget or the enclosing deadline
+//! is not begun: the node fails at once, so its handler has the time left.
 
 use rand::SeedableRng;
 use rand::rngs::StdRng;
@@ -9,13 +12,14 @@ use tokio::time::Instant;
 
 use super::ActivationCtx;
 use super::deadline::{RunDeadline, sleep_opt};
+use super::record::{Recorder, millis};
 use crate::aegis::{RetryPolicy, RetryPredicate};
 use crate::deadline::deadline_after;
 use crate::engine::WarEngine;
 use crate::error::{NodeError, NodeErrorSource, TimeoutKind};
 use crate::id::NodeId;
-use crate::trace::TraceEvent;
-use crate::waypoint::WaypointStore;
+use crate::trace::{BudgetBound, TraceEvent};
+use crate::waypoint::{RetrySkip, WaypointStore};
 
 /// What follows a failed attempt.
 pub(super) enum Next {
@@ -33,13 +37,14 @@ pub(super) enum Next {
 
 impl<S: WaypointStore> WarEngine<S> {
     /// Decides on a retry after `attempt` failed with `error` and, if there
-    /// is one, waits out its backoff.
+    /// is one that fits the budget, waits out its backoff.
     pub(super) async fn next_attempt(
         &self,
         act: &ActivationCtx<'_>,
         node_id: &NodeId,
         error: &NodeError,
         attempt: u32,
+        rec: &mut Recorder,
     ) -> Next {
         // A run-deadline cut is never retried.
         let budget_cut = error.source == NodeErrorSource::Timeout(TimeoutKind::EngineRun);
@@ -65,6 +70,30 @@ impl<S: WaypointStore> WarEngine<S> {
             }
             None => policy.delay_before(next, &mut rand::rng()),
         };
+        let delay = policy.wait_with_hint(delay, error.retry_after);
+        if let Some(skip) = self.budget_skip(act, delay) {
+            self.emit(TraceEvent::RetrySkipped {
+                thread_id: act.thread_id.to_string(),
+                superstep: act.superstep,
+                node_id: node_id.clone(),
+                task_key: act.task.map(|t| t.task_key.clone()),
+                attempt: next,
+                wait: delay,
+                remaining: skip.remaining,
+                bound: skip.bound,
+            });
+            rec.retry_skipped(RetrySkip {
+                attempt: next,
+                wait_ms: millis(delay),
+                remaining_ms: millis(skip.remaining),
+                bound: skip.bound,
+            });
+            // With no time left at all the run is out of budget (no handler);
+            // otherwise the handler compensates in what is left.
+            return Next::GiveUp {
+                budget_exhausted: skip.remaining.is_zero() && skip.bound == BudgetBound::RunBudget,
+            };
+        }
         self.emit(TraceEvent::RetryScheduled {
             thread_id: act.thread_id.to_string(),
             superstep: act.superstep,
@@ -73,6 +102,24 @@ impl<S: WaypointStore> WarEngine<S> {
             delay,
         });
         self.backoff(delay, act.run_deadline).await
+    }
+
+    /// The deadline a wait of `delay` starting now would reach or overrun,
+    /// if any: the earlier of the run budget and the enclosing deadline.
+    /// A zero wait fits while any time is left.
+    fn budget_skip(&self, act: &ActivationCtx<'_>, delay: Duration) -> Option<Skip> {
+        let now = Instant::now();
+        let bound = match (act.run_deadline.at(), self.enclosing_deadline) {
+            (Some(r), Some(e)) if e < r => (e, BudgetBound::EnclosingDeadline),
+            (Some(r), _) => (r, BudgetBound::RunBudget),
+            (None, Some(e)) => (e, BudgetBound::EnclosingDeadline),
+            (None, None) => return None,
+        };
+        let remaining = bound.0.saturating_duration_since(now);
+        (delay >= remaining).then_some(Skip {
+            remaining,
+            bound: bound.1,
+        })
     }
 
     /// Whether `policy` retries `err` with attempt `next`.
@@ -128,6 +175,12 @@ impl<S: WaypointStore> WarEngine<S> {
             }
         }
     }
+}
+
+/// A retry [`WarEngine::budget_skip`] refused: the time left and to what.
+struct Skip {
+    remaining: Duration,
+    bound: BudgetBound,
 }
 
 /// A seeded attempt's jitter key: FNV-1a over its identity, so the same

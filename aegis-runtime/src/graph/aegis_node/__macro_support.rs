@@ -103,6 +103,21 @@ pub fn retry(
         max_interval: max_interval.unwrap_or(d.max_interval),
         jitter: jitter.unwrap_or(d.jitter),
         retry_on: retry_on.unwrap_or(d.retry_on),
+        ..d
+    }
+}
+
+/// `policy` with its Retry-After floor keys (`respect_retry_after`,
+/// `max_retry_after`); unset ones keep their values.
+pub fn retry_after_floor(
+    policy: RetryPolicy,
+    respect_retry_after: Option<bool>,
+    max_retry_after: Option<Duration>,
+) -> RetryPolicy {
+    RetryPolicy {
+        respect_retry_after: respect_retry_after.unwrap_or(policy.respect_retry_after),
+        max_retry_after: max_retry_after.unwrap_or(policy.max_retry_after),
+        ..policy
     }
 }
 
@@ -238,8 +253,13 @@ mod tests {
                 max_interval: Duration::from_secs(9),
                 jitter: false,
                 retry_on: RetryPredicate::Custom("only-429".into()),
+                ..RetryPolicy::default()
             }
         );
+        let floored = retry_after_floor(p.clone(), Some(true), Some(Duration::from_secs(30)));
+        assert!(floored.respect_retry_after);
+        assert_eq!(floored.max_retry_after, Duration::from_secs(30));
+        assert_eq!(retry_after_floor(p.clone(), None, None), p);
     }
 
     #[test]

@@ -333,6 +333,7 @@ fn fixture_thread_v1() -> Vec<Waypoint> {
             kind: "ProviderError".into(),
             message: "upstream overloaded".into(),
         },
+        retry_after: None,
     };
     let record =
         |node: &str, status: NodeStatus, attempts: Vec<AttemptRecord>| NodeExecutionRecord {
@@ -344,6 +345,7 @@ fn fixture_thread_v1() -> Vec<Waypoint> {
             cache_hit: false,
             started_at: at(1_700_000_100),
             duration_ms: 12,
+            retry_skipped: None,
         };
     let mut delta = StateDelta::new();
     delta.set("log", json!({"by": "c"})).unwrap();

@@ -1,0 +1,391 @@
+//! Budget-aware retry: a retry whose wait would end at or after the run
+//! budget or an enclosing deadline (a Battalion's timeout) is not begun; the
+//! node fails at once, its handler runs, and the trace and record say why.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use DispatchRule::*;
+use aegis::*;
+use serde_json::json;
+use std::sync::Arc;
+use std::time::Duration;
+use support::fixtures::*;
+use tokio::time::Instant;
+
+fn exact(max_attempts: u32, initial: Duration) -> RetryPolicy {
+    RetryPolicy {
+        max_attempts,
+        initial_interval: initial,
+        jitter: false,
+        ..RetryPolicy::default()
+    }
+}
+
+/// `n` fails transiently once under `retry`, routing its final failure to
+/// `compensate`; the run budget is `budget`.
+fn routed(retry: RetryPolicy, budget: Duration) -> WarGraph {
+    let mut g = chain(
+        schema(&[("path", Append), ("err", Merge)]),
+        vec![("n", flaky(1, Transience::Transient, counter(), "path"))],
+    );
+    g.add_node("compensate", write("path", json!("compensated")))
+        .add_edge("compensate", END)
+        .set_aegis(
+            "n",
+            Aegis {
+                retry: Some(retry),
+                on_error: Some(ErrorHandlerSpec::Route {
+                    to: NodeId::new("compensate"),
+                    error_field: field_name("err"),
+                }),
+                ..Aegis::default()
+            },
+        );
+    g.set_limits(EngineLimits {
+        run_timeout: Some(budget),
+        ..EngineLimits::default()
+    });
+    g
+}
+
+fn skips(sink: &CollectingTraceSink) -> Vec<TraceEvent> {
+    sink.events()
+        .into_iter()
+        .filter(|e| matches!(e, TraceEvent::RetrySkipped { .. }))
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_backoff_past_the_run_budget_is_skipped_and_the_handler_runs_at_once() {
+    let sink = CollectingTraceSink::new();
+    let e = engine().with_trace_sink(sink.clone());
+    let g = routed(exact(3, Duration::from_secs(30)), Duration::from_secs(10));
+    let t0 = Instant::now();
+    let state = run_to_state(&e, &g, "t", json!({})).await;
+    // No 10 s spent sleeping towards the budget: the handler ran at once.
+    assert_eq!(t0.elapsed(), Duration::ZERO);
+    assert_eq!(state.get("path"), Some(&json!(["compensated"])));
+    assert_eq!(state.get("err").unwrap()["attempt"], json!(1));
+
+    let skipped = skips(&sink);
+    assert_eq!(
+        skipped,
+        [TraceEvent::RetrySkipped {
+            thread_id: "t".into(),
+            superstep: 1,
+            node_id: NodeId::new("n"),
+            task_key: None,
+            attempt: 2,
+            wait: Duration::from_secs(30),
+            remaining: Duration::from_secs(10),
+            bound: BudgetBound::RunBudget,
+        }]
+    );
+    assert!(
+        !sink
+            .events()
+            .iter()
+            .any(|e| matches!(e, TraceEvent::RetryScheduled { .. })),
+        "nothing was scheduled"
+    );
+    assert_eq!(
+        skipped[0].to_string(),
+        "[t] superstep 1: n does not retry: attempt 2 would wait 30s, 10s left of the run budget"
+    );
+
+    let rec = records(&e, "t").await;
+    let n = rec.iter().find(|r| r.node_id.as_str() == "n").unwrap();
+    assert_eq!(n.status, NodeStatus::Failed);
+    assert_eq!(n.attempt, 1);
+    assert_eq!(
+        n.retry_skipped,
+        Some(RetrySkip {
+            attempt: 2,
+            wait_ms: 30_000,
+            remaining_ms: 10_000,
+            bound: BudgetBound::RunBudget,
+        })
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_wait_ending_exactly_at_the_budget_is_skipped_and_a_shorter_one_is_not() {
+    // 10 s of backoff in a 10 s budget leaves no time for the attempt.
+    let sink = CollectingTraceSink::new();
+    let e = engine().with_trace_sink(sink.clone());
+    let g = routed(exact(3, Duration::from_secs(10)), Duration::from_secs(10));
+    let state = run_to_state(&e, &g, "t", json!({})).await;
+    assert_eq!(state.get("path"), Some(&json!(["compensated"])));
+    assert_eq!(skips(&sink).len(), 1);
+
+    // 9.999 s fits: the retry runs and succeeds.
+    let sink = CollectingTraceSink::new();
+    let e = engine().with_trace_sink(sink.clone());
+    let g = routed(
+        exact(3, Duration::from_millis(9_999)),
+        Duration::from_secs(10),
+    );
+    let t0 = Instant::now();
+    let state = run_to_state(&e, &g, "t", json!({})).await;
+    assert_eq!(t0.elapsed(), Duration::from_millis(9_999));
+    assert_eq!(state.get("path"), Some(&json!(["ok"])));
+    assert!(skips(&sink).is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_a_handler_the_node_fails_at_once_with_its_last_error() {
+    let mut g = chain(
+        schema(&[("out", LastWrite)]),
+        vec![("n", flaky(5, Transience::Transient, counter(), "out"))],
+    );
+    g.set_aegis(
+        "n",
+        Aegis {
+            retry: Some(exact(5, Duration::from_secs(2))),
+            ..Aegis::default()
+        },
+    );
+    g.set_limits(EngineLimits {
+        run_timeout: Some(Duration::from_secs(5)),
+        ..EngineLimits::default()
+    });
+    let e = engine();
+    let t0 = Instant::now();
+    let out = e.start(&g, "t", json!({})).await.unwrap();
+    // Attempt 2 after 2 s fits; attempt 3 would wait 4 s with 3 s left.
+    assert_eq!(t0.elapsed(), Duration::from_secs(2));
+    let err = out.node_error().unwrap();
+    assert_eq!(err.attempt, 2);
+    assert_eq!(
+        err.source,
+        NodeErrorSource::Function {
+            message: "failure 2".into()
+        }
+    );
+    let rec = records(&e, "t").await;
+    assert_eq!(
+        rec[0]
+            .retry_skipped
+            .map(|s| (s.attempt, s.wait_ms, s.remaining_ms)),
+        Some((3, 4_000, 3_000))
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_battalions_timeout_is_its_childs_enclosing_deadline() {
+    // The child's node would back off 5 s; its Battalion may run 2 s.
+    let mut child = chain(
+        schema(&[("out", LastWrite)]),
+        vec![("inner", flaky(1, Transience::Transient, counter(), "out"))],
+    );
+    child.set_aegis(
+        "inner",
+        Aegis {
+            retry: Some(exact(3, Duration::from_secs(5))),
+            on_error: Some(ErrorHandlerSpec::Absorb {
+                fallback_delta: delta(&[("out", json!("absorbed"))]),
+            }),
+            ..Aegis::default()
+        },
+    );
+    let mut g = chain(
+        schema(&[("result", LastWrite)]),
+        vec![(
+            "squad",
+            NodeSpec::battalion(
+                child,
+                vec![],
+                vec![(field_name("out"), field_name("result"))],
+            ),
+        )],
+    );
+    g.set_aegis(
+        "squad",
+        Aegis {
+            timeout: Some(TimeoutPolicy {
+                run_timeout: Some(Duration::from_secs(2)),
+                idle_timeout: None,
+            }),
+            ..Aegis::default()
+        },
+    );
+    let sink = CollectingTraceSink::new();
+    let e = engine().with_trace_sink(sink.clone());
+    let t0 = Instant::now();
+    let state = run_to_state(&e, &g, "t", json!({})).await;
+    assert_eq!(t0.elapsed(), Duration::ZERO);
+    assert_eq!(state.get("result"), Some(&json!("absorbed")));
+    let skipped = skips(&sink);
+    assert_eq!(skipped.len(), 1, "{skipped:?}");
+    let TraceEvent::RetrySkipped {
+        thread_id,
+        node_id,
+        attempt,
+        wait,
+        remaining,
+        bound,
+        ..
+    } = &skipped[0]
+    else {
+        unreachable!()
+    };
+    assert_ne!(thread_id, "t", "the child's own thread");
+    assert_eq!(node_id.as_str(), "inner");
+    assert_eq!(*attempt, 2);
+    assert_eq!(*wait, Duration::from_secs(5));
+    assert_eq!(*remaining, Duration::from_secs(2));
+    assert_eq!(*bound, BudgetBound::EnclosingDeadline);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_child_within_its_enclosing_deadline_retries_as_usual() {
+    let mut child = chain(
+        schema(&[("out", LastWrite)]),
+        vec![("inner", flaky(1, Transience::Transient, counter(), "out"))],
+    );
+    child.set_aegis(
+        "inner",
+        Aegis {
+            retry: Some(exact(3, Duration::from_secs(1))),
+            ..Aegis::default()
+        },
+    );
+    let mut g = chain(
+        schema(&[("result", LastWrite)]),
+        vec![(
+            "squad",
+            NodeSpec::battalion(
+                child,
+                vec![],
+                vec![(field_name("out"), field_name("result"))],
+            ),
+        )],
+    );
+    g.set_aegis(
+        "squad",
+        Aegis {
+            timeout: Some(TimeoutPolicy {
+                run_timeout: Some(Duration::from_secs(2)),
+                idle_timeout: None,
+            }),
+            ..Aegis::default()
+        },
+    );
+    let t0 = Instant::now();
+    let state = run_to_state(&engine(), &g, "t", json!({})).await;
+    assert_eq!(t0.elapsed(), Duration::from_secs(1));
+    assert_eq!(state.get("result"), Some(&json!("ok")));
+}
+
+#[test]
+fn records_without_the_field_still_decode() {
+    let old = json!({
+        "node_id": "n", "task_key": null, "status": "Failed", "attempt": 1,
+        "attempts": [], "cache_hit": false,
+        "started_at": {"secs_since_epoch": 0, "nanos_since_epoch": 0},
+        "duration_ms": 0
+    });
+    let rec: NodeExecutionRecord = serde_json::from_value(old.clone()).unwrap();
+    assert_eq!(rec.retry_skipped, None);
+    // And a record without a skip writes the same bytes as before.
+    assert_eq!(serde_json::to_value(&rec).unwrap(), old);
+}
+
+/// A Paladin node whose chain is two breakers, both open (for 40 s and
+/// 30 s), under a Retry-After floor; its final failure routes to
+/// `compensate`.
+async fn all_open_chain(budget: Option<Duration>) -> (WarEngine, WarGraph, MockLlmAdapter) {
+    let overloaded = |p: &str| LlmError::ProviderError {
+        provider: p.into(),
+        status: 503,
+        message: "overloaded".into(),
+    };
+    let a = MockLlmAdapter::new()
+        .with_provider_name("a")
+        .with_error(overloaded("a"));
+    let b = MockLlmAdapter::new()
+        .with_provider_name("b")
+        .with_error(overloaded("b"))
+        .with_response("recovered");
+    let ca = CircuitBreaker::new(Arc::new(a.clone()))
+        .with_failure_threshold(1)
+        .with_cool_down(Duration::from_secs(40));
+    let cb = CircuitBreaker::new(Arc::new(b.clone()))
+        .with_failure_threshold(1)
+        .with_cool_down(Duration::from_secs(30));
+    ca.generate(&LlmRequest::new("m", vec![]))
+        .await
+        .unwrap_err();
+    cb.generate(&LlmRequest::new("m", vec![]))
+        .await
+        .unwrap_err();
+    let chain = FallbackLlmAdapter::new(vec![Arc::new(ca), Arc::new(cb)]).unwrap();
+    let port = PaladinExecutionService::new(Arc::new(chain)).with_streaming(false);
+    let engine = WarEngine::new(Arc::new(port), Arc::new(InMemoryWaypointStore::new()));
+    let mut g = chain_graph();
+    g.set_aegis(
+        "writer",
+        Aegis {
+            retry: Some(RetryPolicy {
+                respect_retry_after: true,
+                ..exact(2, Duration::from_millis(500))
+            }),
+            on_error: Some(ErrorHandlerSpec::Route {
+                to: NodeId::new("compensate"),
+                error_field: field_name("err"),
+            }),
+            ..Aegis::default()
+        },
+    );
+    g.set_limits(EngineLimits {
+        run_timeout: budget,
+        ..EngineLimits::default()
+    });
+    (engine, g, b)
+}
+
+fn chain_graph() -> WarGraph {
+    let mut g = chain(
+        schema(&[("answer", LastWrite), ("path", Append), ("err", Merge)]),
+        vec![(
+            "writer",
+            NodeSpec::paladin(
+                Paladin::new("Writer").with_model("m"),
+                InputMapping::new("hi"),
+                field_name("answer"),
+            ),
+        )],
+    );
+    g.add_node("compensate", write("path", json!("compensated")))
+        .add_edge("compensate", END);
+    g
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_chain_whose_circuits_stay_open_past_the_budget_is_not_retried() {
+    let (engine, g, b) = all_open_chain(Some(Duration::from_secs(20))).await;
+    let sink = CollectingTraceSink::new();
+    let engine = engine.with_trace_sink(sink.clone());
+    let t0 = Instant::now();
+    let state = run_to_state(&engine, &g, "t", json!({})).await;
+    // The soonest probe is 30 s away, past the 20 s budget: compensate now.
+    assert_eq!(t0.elapsed(), Duration::ZERO);
+    assert_eq!(state.get("path"), Some(&json!(["compensated"])));
+    assert_eq!(b.call_count(), 1, "no call reached an open provider");
+    assert!(sink.events().iter().any(|e| matches!(
+        e,
+        TraceEvent::RetrySkipped { wait, remaining, .. }
+            if *wait == Duration::from_secs(30) && *remaining == Duration::from_secs(20)
+    )));
+}
+
+#[tokio::test(start_paused = true)]
+async fn with_budget_enough_the_retry_waits_for_the_first_circuit_to_half_open() {
+    let (engine, g, b) = all_open_chain(None).await;
+    let t0 = Instant::now();
+    let state = run_to_state(&engine, &g, "t", json!({})).await;
+    assert_eq!(t0.elapsed(), Duration::from_secs(30));
+    assert_eq!(state.get("answer"), Some(&json!("recovered")));
+    assert_eq!(b.call_count(), 2, "the probe went through");
+}
