@@ -612,6 +612,7 @@ fn a_waypoint_reads_its_visits_and_completed_activations_through_accessors() {
                 cache_hit: false,
                 started_at: SystemTime::UNIX_EPOCH,
                 duration_ms: 0,
+                cache_origin: None,
             },
             handled: None,
         }]);

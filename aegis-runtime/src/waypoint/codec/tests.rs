@@ -344,6 +344,7 @@ fn fixture_thread_v1() -> Vec<Waypoint> {
             cache_hit: false,
             started_at: at(1_700_000_100),
             duration_ms: 12,
+            cache_origin: None,
         };
     let mut delta = StateDelta::new();
     delta.set("log", json!({"by": "c"})).unwrap();
