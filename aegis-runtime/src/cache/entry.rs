@@ -156,6 +156,32 @@ mod tests {
     }
 
     #[test]
+    fn the_origin_round_trips_and_an_entry_without_one_still_reads() {
+        let origin = CacheOrigin {
+            node_id: crate::id::NodeId::new("answer"),
+            task_key: Some("k1".into()),
+            thread_id: Some("t1".into()),
+            attempt: 2,
+            served_by: Some("ollama".into()),
+            model: Some("llama3.2".into()),
+            chain_position: Some(1),
+            fallback: true,
+        };
+        let e = entry().with_origin(Some(origin));
+        assert_eq!(CacheEntry::from_bytes(&e.to_bytes().unwrap()).unwrap(), e);
+
+        // Bytes as a build before origins wrote them.
+        let old = b"{\"format\":2,\"key\":\"k\",\"expires_at\":{\"secs_since_epoch\":1,\"nanos_since_epoch\":0},\"delta\":{\"writes\":{}}}";
+        let read = CacheEntry::from_bytes(old).unwrap();
+        assert_eq!(read.origin, None);
+        assert_eq!(
+            read.to_bytes().unwrap(),
+            old.to_vec(),
+            "written back unchanged"
+        );
+    }
+
+    #[test]
     fn the_boundary_is_closed() {
         let e = entry();
         let one_ns = Duration::from_nanos(1);
