@@ -53,6 +53,7 @@ fn guarded() -> Aegis {
         timeout: Some(TimeoutPolicy {
             run_timeout: Some(Duration::from_secs(30)),
             idle_timeout: None,
+            first_chunk: None,
         }),
         ..Aegis::default()
     }
@@ -226,6 +227,7 @@ fn bench_cache(c: &mut Criterion) {
                     cache: Some(CachePolicy {
                         ttl: Duration::from_secs(3600),
                         key: CacheKeySpec::Default,
+                        cache_fallback_results: false,
                     }),
                     ..Aegis::default()
                 },

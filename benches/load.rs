@@ -90,10 +90,12 @@ fn graph() -> WarGraph {
                 timeout: Some(TimeoutPolicy {
                     run_timeout: Some(Duration::from_secs(30)),
                     idle_timeout: Some(Duration::from_secs(10)),
+                    first_chunk: None,
                 }),
                 cache: Some(CachePolicy {
                     ttl: Duration::from_secs(3600),
                     key: CacheKeySpec::Fields(vec![FieldName::new("base").unwrap()]),
+                    cache_fallback_results: false,
                 }),
                 ..Aegis::default()
             },
@@ -104,6 +106,7 @@ fn graph() -> WarGraph {
         timeout: Some(TimeoutPolicy {
             run_timeout: Some(Duration::from_secs(30)),
             idle_timeout: None,
+            first_chunk: None,
         }),
         ..Aegis::default()
     });

@@ -158,6 +158,7 @@ async fn timeouts(n: usize) -> Vec<f64> {
                 timeout: Some(TimeoutPolicy {
                     run_timeout: Some(limit),
                     idle_timeout: None,
+                    first_chunk: None,
                 }),
                 ..Aegis::default()
             },

@@ -39,6 +39,7 @@ fn answerer_graph(template: &str) -> Result<WarGraph, Box<dyn std::error::Error>
                 cache: Some(CachePolicy {
                     ttl: Duration::from_secs(15 * 60),
                     key: CacheKeySpec::Fields(vec![question]),
+                    cache_fallback_results: false,
                 }),
                 ..Aegis::default()
             },

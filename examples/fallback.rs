@@ -131,6 +131,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 run_timeout: Some(Duration::from_secs(120)),
                 // Streamed chunks beat the heartbeat, so only silence counts.
                 idle_timeout: Some(Duration::from_secs(10)),
+                first_chunk: None,
             }),
             ..Default::default()
         },

@@ -153,6 +153,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         timeout: Some(TimeoutPolicy {
             run_timeout: Some(Duration::from_secs(10)),
             idle_timeout: None,
+            first_chunk: None,
         }),
         ..Aegis::default()
     };

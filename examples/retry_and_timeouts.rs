@@ -142,6 +142,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         timeout: Some(TimeoutPolicy {
             run_timeout: Some(Duration::from_secs(5)),
             idle_timeout: Some(Duration::from_millis(100)),
+            first_chunk: None,
         }),
         ..Aegis::default()
     };

@@ -15,7 +15,11 @@ use support::fixtures::*;
 
 fn cached(ttl: Duration, key: CacheKeySpec) -> Aegis {
     Aegis {
-        cache: Some(CachePolicy { ttl, key }),
+        cache: Some(CachePolicy {
+            ttl,
+            key,
+            cache_fallback_results: false,
+        }),
         ..Aegis::default()
     }
 }

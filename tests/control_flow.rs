@@ -561,6 +561,7 @@ async fn a_battalion_timeout_fails_the_parent_attempt_with_timeout() {
             timeout: Some(TimeoutPolicy {
                 run_timeout: Some(Duration::from_secs(5)),
                 idle_timeout: None,
+                first_chunk: None,
             }),
             ..Aegis::default()
         },
@@ -599,6 +600,7 @@ async fn a_beating_battalion_outlives_an_idle_timeout_longer_than_a_child_supers
             timeout: Some(TimeoutPolicy {
                 run_timeout: None,
                 idle_timeout: Some(Duration::from_secs(1)),
+                first_chunk: None,
             }),
             ..Aegis::default()
         },
@@ -776,6 +778,7 @@ fn the_support_matrix_rejects_every_forbidden_combination() {
         timeout: Some(TimeoutPolicy {
             run_timeout: Some(Duration::from_secs(1)),
             idle_timeout: None,
+            first_chunk: None,
         }),
         on_error: Some(ErrorHandlerSpec::Absorb {
             fallback_delta: StateDelta::new(),
@@ -783,6 +786,7 @@ fn the_support_matrix_rejects_every_forbidden_combination() {
         cache: Some(CachePolicy {
             ttl: Duration::from_secs(1),
             key: CacheKeySpec::Default,
+            cache_fallback_results: false,
         }),
     };
     g.set_aegis("approval", all.clone()).set_aegis("sub", all);
@@ -963,6 +967,7 @@ async fn battalion_children_are_validated_with_their_parent() {
             cache: Some(CachePolicy {
                 ttl: Duration::from_secs(60),
                 key: CacheKeySpec::Default,
+                cache_fallback_results: false,
             }),
             ..Aegis::default()
         },

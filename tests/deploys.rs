@@ -182,6 +182,7 @@ async fn retuning_policies_continues() {
             timeout: Some(TimeoutPolicy {
                 run_timeout: Some(Duration::from_secs(30)),
                 idle_timeout: None,
+                first_chunk: None,
             }),
             ..Aegis::default()
         },

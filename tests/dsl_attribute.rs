@@ -38,6 +38,7 @@ fn the_design_card_example_builds_the_guides_aegis() {
         timeout: Some(TimeoutPolicy {
             run_timeout: None,
             idle_timeout: Some(Duration::from_secs(10)),
+            first_chunk: None,
         }),
         on_error: Some(ErrorHandlerSpec::Route {
             to: NodeId::new("cancel"),
@@ -204,6 +205,7 @@ fn timeouts_are_exact_durations() {
         Some(TimeoutPolicy {
             run_timeout: Some(Duration::from_secs(120)),
             idle_timeout: Some(Duration::from_millis(3_723_004)),
+            first_chunk: None,
         })
     );
     assert_eq!(
@@ -211,6 +213,7 @@ fn timeouts_are_exact_durations() {
         Some(TimeoutPolicy {
             run_timeout: Some(Duration::from_secs(120)),
             idle_timeout: None,
+            first_chunk: None,
         })
     );
 }
@@ -311,6 +314,7 @@ fn cache_policies_map_ttl_and_key() {
         Some(CachePolicy {
             ttl: Duration::from_secs(15 * 60),
             key: CacheKeySpec::Fields(vec![field_name("question"), field_name("locale")]),
+            cache_fallback_results: false,
         })
     );
     assert_eq!(
@@ -318,6 +322,7 @@ fn cache_policies_map_ttl_and_key() {
         Some(CachePolicy {
             ttl: Duration::from_secs(3600),
             key: CacheKeySpec::Default,
+            cache_fallback_results: false,
         })
     );
     assert_eq!(
@@ -325,6 +330,7 @@ fn cache_policies_map_ttl_and_key() {
         Some(CachePolicy {
             ttl: Duration::from_millis(500),
             key: CacheKeySpec::Default,
+            cache_fallback_results: false,
         })
     );
 }
@@ -341,6 +347,7 @@ fn a_bare_attribute_is_a_plain_node_under_the_graph_default() {
         timeout: Some(TimeoutPolicy {
             run_timeout: Some(Duration::from_secs(30)),
             idle_timeout: None,
+            first_chunk: None,
         }),
         ..Aegis::default()
     };

@@ -157,6 +157,7 @@ fn builder_graph() -> WarGraph {
             timeout: Some(TimeoutPolicy {
                 run_timeout: None,
                 idle_timeout: Some(Duration::from_secs(5)),
+                first_chunk: None,
             }),
             ..Aegis::default()
         },
@@ -170,6 +171,7 @@ fn builder_graph() -> WarGraph {
         timeout: Some(TimeoutPolicy {
             run_timeout: Some(Duration::from_secs(60)),
             idle_timeout: None,
+            first_chunk: None,
         }),
         ..Aegis::default()
     });

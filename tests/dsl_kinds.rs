@@ -141,6 +141,7 @@ fn builder() -> WarGraph {
             timeout: Some(TimeoutPolicy {
                 run_timeout: Some(std::time::Duration::from_secs(60)),
                 idle_timeout: None,
+                first_chunk: None,
             }),
             ..Aegis::default()
         },

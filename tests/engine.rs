@@ -446,6 +446,7 @@ async fn resume_refuses_a_graph_whose_waiting_node_changed_but_not_a_retuned_one
             timeout: Some(TimeoutPolicy {
                 run_timeout: Some(Duration::from_secs(1)),
                 idle_timeout: None,
+                first_chunk: None,
             }),
             ..Aegis::default()
         },
@@ -562,6 +563,7 @@ fn fingerprint_changes_with_nodes_edges_schema_and_handlers() {
             cache: Some(CachePolicy {
                 ttl: Duration::from_secs(60),
                 key: CacheKeySpec::Default,
+                cache_fallback_results: false,
             }),
             ..Aegis::default()
         },
@@ -577,6 +579,7 @@ fn fingerprint_changes_with_nodes_edges_schema_and_handlers() {
         timeout: Some(TimeoutPolicy {
             run_timeout: Some(Duration::from_secs(1)),
             idle_timeout: None,
+            first_chunk: None,
         }),
         ..Aegis::default()
     });

@@ -50,6 +50,7 @@ async fn unbounded_timeouts_and_budget_let_a_node_finish() {
             timeout: Some(TimeoutPolicy {
                 run_timeout: Some(Duration::MAX),
                 idle_timeout: Some(Duration::MAX),
+                first_chunk: None,
             }),
             ..Aegis::default()
         },
@@ -295,7 +296,7 @@ proptest! {
             };
             let mut g = chain(schema(&[("out", LastWrite)]), vec![("n", node)]);
             let timeout = (run_timeout.is_some() || idle_timeout.is_some())
-                .then_some(TimeoutPolicy { run_timeout, idle_timeout });
+                .then_some(TimeoutPolicy { run_timeout, idle_timeout, first_chunk: None });
             g.set_aegis("n", Aegis { retry: retry.clone(), timeout, ..Aegis::default() });
             g.set_limits(EngineLimits {
                 run_timeout: budget,

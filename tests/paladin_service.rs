@@ -91,6 +91,9 @@ async fn loops_through_tool_calls_until_a_final_answer() {
                 prompt_tokens: 10,
                 completion_tokens: 3
             }),
+            chain_position: None,
+            fallback: false,
+            model: None,
         }
     );
     assert_eq!(*lookup.seen.lock().unwrap(), vec![json!({"city": "Oslo"})]);
@@ -435,6 +438,7 @@ fn idle_aegis(idle: Duration) -> Aegis {
         timeout: Some(TimeoutPolicy {
             run_timeout: None,
             idle_timeout: Some(idle),
+            first_chunk: None,
         }),
         ..Default::default()
     }

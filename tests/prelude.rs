@@ -162,10 +162,12 @@ fn errors_and_policies_are_in_the_prelude() {
         timeout: Some(TimeoutPolicy {
             run_timeout: Some(Duration::from_secs(1)),
             idle_timeout: None,
+            first_chunk: None,
         }),
         cache: Some(CachePolicy {
             ttl: Duration::from_secs(60),
             key: CacheKeySpec::Default,
+            cache_fallback_results: false,
         }),
         on_error: Some(ErrorHandlerSpec::Custom("ignore".into())),
     };
@@ -228,6 +230,7 @@ fn event_lines() -> Vec<(TraceEvent, &'static str)> {
                 }),
                 cache_hit: false,
                 duration: Duration::from_millis(3),
+                cache_origin: None,
             },
             "[t] superstep 2: book attempt 2 failed after 3ms (transient): run timeout elapsed",
         ),
@@ -241,6 +244,7 @@ fn event_lines() -> Vec<(TraceEvent, &'static str)> {
                 status: AttemptStatus::Succeeded,
                 cache_hit: true,
                 duration: Duration::from_micros(5),
+                cache_origin: None,
             },
             "[t] superstep 2: book served from the cache in 5µs",
         ),
@@ -256,6 +260,7 @@ fn event_lines() -> Vec<(TraceEvent, &'static str)> {
                 },
                 cache_hit: false,
                 duration: Duration::ZERO,
+                cache_origin: None,
             },
             "[t] superstep 2: book attempt 1 skipped after 0ns: interceptor",
         ),

@@ -409,6 +409,7 @@ fn build(s: &Shape, node_order: &[usize], edge_order: &[usize], reverse_rest: bo
                 cache: Some(CachePolicy {
                     ttl: Duration::from_secs(60),
                     key: CacheKeySpec::Default,
+                    cache_fallback_results: false,
                 }),
                 ..Aegis::default()
             },

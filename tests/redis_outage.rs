@@ -57,6 +57,7 @@ fn graph(executions: &Arc<AtomicU32>) -> WarGraph {
         cache: Some(CachePolicy {
             ttl: Duration::from_secs(600),
             key,
+            cache_fallback_results: false,
         }),
         ..Aegis::default()
     };

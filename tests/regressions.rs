@@ -47,6 +47,7 @@ async fn the_idle_window_still_cuts_an_attempt_inside_the_shutdown_grace() {
                 timeout: Some(TimeoutPolicy {
                     run_timeout: None,
                     idle_timeout: Some(Duration::from_millis(250)),
+                    first_chunk: None,
                 }),
                 ..Aegis::default()
             },

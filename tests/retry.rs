@@ -574,6 +574,7 @@ fn a_nodes_own_aegis_wins_wholesale() {
         timeout: Some(TimeoutPolicy {
             run_timeout: Some(Duration::from_secs(30)),
             idle_timeout: None,
+            first_chunk: None,
         }),
         ..Aegis::default()
     });
@@ -642,6 +643,7 @@ fn policy_validation_lists_every_offender() {
             timeout: Some(TimeoutPolicy {
                 run_timeout: Some(Duration::ZERO),
                 idle_timeout: Some(Duration::ZERO),
+                first_chunk: None,
             }),
             ..Aegis::default()
         },
@@ -719,6 +721,7 @@ async fn a_failed_attempts_partial_work_never_reaches_state() {
             timeout: Some(TimeoutPolicy {
                 run_timeout: Some(Duration::from_millis(10)),
                 idle_timeout: None,
+                first_chunk: None,
             }),
             ..Aegis::default()
         },

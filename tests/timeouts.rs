@@ -46,6 +46,7 @@ fn timed(spec: NodeSpec, run: Option<u64>, idle: Option<u64>) -> WarGraph {
             timeout: Some(TimeoutPolicy {
                 run_timeout: run.map(Duration::from_millis),
                 idle_timeout: idle.map(Duration::from_millis),
+                first_chunk: None,
             }),
             ..Aegis::default()
         },
@@ -186,6 +187,7 @@ async fn the_engine_budget_is_tightest_names_engine_run_and_is_never_retried() {
             timeout: Some(TimeoutPolicy {
                 run_timeout: Some(Duration::from_secs(10)),
                 idle_timeout: None,
+                first_chunk: None,
             }),
             ..Aegis::default()
         },
@@ -340,6 +342,7 @@ async fn a_late_result_is_retried_like_any_timeout_and_a_timely_one_merges() {
             timeout: Some(TimeoutPolicy {
                 run_timeout: Some(Duration::from_secs(1)),
                 idle_timeout: None,
+                first_chunk: None,
             }),
             ..Aegis::default()
         },

@@ -613,6 +613,7 @@ fn a_waypoint_reads_its_visits_and_completed_activations_through_accessors() {
                 started_at: SystemTime::UNIX_EPOCH,
                 duration_ms: 0,
                 retry_skipped: None,
+                cache_origin: None,
             },
             handled: None,
         }]);

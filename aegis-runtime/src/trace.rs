@@ -46,6 +46,67 @@ impl fmt::Display for BudgetBound {
     }
 }
 
+/// Who produced a cached result: recorded with each cache entry when it is
+/// stored, and reported by every hit (on its `NodeFinished` event and its
+/// node record), so a served answer can be traced to the attempt — and, for
+/// a Paladin node, the provider and model — that produced it.
+///
+/// `served_by`, `chain_position` and `fallback` are what a fallback chain
+/// stamped (observability, not attestation); they are unset for a Function
+/// node and for a port that stamps nothing. Every field but `node_id` and
+/// `attempt` is optional in the stored form, so older entries and records
+/// still read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CacheOrigin {
+    /// The node whose attempt produced the result.
+    pub node_id: NodeId,
+    /// The task key, when it ran as a mustered task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_key: Option<String>,
+    /// The thread the producing run belonged to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread_id: Option<String>,
+    /// The attempt that produced it, 1-based.
+    pub attempt: u32,
+    /// The provider that served it, as a fallback chain stamped it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub served_by: Option<String>,
+    /// The model that produced it (as the provider reported it, else the
+    /// one requested).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// The serving provider's position in its fallback chain (0 = primary).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chain_position: Option<u32>,
+    /// Whether a fallback provider (not a chain's first) served it. Such a
+    /// result is stored only under `CachePolicy::cache_fallback_results`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fallback: bool,
+}
+
+impl fmt::Display for CacheOrigin {
+    /// `attempt 2 of answer`, then `, served by ollama (position 1), model
+    /// llama3.2` when known.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "attempt {} of {}",
+            self.attempt,
+            Activation(&self.node_id, &self.task_key)
+        )?;
+        if let Some(provider) = &self.served_by {
+            write!(f, ", served by {provider}")?;
+            if let Some(p) = self.chain_position {
+                write!(f, " (position {p})")?;
+            }
+        }
+        if let Some(model) = &self.model {
+            write!(f, ", model {model}")?;
+        }
+        Ok(())
+    }
+}
+
 /// Something that happened in a run. Sinks get these synchronously.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[non_exhaustive]
@@ -95,6 +156,9 @@ pub enum TraceEvent {
         status: AttemptStatus,
         /// Whether the result came from the node cache.
         cache_hit: bool,
+        /// On a cache hit, who produced the served entry (`None` otherwise,
+        /// and for an entry stored before entries recorded it).
+        cache_origin: Option<CacheOrigin>,
         /// How long the attempt took.
         duration: Duration,
     },
@@ -258,12 +322,17 @@ impl fmt::Display for TraceEvent {
                 attempt,
                 status,
                 cache_hit,
+                cache_origin,
                 duration,
             } => {
                 let activation = Activation(node_id, task_key);
                 write!(f, "[{thread_id}] superstep {superstep}: {activation} ")?;
                 if *cache_hit {
-                    return write!(f, "served from the cache in {duration:?}");
+                    write!(f, "served from the cache in {duration:?}")?;
+                    if let Some(origin) = cache_origin {
+                        write!(f, " (stored by {origin})")?;
+                    }
+                    return Ok(());
                 }
                 match status {
                     AttemptStatus::Succeeded => {

@@ -216,6 +216,7 @@ fn random_timeout(rng: &mut StdRng) -> Option<TimeoutPolicy> {
     (run.is_some() || idle.is_some()).then_some(TimeoutPolicy {
         run_timeout: run,
         idle_timeout: idle,
+        first_chunk: None,
     })
 }
 
@@ -260,6 +261,7 @@ fn random_aegis(
         cache: rng.random_bool(0.3).then(|| CachePolicy {
             ttl: pick(rng, &[ms(300), Duration::from_secs(3600)]),
             key: CacheKeySpec::Default,
+            cache_fallback_results: false,
         }),
     }
 }

@@ -65,7 +65,8 @@ pub(crate) fn aegis_expr(
     let timeout = some(spec.timeout.as_ref().map(|t| {
         let run = some(t.value.run.as_ref().map(|d| duration(d, p)));
         let idle = some(t.value.idle.as_ref().map(|d| duration(d, p)));
-        quote!(#p::timeout(#run, #idle))
+        let first_chunk = some(t.value.first_chunk.as_ref().map(|d| duration(d, p)));
+        quote!(#p::timeout(#run, #idle, #first_chunk))
     }));
 
     let on_error = some(spec.on_error.as_ref().map(|h| match &h.value {
@@ -96,7 +97,8 @@ pub(crate) fn aegis_expr(
                 Some(quote!(&[#(#names),*]))
             }
         });
-        quote!(#p::cache(#ttl, #fields))
+        let fallback_results = c.value.fallback_results;
+        quote!(#p::cache(#ttl, #fields, #fallback_results))
     }));
 
     quote!(#p::aegis(#retry, #timeout, #on_error, #cache))

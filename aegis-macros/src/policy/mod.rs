@@ -50,6 +50,8 @@ pub(crate) enum Handler {
 pub(crate) struct CacheSpec {
     pub(crate) ttl: Dur,
     pub(crate) key: CacheKey,
+    /// `fallback_results = true`: store results a fallback provider served.
+    pub(crate) fallback_results: bool,
 }
 
 /// Parses and validates the policy grammar; every problem goes to `errors`.
@@ -75,11 +77,24 @@ fn validate(raw: RawAegis, errors: &mut Errors) -> AegisSpec {
     }
 
     let timeout = timeout.filter(|t| {
-        let empty = t.value.run.is_none() && t.value.idle.is_none();
+        let empty =
+            t.value.run.is_none() && t.value.idle.is_none() && t.value.first_chunk.is_none();
         if empty {
             errors.error(
                 t.key,
-                "`timeout()` sets no bound: add `run = \"120s\"` and/or `idle = \"10s\"`, or remove `timeout`",
+                "`timeout()` sets no bound: add `run = \"120s\"`, `idle = \"10s\"` and/or `first_chunk = \"5s\"`, or remove `timeout`",
+            );
+        }
+        if let (Some(first), Some(run)) = (&t.value.first_chunk, &t.value.run)
+            && first.millis >= run.millis
+        {
+            errors.error(
+                first.span,
+                format!(
+                    "`first_chunk = \"{}\"` is not shorter than `run = \"{}\"`: the run timeout would always cut the attempt first, so no provider would ever be hopped; lower `first_chunk` or raise `run`",
+                    first.display(),
+                    run.display()
+                ),
             );
         }
         !empty
@@ -140,6 +155,7 @@ fn validate(raw: RawAegis, errors: &mut Errors) -> AegisSpec {
             value: CacheSpec {
                 ttl,
                 key: k.value.key.unwrap_or(CacheKey::Default),
+                fallback_results: k.value.fallback_results.is_some_and(|b| b.0),
             },
         }),
         None => {

@@ -165,14 +165,39 @@ impl Default for RetryPolicy {
     }
 }
 
-/// Bounds on each attempt. Both limits are independent; a zero duration is
-/// rejected by validation (`TimeoutPolicyInvalid`).
+/// Bounds on each attempt. The limits are independent; a zero duration is
+/// rejected by validation (`TimeoutPolicyInvalid`), and so is a
+/// `first_chunk` not shorter than the `run_timeout` (the wall clock
+/// would always cut first, so no provider would ever be hopped).
+///
+/// **Two stream deadlines.** For a streamed LLM completion (a Paladin node
+/// over `PaladinExecutionService`) the time to the *first* chunk and the
+/// silence *between* chunks are bounded apart:
+///
+/// * before the first chunk, `first_chunk` bounds each provider: a
+///   provider silent that long fails with a transient `LlmError::Timeout`,
+///   so a `FallbackLlmAdapter` hops to its next provider (and a single
+///   provider's attempt fails transiently, for the retry policy). While a
+///   completion waits for its first chunk the idle window is held, so the
+///   hops of a chain are not cut by `idle_timeout`;
+/// * once a chunk was delivered, a stall is `idle_timeout`: the attempt is
+///   cut as `TimeoutKind::Idle`, with no hop — a partial answer is never
+///   completed by another model.
+///
+/// A provider's own deadline set on the chain
+/// (`FallbackLlmAdapter::with_provider_stream_deadlines`) wins over the
+/// node's for that provider.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TimeoutPolicy {
     /// No single attempt may run longer than this, progress or not.
     pub run_timeout: Option<Duration>,
     /// An attempt that reports no progress (heartbeat) for this long is cut.
     pub idle_timeout: Option<Duration>,
+    /// Each streamed completion's first chunk must arrive within this, per
+    /// provider; a provider that misses it is a transient failure the
+    /// fallback chain hops past.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_chunk: Option<Duration>,
 }
 
 /// What happens on a node's final failure.
@@ -207,12 +232,48 @@ impl ErrorHandlerSpec {
 }
 
 /// Serve a node's result from the engine's node cache.
+///
+/// **Fallback results are not cached by default.** A Paladin node's key
+/// names its own model (the Paladin's configuration); an answer that a
+/// fallback chain's later provider served — a lesser or different model —
+/// is not what that key promises, and caching it would keep serving it for
+/// the whole TTL after the primary recovered. Such a result is still the
+/// node's result for this run; it is only not stored. Set
+/// `cache_fallback_results` to store it anyway (any answer beats none, and
+/// the entry's [`CacheOrigin`](crate::CacheOrigin) still says who served
+/// it).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CachePolicy {
     /// A hard expiry: an entry read at exactly its expiry instant is a miss.
     pub ttl: Duration,
     /// What the key is made of.
     pub key: CacheKeySpec,
+    /// Also store a result served by a fallback provider (not the chain's
+    /// first), under the node's key. Off by default. Part of the graph
+    /// fingerprint only when on.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub cache_fallback_results: bool,
+}
+
+impl CachePolicy {
+    /// A policy of `ttl` over `key`, fallback results not cached.
+    pub fn new(ttl: Duration, key: CacheKeySpec) -> Self {
+        CachePolicy {
+            ttl,
+            key,
+            cache_fallback_results: false,
+        }
+    }
+
+    /// Stores results served by a fallback provider too (`true`), or not.
+    pub fn with_cache_fallback_results(mut self, on: bool) -> Self {
+        self.cache_fallback_results = on;
+        self
+    }
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 /// The input part of a node cache key.

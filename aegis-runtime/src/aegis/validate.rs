@@ -46,5 +46,15 @@ pub(crate) fn timeout_problems(p: &TimeoutPolicy) -> Vec<String> {
     if p.idle_timeout.is_some_and(|d| d.is_zero()) {
         out.push("idle_timeout is zero".to_string());
     }
+    if p.first_chunk.is_some_and(|d| d.is_zero()) {
+        out.push("first_chunk is zero".to_string());
+    }
+    if let (Some(first), Some(run)) = (p.first_chunk, p.run_timeout)
+        && first >= run
+    {
+        out.push(format!(
+            "first_chunk {first:?} is not shorter than run_timeout {run:?}: the run timeout would always cut first, so no provider would ever be hopped"
+        ));
+    }
     out
 }

@@ -5,10 +5,13 @@ use std::time::{Duration, SystemTime};
 
 use super::{CacheKey, NodeCacheError};
 use crate::state::StateDelta;
+use crate::trace::CacheOrigin;
 
 /// The stored form's version; an entry of any other version reads as corrupt
 /// (a miss), never as a wrongly shaped delta. Version 2 added the key the
-/// entry was stored under.
+/// entry was stored under. The optional `origin` joined version 2 without a
+/// bump: an entry without it reads with `origin: None`, and a reader that
+/// predates it ignores it.
 const ENTRY_FORMAT: u32 = 2;
 
 /// One cached node result: the delta a successful, Edges-routed attempt
@@ -25,6 +28,9 @@ pub struct CacheEntry {
     /// A hard expiry with a closed boundary: read at exactly this instant,
     /// the entry is a miss.
     pub expires_at: SystemTime,
+    /// Who produced the result; `None` for an entry stored before entries
+    /// recorded it, or stored without one.
+    pub origin: Option<CacheOrigin>,
 }
 
 #[derive(Serialize)]
@@ -33,6 +39,8 @@ struct WireOut<'a> {
     key: &'a str,
     expires_at: SystemTime,
     delta: &'a StateDelta,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    origin: Option<&'a CacheOrigin>,
 }
 
 #[derive(Deserialize)]
@@ -40,6 +48,8 @@ struct WireIn {
     key: String,
     expires_at: SystemTime,
     delta: StateDelta,
+    #[serde(default)]
+    origin: Option<CacheOrigin>,
 }
 
 /// Just the version, read first, so an entry of another format is reported
@@ -56,7 +66,14 @@ impl CacheEntry {
             key,
             delta,
             expires_at,
+            origin: None,
         }
+    }
+
+    /// This entry, recording who produced it.
+    pub fn with_origin(mut self, origin: Option<CacheOrigin>) -> Self {
+        self.origin = origin;
+        self
     }
 
     /// Whether the entry may be served at `now`: strictly before its expiry.
@@ -81,6 +98,7 @@ impl CacheEntry {
             key: self.key.as_str(),
             expires_at: self.expires_at,
             delta: &self.delta,
+            origin: self.origin.as_ref(),
         })
         .map_err(|e| NodeCacheError::Encode {
             message: e.to_string(),
@@ -107,6 +125,7 @@ impl CacheEntry {
             key: CacheKey::from_raw(wire.key),
             delta: wire.delta,
             expires_at: wire.expires_at,
+            origin: wire.origin,
         })
     }
 }
@@ -134,6 +153,32 @@ mod tests {
         let back = CacheEntry::from_bytes(&e.to_bytes().unwrap()).unwrap();
         assert_eq!(back, e);
         assert_eq!(back.key.as_str(), "v1:abc:def:0123");
+    }
+
+    #[test]
+    fn the_origin_round_trips_and_an_entry_without_one_still_reads() {
+        let origin = CacheOrigin {
+            node_id: crate::id::NodeId::new("answer"),
+            task_key: Some("k1".into()),
+            thread_id: Some("t1".into()),
+            attempt: 2,
+            served_by: Some("ollama".into()),
+            model: Some("llama3.2".into()),
+            chain_position: Some(1),
+            fallback: true,
+        };
+        let e = entry().with_origin(Some(origin));
+        assert_eq!(CacheEntry::from_bytes(&e.to_bytes().unwrap()).unwrap(), e);
+
+        // Bytes as a build before origins wrote them.
+        let old = b"{\"format\":2,\"key\":\"k\",\"expires_at\":{\"secs_since_epoch\":1,\"nanos_since_epoch\":0},\"delta\":{\"writes\":{}}}";
+        let read = CacheEntry::from_bytes(old).unwrap();
+        assert_eq!(read.origin, None);
+        assert_eq!(
+            read.to_bytes().unwrap(),
+            old.to_vec(),
+            "written back unchanged"
+        );
     }
 
     #[test]

@@ -9,6 +9,7 @@ use super::validate::{EntryMisfit, delta_fits};
 use super::{CacheClock, CacheEntry, CacheKey, NodeCache, NodeCacheError, delta_is_cacheable};
 use crate::graph::{Directive, NextStep};
 use crate::state::BattlefieldSchema;
+use crate::trace::CacheOrigin;
 
 /// What a lookup found.
 #[doc(hidden)]
@@ -158,6 +159,19 @@ impl NodeCacheHandle {
         directive: &Directive,
         ttl: Duration,
     ) -> StoreOutcome {
+        self.store_from(schema, key, directive, ttl, None).await
+    }
+
+    /// [`NodeCacheHandle::store`], the entry recording `origin` (who
+    /// produced the directive), which every hit then reports.
+    pub async fn store_from(
+        &self,
+        schema: &BattlefieldSchema,
+        key: &CacheKey,
+        directive: &Directive,
+        ttl: Duration,
+        origin: Option<CacheOrigin>,
+    ) -> StoreOutcome {
         if !matches!(directive.next, NextStep::Edges) {
             return StoreOutcome::NotEdgesRouted;
         }
@@ -167,7 +181,8 @@ impl NodeCacheHandle {
         let Some(expires_at) = self.clock.now().checked_add(ttl).filter(|_| !ttl.is_zero()) else {
             return StoreOutcome::TtlOutOfRange;
         };
-        let entry = CacheEntry::new(key.clone(), directive.delta.clone(), expires_at);
+        let entry =
+            CacheEntry::new(key.clone(), directive.delta.clone(), expires_at).with_origin(origin);
         match self.backend.put(key, &entry).await {
             Ok(()) => StoreOutcome::Stored { expires_at },
             Err(e) => {

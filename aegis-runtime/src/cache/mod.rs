@@ -60,10 +60,10 @@
 //!     InputMapping::new("Answer: {question}"),
 //!     answer,
 //! );
-//! let policy = CachePolicy {
-//!     ttl: Duration::from_secs(15 * 60),
-//!     key: CacheKeySpec::Fields(vec![question]),
-//! };
+//! let policy = CachePolicy::new(
+//!     Duration::from_secs(15 * 60),
+//!     CacheKeySpec::Fields(vec![question]),
+//! );
 //! let state = initial_state(&schema, &json!({"question": "why?"}))?;
 //! let node = NodeId::new("answerer");
 //!

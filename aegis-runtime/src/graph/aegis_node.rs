@@ -49,6 +49,7 @@ pub mod __macro_support;
 ///             timeout: Some(TimeoutPolicy {
 ///                 run_timeout: Some(std::time::Duration::from_secs(5)),
 ///                 idle_timeout: None,
+///                 first_chunk: None,
 ///             }),
 ///             ..Aegis::default()
 ///         }
@@ -260,6 +261,7 @@ mod tests {
             timeout: Some(TimeoutPolicy {
                 run_timeout: Some(Duration::from_secs(1)),
                 idle_timeout: None,
+                first_chunk: None,
             }),
             ..Aegis::default()
         };

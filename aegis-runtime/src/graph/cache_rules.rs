@@ -112,6 +112,7 @@ mod tests {
             cache: Some(CachePolicy {
                 ttl: Duration::from_secs(60),
                 key,
+                cache_fallback_results: false,
             }),
             ..Default::default()
         }

@@ -15,29 +15,95 @@ use crate::id::NodeId;
 /// Each [`HeartbeatHandle::beat`] restarts the idle window. A handle of an
 /// attempt without an idle timeout is a no-op, so nodes may beat
 /// unconditionally. Clones share one heartbeat.
+///
+/// The handle also carries the attempt's first-chunk deadline
+/// ([`TimeoutPolicy::first_chunk`](crate::TimeoutPolicy::first_chunk)),
+/// which a streaming LLM call reads ([`HeartbeatHandle::first_chunk`]), and
+/// lets that call hold the idle window while it waits for a first chunk
+/// ([`HeartbeatHandle::hold_idle`]).
 #[derive(Debug, Clone, Default)]
-pub struct HeartbeatHandle(Option<Arc<Beat>>);
+pub struct HeartbeatHandle(Option<Arc<Beat>>, Option<Duration>);
 
 #[derive(Debug)]
 struct Beat {
     origin: Instant,
     last_nanos: AtomicU64,
     count: AtomicU64,
+    /// Open [`IdleHold`]s: while any is open the idle window does not run.
+    held: AtomicU64,
+    /// Woken when the last hold is released.
+    released: tokio::sync::Notify,
+}
+
+/// Holds an attempt's idle window while it waits for a streamed
+/// completion's first chunk (see [`HeartbeatHandle::hold_idle`]). Dropping
+/// it counts as progress: the window restarts from the release.
+#[derive(Debug)]
+#[must_use = "the idle window is held only while the guard lives"]
+pub struct IdleHold(Option<Arc<Beat>>);
+
+impl Drop for IdleHold {
+    fn drop(&mut self) {
+        if let Some(b) = self.0.take() {
+            let handle = HeartbeatHandle(Some(b), None);
+            handle.beat();
+            if let Some(b) = &handle.0
+                && b.held.fetch_sub(1, Ordering::AcqRel) == 1
+            {
+                b.released.notify_one();
+            }
+        }
+    }
 }
 
 impl HeartbeatHandle {
     /// A handle that records nothing.
     pub fn noop() -> Self {
-        HeartbeatHandle(None)
+        HeartbeatHandle(None, None)
     }
 
     /// A handle that records beats, its window starting now.
     pub fn tracking() -> Self {
-        HeartbeatHandle(Some(Arc::new(Beat {
-            origin: Instant::now(),
-            last_nanos: AtomicU64::new(0),
-            count: AtomicU64::new(0),
-        })))
+        HeartbeatHandle(
+            Some(Arc::new(Beat {
+                origin: Instant::now(),
+                last_nanos: AtomicU64::new(0),
+                count: AtomicU64::new(0),
+                held: AtomicU64::new(0),
+                released: tokio::sync::Notify::new(),
+            })),
+            None,
+        )
+    }
+
+    /// This handle carrying `first_chunk` as the attempt's first-chunk
+    /// deadline (`None`: none).
+    pub fn with_first_chunk(mut self, first_chunk: Option<Duration>) -> Self {
+        self.1 = first_chunk;
+        self
+    }
+
+    /// The attempt's first-chunk deadline: how long each provider may take
+    /// to deliver a streamed completion's first chunk.
+    pub fn first_chunk(&self) -> Option<Duration> {
+        self.1
+    }
+
+    /// Holds the idle window until the guard is dropped: a streaming call
+    /// takes it while it waits for a first chunk, which its own first-chunk
+    /// deadline bounds instead (per provider, so a fallback chain's hops are
+    /// not cut by the idle timeout). Dropping the guard restarts the window.
+    pub fn hold_idle(&self) -> IdleHold {
+        if let Some(b) = &self.0 {
+            b.held.fetch_add(1, Ordering::AcqRel);
+        }
+        IdleHold(self.0.clone())
+    }
+
+    fn is_held(&self) -> bool {
+        self.0
+            .as_ref()
+            .is_some_and(|b| b.held.load(Ordering::Acquire) > 0)
     }
 
     /// Reports progress.
@@ -72,22 +138,42 @@ impl HeartbeatHandle {
     }
 
     /// When the idle window of `idle` closes: `None` when no beats are
-    /// tracked, or when the window is too long for an `Instant` to hold.
+    /// tracked, while the window is held, or when the window is too long
+    /// for an `Instant` to hold.
     pub(crate) fn idle_deadline(&self, idle: Duration) -> Option<Instant> {
+        if self.is_held() {
+            return None;
+        }
         self.last_beat().and_then(|last| deadline_after(last, idle))
     }
 
     /// Resolves once no beat has arrived for `idle` (never, for a window
     /// too long for an `Instant`).
     pub(crate) async fn idle_for(&self, idle: Duration) {
+        let Some(b) = &self.0 else {
+            return std::future::pending().await;
+        };
         loop {
-            let Some(deadline) = self.idle_deadline(idle) else {
+            if self.is_held() {
+                // A release before this wait stored a permit: no lost wake.
+                b.released.notified().await;
+                continue;
+            }
+            // Not `idle_deadline`: a hold taken right after the check above
+            // must not read as "no window" (a wait forever).
+            let Some(deadline) = self.last_beat().and_then(|l| deadline_after(l, idle)) else {
                 return std::future::pending().await;
             };
             if Instant::now() >= deadline {
+                if self.is_held() {
+                    continue;
+                }
                 return;
             }
-            tokio::time::sleep_until(deadline).await;
+            tokio::select! {
+                _ = tokio::time::sleep_until(deadline) => {}
+                _ = b.released.notified() => {}
+            }
         }
     }
 }
@@ -103,6 +189,34 @@ pub struct NodeContext {
     pub(crate) cancellation: CancellationToken,
     pub(crate) parley_response: Option<ParleyResponse>,
     pub(crate) task: Option<MusterTask>,
+    /// Where a Paladin attempt reports who served its answer.
+    pub(crate) served: ServedSlot,
+}
+
+/// Who served a Paladin attempt's answer, as its port reported it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Served {
+    pub(crate) served_by: Option<String>,
+    pub(crate) model: Option<String>,
+    pub(crate) chain_position: Option<u32>,
+    pub(crate) fallback: bool,
+}
+
+/// An attempt's [`Served`] report, shared with the engine (which reads it
+/// after the attempt, even when the attempt ran as a task of its own).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ServedSlot(Arc<std::sync::Mutex<Option<Served>>>);
+
+impl ServedSlot {
+    /// Records `served` (the attempt's last word wins).
+    pub(crate) fn set(&self, served: Served) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(served);
+    }
+
+    /// Takes the report, leaving none.
+    pub(crate) fn take(&self) -> Option<Served> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
 }
 
 impl NodeContext {
@@ -117,6 +231,7 @@ impl NodeContext {
             cancellation: CancellationToken::new(),
             parley_response: None,
             task: None,
+            served: ServedSlot::default(),
         }
     }
 

@@ -19,7 +19,8 @@ mod war_graph;
 
 pub use aegis_node::{__macro_support, AegisFnNode, AegisNodeFn};
 pub(crate) use cache_rules::missing_backend_error;
-pub use context::{HeartbeatHandle, NodeContext};
+pub use context::{HeartbeatHandle, IdleHold, NodeContext};
+pub(crate) use context::{Served, ServedSlot};
 pub use fingerprint::FINGERPRINT_VERSION;
 pub use input::{InputMapping, TemplateError};
 pub use limits::EngineLimits;

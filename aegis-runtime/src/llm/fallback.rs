@@ -5,8 +5,13 @@ use futures::StreamExt;
 use serde_json::Value;
 use std::fmt;
 use std::sync::Arc;
+use std::time::Duration;
 
-use super::{LlmChunk, LlmPort, LlmRequest, LlmResponse, LlmStream, SERVED_BY_KEY};
+use super::deadlines::{StreamDeadlines, stall_limited};
+use super::{
+    CHAIN_POSITION_KEY, FALLBACK_KEY, LlmChunk, LlmPort, LlmRequest, LlmResponse, LlmStream,
+    SERVED_BY_KEY,
+};
 use crate::error::{KnownSecrets, LlmError, ProviderAttempt, Transience};
 use crate::trace::{TraceEvent, TraceSink};
 
@@ -20,6 +25,14 @@ pub enum FallbackChainError {
     /// A chain needs at least one provider.
     #[error("a fallback chain needs at least one provider")]
     EmptyChain,
+    /// A per-provider setting named a position the chain does not have.
+    #[error("the fallback chain has {len} providers; there is no provider at position {index}")]
+    NoSuchProvider {
+        /// The position named.
+        index: usize,
+        /// How many providers the chain has.
+        len: usize,
+    },
 }
 
 /// An ordered chain of [`LlmPort`]s composed into one `LlmPort`.
@@ -51,13 +64,27 @@ pub enum FallbackChainError {
 ///   that wait would end past the run budget or an enclosing deadline the
 ///   retry is skipped and the node's handler runs at once. An element that
 ///   failed without a hint may answer at once, so the chain then has none.
+/// * Two stream deadlines bound each provider of a streamed call
+///   ([`StreamDeadlines`], chain-wide with
+///   [`FallbackLlmAdapter::with_stream_deadlines`], per provider with
+///   [`FallbackLlmAdapter::with_provider_stream_deadlines`], a provider's own
+///   winning): a provider that sends no first chunk within `first_chunk` is
+///   a transient failure and the chain hops to the next one; a provider
+///   that stalls for `idle` after a chunk fails the stream with a transient
+///   [`LlmError::Timeout`] and the chain does not hop. A caller's
+///   first-chunk deadline ([`LlmPort::generate_stream_within`], a node's
+///   `timeout(first_chunk = ..)`) applies to providers without one of
+///   their own.
 /// * Each hop emits [`TraceEvent::FallbackHop`] to the sinks added with
 ///   [`FallbackLlmAdapter::with_trace_sink`], and a `warn!` naming both
 ///   providers.
 /// * A served response (and every chunk of a served stream) carries the
-///   serving element's name under `metadata["paladin.served_by"]`. An
-///   element that already stamped one (a nested chain) keeps its own, so the
-///   name is the innermost provider's. Observability, not attestation.
+///   serving element's name under `metadata["paladin.served_by"]`
+///   ([`SERVED_BY_KEY`]) and its position in the chain under
+///   [`CHAIN_POSITION_KEY`] (0 = the primary). An element that already
+///   stamped them (a nested chain) keeps its own, so both are the innermost
+///   provider's; [`FALLBACK_KEY`] is `true` when any chain on the way served
+///   from a provider other than its first. Observability, not attestation.
 /// * Secrets go by value: the chain knows every element's
 ///   [`LlmPort::known_secrets`] plus any registered with
 ///   [`FallbackLlmAdapter::with_secret`], and removes them from its
@@ -77,6 +104,10 @@ pub struct FallbackLlmAdapter {
     chain: Vec<Arc<dyn LlmPort>>,
     sinks: Vec<Arc<dyn TraceSink>>,
     secrets: KnownSecrets,
+    /// The chain-wide stream deadlines.
+    deadlines: StreamDeadlines,
+    /// Each element's own stream deadlines, in chain order.
+    own_deadlines: Vec<StreamDeadlines>,
 }
 
 impl fmt::Debug for FallbackLlmAdapter {
@@ -85,6 +116,8 @@ impl fmt::Debug for FallbackLlmAdapter {
             .field("chain", &self.provider_names())
             .field("trace_sinks", &self.sinks.len())
             .field("secrets", &self.secrets)
+            .field("deadlines", &self.deadlines)
+            .field("own_deadlines", &self.own_deadlines)
             .finish()
     }
 }
@@ -98,11 +131,67 @@ impl FallbackLlmAdapter {
         let secrets = chain.iter().fold(KnownSecrets::default(), |all, p| {
             all.union(&p.known_secrets())
         });
+        let own_deadlines = vec![StreamDeadlines::default(); chain.len()];
         Ok(FallbackLlmAdapter {
             chain,
             sinks: Vec::new(),
             secrets,
+            deadlines: StreamDeadlines::default(),
+            own_deadlines,
         })
+    }
+
+    /// Sets the stream deadlines of every provider that has none of its
+    /// own ([`FallbackLlmAdapter::with_provider_stream_deadlines`]).
+    pub fn with_stream_deadlines(mut self, deadlines: StreamDeadlines) -> Self {
+        self.deadlines = deadlines;
+        self
+    }
+
+    /// Sets the stream deadlines of the provider at `index` (0 = the
+    /// primary); each bound it sets wins over the chain-wide one and the
+    /// caller's. An index past the chain's end is
+    /// [`FallbackChainError::NoSuchProvider`].
+    ///
+    /// ```
+    /// use std::{sync::Arc, time::Duration};
+    /// use aegis_runtime::{FallbackLlmAdapter, LlmPort, MockLlmAdapter, StreamDeadlines};
+    /// let primary: Arc<dyn LlmPort> = Arc::new(MockLlmAdapter::new().with_provider_name("openai"));
+    /// let local: Arc<dyn LlmPort> = Arc::new(MockLlmAdapter::new().with_provider_name("ollama"));
+    /// let chain = FallbackLlmAdapter::new(vec![primary, local])
+    ///     .unwrap()
+    ///     .with_stream_deadlines(StreamDeadlines::none().with_idle(Duration::from_secs(10)))
+    ///     // The hosted primary answers fast or not at all.
+    ///     .with_provider_stream_deadlines(0, StreamDeadlines::none().with_first_chunk(Duration::from_secs(5)))
+    ///     .unwrap();
+    /// assert!(chain.clone().with_provider_stream_deadlines(2, StreamDeadlines::none()).is_err());
+    /// ```
+    pub fn with_provider_stream_deadlines(
+        mut self,
+        index: usize,
+        deadlines: StreamDeadlines,
+    ) -> Result<Self, FallbackChainError> {
+        let len = self.own_deadlines.len();
+        let slot = self
+            .own_deadlines
+            .get_mut(index)
+            .ok_or(FallbackChainError::NoSuchProvider { index, len })?;
+        *slot = deadlines;
+        Ok(self)
+    }
+
+    /// The stream deadlines the provider at `index` gets when the caller
+    /// asks for `first_chunk`.
+    fn deadlines_at(&self, index: usize, first_chunk: Option<Duration>) -> StreamDeadlines {
+        self.own_deadlines
+            .get(index)
+            .copied()
+            .unwrap_or_default()
+            .or(self.deadlines)
+            .or(StreamDeadlines {
+                first_chunk,
+                idle: None,
+            })
     }
 
     /// Registers a further secret removed by value from the chain's
@@ -179,10 +268,18 @@ fn all_failed(attempts: Vec<ProviderAttempt>, last: Option<LlmError>) -> LlmErro
     }
 }
 
-fn stamp(metadata: &mut serde_json::Map<String, Value>, provider: &str) {
+fn stamp(metadata: &mut serde_json::Map<String, Value>, provider: &str, position: usize) {
     metadata
         .entry(SERVED_BY_KEY)
         .or_insert_with(|| Value::String(provider.to_string()));
+    metadata
+        .entry(CHAIN_POSITION_KEY)
+        .or_insert_with(|| Value::from(position));
+    let inner = metadata
+        .get(FALLBACK_KEY)
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    metadata.insert(FALLBACK_KEY.to_string(), Value::Bool(inner || position > 0));
 }
 
 #[async_trait]
@@ -196,7 +293,7 @@ impl LlmPort for FallbackLlmAdapter {
             }
             match port.generate(request).await {
                 Ok(mut response) => {
-                    stamp(&mut response.metadata, port.get_provider_name());
+                    stamp(&mut response.metadata, port.get_provider_name(), i);
                     return Ok(response);
                 }
                 Err(e) => failed = Some(self.record(i, e, &mut attempts)?),
@@ -206,26 +303,43 @@ impl LlmPort for FallbackLlmAdapter {
     }
 
     async fn generate_stream(&self, request: &LlmRequest) -> Result<LlmStream, LlmError> {
+        self.generate_stream_within(request, None).await
+    }
+
+    async fn generate_stream_within(
+        &self,
+        request: &LlmRequest,
+        first_chunk: Option<Duration>,
+    ) -> Result<LlmStream, LlmError> {
         let mut attempts = Vec::new();
         let mut failed = None;
         for (i, port) in self.chain.iter().enumerate() {
             if let Some(e) = &failed {
                 self.hop(i, e);
             }
-            let error = match port.generate_stream(request).await {
+            let deadlines = self.deadlines_at(i, first_chunk);
+            // The element bounds its own first chunk (a nested chain per
+            // provider); the peek below then finds it already arrived.
+            let error = match port
+                .generate_stream_within(request, deadlines.first_chunk)
+                .await
+            {
                 Err(e) => e,
                 Ok(mut stream) => match stream.next().await {
                     Some(Err(e)) => e,
                     first => {
-                        let provider: Arc<str> = Arc::from(port.get_provider_name());
+                        let name = port.get_provider_name();
+                        let provider: Arc<str> = Arc::from(name);
                         let stamped = move |item: Result<LlmChunk, LlmError>| {
                             item.map(|mut c| {
-                                stamp(&mut c.metadata, &provider);
+                                stamp(&mut c.metadata, &provider, i);
                                 c
                             })
                         };
                         let head = futures::stream::iter(first);
-                        return Ok(Box::pin(head.chain(stream).map(stamped)));
+                        let stream =
+                            stall_limited(name, Box::pin(head.chain(stream)), deadlines.idle);
+                        return Ok(Box::pin(stream.map(stamped)));
                     }
                 },
             };

@@ -4,6 +4,7 @@
 
 mod anthropic;
 mod circuit;
+mod deadlines;
 mod decode;
 mod fallback;
 mod http;
@@ -19,6 +20,7 @@ pub use anthropic::{
     AnthropicLlmAdapter, AnthropicStreamParser,
 };
 pub use circuit::{CircuitBreaker, CircuitBreakerConfig, CircuitState};
+pub use deadlines::StreamDeadlines;
 pub use fallback::{FALLBACK_PROVIDER_NAME, FallbackChainError, FallbackLlmAdapter};
 pub use http::{
     AdapterConfigError, DEFAULT_CONNECT_TIMEOUT, DEFAULT_ERROR_BODY_DEADLINE, DEFAULT_READ_TIMEOUT,
@@ -32,6 +34,6 @@ pub use sse::{
 };
 pub(crate) use types::ResponseBuilder;
 pub use types::{
-    FinishReason, LlmChunk, LlmMessage, LlmRequest, LlmResponse, LlmRole, LlmStream, LlmUsage,
-    SERVED_BY_KEY, ToolCall, ToolDefinition,
+    CHAIN_POSITION_KEY, FALLBACK_KEY, FinishReason, LlmChunk, LlmMessage, LlmRequest, LlmResponse,
+    LlmRole, LlmStream, LlmUsage, SERVED_BY_KEY, ToolCall, ToolDefinition,
 };

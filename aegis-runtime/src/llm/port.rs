@@ -1,6 +1,7 @@
 //! The provider boundary.
 
 use async_trait::async_trait;
+use std::time::Duration;
 
 use super::{LlmChunk, LlmRequest, LlmResponse, LlmStream};
 use crate::error::{KnownSecrets, LlmError};
@@ -22,6 +23,30 @@ pub trait LlmPort: Send + Sync + 'static {
     async fn generate_stream(&self, request: &LlmRequest) -> Result<LlmStream, LlmError> {
         let chunk = LlmChunk::from(self.generate(request).await?);
         Ok(Box::pin(futures::stream::iter([Ok(chunk)])))
+    }
+
+    /// The response as a stream whose first item arrives within
+    /// `first_chunk` (a node's
+    /// [`TimeoutPolicy::first_chunk`](crate::TimeoutPolicy::first_chunk)).
+    ///
+    /// The default opens [`LlmPort::generate_stream`] and waits for its
+    /// first item under the deadline; a missed deadline is a transient
+    /// [`LlmError::Timeout`]. The first item, an error included, is still
+    /// delivered at the head of the stream. A
+    /// [`FallbackLlmAdapter`](crate::FallbackLlmAdapter) overrides this to
+    /// bound each of its providers in turn (hopping past a silent one), so
+    /// the deadline is per provider, never for the whole chain.
+    async fn generate_stream_within(
+        &self,
+        request: &LlmRequest,
+        first_chunk: Option<Duration>,
+    ) -> Result<LlmStream, LlmError> {
+        super::deadlines::first_within(
+            self.get_provider_name(),
+            first_chunk,
+            self.generate_stream(request),
+        )
+        .await
     }
 
     /// The provider's name, as hops, errors and `served_by` report it.

@@ -13,6 +13,16 @@ use crate::error::LlmError;
 /// served a response (observability, not attestation).
 pub const SERVED_BY_KEY: &str = "paladin.served_by";
 
+/// The metadata key under which a fallback chain stamps the serving
+/// provider's position in the chain (0 = the first, the primary), next to
+/// [`SERVED_BY_KEY`]. In nested chains both name the innermost chain's.
+pub const CHAIN_POSITION_KEY: &str = "paladin.chain_position";
+
+/// The metadata key under which a fallback chain stamps `true` when any
+/// chain (nested ones included) served the response from a provider other
+/// than its first: the answer is a fallback's, not the primary's.
+pub const FALLBACK_KEY: &str = "paladin.fallback";
+
 /// Who wrote a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -250,6 +260,32 @@ impl LlmResponse {
     pub fn served_by(&self) -> Option<&str> {
         self.metadata.get(SERVED_BY_KEY).and_then(Value::as_str)
     }
+
+    /// The serving provider's position in its fallback chain (0 = primary),
+    /// when a chain stamped one.
+    pub fn chain_position(&self) -> Option<u32> {
+        chain_position(&self.metadata)
+    }
+
+    /// Whether a fallback chain served this response from a provider other
+    /// than its first.
+    pub fn served_by_fallback(&self) -> bool {
+        served_by_fallback(&self.metadata)
+    }
+}
+
+fn chain_position(metadata: &Map<String, Value>) -> Option<u32> {
+    metadata
+        .get(CHAIN_POSITION_KEY)
+        .and_then(Value::as_u64)
+        .and_then(|p| u32::try_from(p).ok())
+}
+
+fn served_by_fallback(metadata: &Map<String, Value>) -> bool {
+    metadata
+        .get(FALLBACK_KEY)
+        .and_then(Value::as_bool)
+        .unwrap_or(false)
 }
 
 /// One piece of a streamed completion.
@@ -283,6 +319,12 @@ impl LlmChunk {
     /// The provider a fallback chain says served this chunk.
     pub fn served_by(&self) -> Option<&str> {
         self.metadata.get(SERVED_BY_KEY).and_then(Value::as_str)
+    }
+
+    /// The serving provider's position in its fallback chain (0 = primary),
+    /// when a chain stamped one.
+    pub fn chain_position(&self) -> Option<u32> {
+        chain_position(&self.metadata)
     }
 }
 

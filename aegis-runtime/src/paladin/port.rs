@@ -15,6 +15,15 @@ pub struct PaladinResult {
     /// The provider that served it, when a fallback chain stamped it
     /// (observability, not attestation).
     pub served_by: Option<String>,
+    /// The serving provider's position in its fallback chain (0 = the
+    /// primary), when a chain stamped it.
+    pub chain_position: Option<u32>,
+    /// Whether a fallback chain served the answer from a provider other
+    /// than its first (a node's cache then skips it by default, see
+    /// [`CachePolicy`](crate::CachePolicy)).
+    pub fallback: bool,
+    /// The model that produced the answer, when the port knows it.
+    pub model: Option<String>,
     /// How many completion rounds it took.
     pub loops: u32,
     /// Token counts over every completion, when the provider reported them.

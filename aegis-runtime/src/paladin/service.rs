@@ -39,9 +39,19 @@ use crate::llm::{
 /// it reported it. An empty model or `max_loops` of 0 is a
 /// [`PaladinError::ConfigurationError`].
 ///
+/// **Two stream deadlines.** The attempt's first-chunk deadline
+/// ([`HeartbeatHandle::first_chunk`], a node's `timeout(first_chunk = ..)`)
+/// bounds each streamed completion's wait for its first chunk, per provider
+/// ([`LlmPort::generate_stream_within`]: a fallback chain hops past a silent
+/// provider). While a completion waits for its first chunk under that
+/// deadline, the idle window is held ([`HeartbeatHandle::hold_idle`]); from
+/// the first chunk on, silence is the idle timeout's, and is never hopped.
+///
 /// `PaladinResult::served_by` is the serving provider a fallback chain
-/// stamped on the final completion (`None` for a port that stamps none);
-/// `usage` adds up every completion's token counts.
+/// stamped on the final completion (`None` for a port that stamps none),
+/// with its `chain_position` and whether it was a fallback (not the
+/// chain's first); `model` is the model the final completion reported, else
+/// the one requested; `usage` adds up every completion's token counts.
 pub struct PaladinExecutionService {
     llm: Arc<dyn LlmPort>,
     streaming: bool,
@@ -78,7 +88,15 @@ impl PaladinExecutionService {
         heartbeat: &HeartbeatHandle,
     ) -> Result<LlmResponse, PaladinError> {
         let response = if self.streaming {
-            let mut stream = self.llm.generate_stream(request).await?;
+            let first_chunk = heartbeat.first_chunk();
+            let mut stream = {
+                // The first-chunk deadline, not the idle window, bounds the
+                // wait for the first chunk (per provider of a chain).
+                let _hold = first_chunk.map(|_| heartbeat.hold_idle());
+                self.llm
+                    .generate_stream_within(request, first_chunk)
+                    .await?
+            };
             let mut response = ResponseBuilder::default();
             while let Some(chunk) = stream.next().await {
                 heartbeat.beat();
@@ -170,8 +188,16 @@ impl PaladinPort for PaladinExecutionService {
                 usage.get_or_insert_with(LlmUsage::default).accumulate(u);
             }
             if response.tool_calls.is_empty() {
+                let model = if response.model.is_empty() {
+                    request.model.clone()
+                } else {
+                    response.model.clone()
+                };
                 return Ok(PaladinResult {
                     served_by: response.served_by().map(str::to_string),
+                    chain_position: response.chain_position(),
+                    fallback: response.served_by_fallback(),
+                    model: Some(model),
                     output: response.content,
                     loops: round,
                     usage,

@@ -8,6 +8,7 @@ use crate::aegis::ErrorHandlerSpec;
 use crate::error::NodeError;
 use crate::id::NodeId;
 use crate::trace::BudgetBound;
+use crate::trace::CacheOrigin;
 
 /// How a node's activation ended.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -54,6 +55,11 @@ pub struct NodeExecutionRecord {
     pub attempts: Vec<AttemptRecord>,
     /// Whether the result came from the node cache.
     pub cache_hit: bool,
+    /// On a cache hit, who produced the served entry (`None` otherwise, and
+    /// for an entry stored before entries recorded it). Absent from
+    /// waypoints written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_origin: Option<CacheOrigin>,
     /// When the activation started.
     pub started_at: SystemTime,
     /// How long the activation took, backoff waits included.

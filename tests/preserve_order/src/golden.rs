@@ -119,6 +119,7 @@ pub fn golden_graph() -> WarGraph {
             cache: Some(CachePolicy {
                 ttl: Duration::from_secs(3_600),
                 key: CacheKeySpec::Fields(vec![field("question")]),
+                cache_fallback_results: false,
             }),
             ..Aegis::default()
         },

@@ -8,7 +8,7 @@ use crate::engine::WarEngine;
 use crate::graph::Directive;
 use crate::id::NodeId;
 use crate::state::Battlefield;
-use crate::trace::{AttemptStatus, TraceEvent};
+use crate::trace::{AttemptStatus, CacheOrigin, TraceEvent};
 use crate::waypoint::{NodeStatus, WaypointStore};
 
 impl<S: WaypointStore> WarEngine<S> {
@@ -50,6 +50,9 @@ impl<S: WaypointStore> WarEngine<S> {
         let (key, cache) = (key?, self.node_cache.as_ref()?);
         let entry = cache.lookup(act.schema, key).await.into_hit()?;
         let duration = rec.elapsed();
+        if let Some(origin) = &entry.origin {
+            tracing::debug!(node_id = %node_id, origin = %origin, "served from the node cache");
+        }
         self.emit(TraceEvent::NodeFinished {
             thread_id: act.thread_id.to_string(),
             superstep: act.superstep,
@@ -58,10 +61,12 @@ impl<S: WaypointStore> WarEngine<S> {
             attempt: 1,
             status: AttemptStatus::Succeeded,
             cache_hit: true,
+            cache_origin: entry.origin.clone(),
             duration,
         });
         let mut record = rec.finish(NodeStatus::Succeeded, 1);
         record.cache_hit = true;
+        record.cache_origin = entry.origin;
         Some(ActivationResult::Done {
             directive: Directive::edges(entry.delta),
             record,
@@ -69,18 +74,31 @@ impl<S: WaypointStore> WarEngine<S> {
         })
     }
 
-    /// Stores a success under `key` for the policy's TTL. The handle refuses
-    /// any directive but an Edges-routed one.
+    /// Stores a success under `key` for the policy's TTL, recording who
+    /// produced it. The handle refuses any directive but an Edges-routed
+    /// one; a fallback provider's answer is stored only when the policy
+    /// says `cache_fallback_results` (the key promises the primary's model).
     pub(super) async fn cache_store(
         &self,
         act: &ActivationCtx<'_>,
         key: Option<&CacheKey>,
         directive: &Directive,
+        origin: CacheOrigin,
     ) {
         if let (Some(key), Some(cache), Some(policy)) =
             (key, &self.node_cache, act.aegis.cache.as_ref())
         {
-            cache.store(act.schema, key, directive, policy.ttl).await;
+            if origin.fallback && !policy.cache_fallback_results {
+                tracing::debug!(
+                    node_id = %origin.node_id,
+                    served_by = origin.served_by.as_deref().unwrap_or("?"),
+                    "a fallback provider served this result; not cached (CachePolicy::cache_fallback_results is off)"
+                );
+                return;
+            }
+            cache
+                .store_from(act.schema, key, directive, policy.ttl, Some(origin))
+                .await;
         }
     }
 }

@@ -9,7 +9,7 @@ use super::{ActivationCtx, AttemptEnd};
 use crate::deadline::deadline_after;
 use crate::engine::WarEngine;
 use crate::error::{EngineError, NodeError, NodeErrorSource, TimeoutKind, Transience};
-use crate::graph::{Directive, HeartbeatHandle, NodeContext, NodeSpec};
+use crate::graph::{Directive, HeartbeatHandle, NodeContext, NodeSpec, ServedSlot};
 use crate::id::NodeId;
 use crate::state::Battlefield;
 use crate::waypoint::WaypointStore;
@@ -95,6 +95,7 @@ impl<S: WaypointStore> WarEngine<S> {
         state: &Battlefield,
         node_id: &NodeId,
         attempt: u32,
+        served: ServedSlot,
     ) -> AttemptEnd {
         let timeout = act.aegis.timeout.as_ref();
         let idle = timeout.and_then(|t| t.idle_timeout);
@@ -102,7 +103,8 @@ impl<S: WaypointStore> WarEngine<S> {
             HeartbeatHandle::tracking()
         } else {
             HeartbeatHandle::noop()
-        };
+        }
+        .with_first_chunk(timeout.and_then(|t| t.first_chunk));
         let ctx = NodeContext {
             node_id: node_id.clone(),
             thread_id: act.thread_id.clone(),
@@ -112,6 +114,7 @@ impl<S: WaypointStore> WarEngine<S> {
             cancellation: self.cancellation.clone(),
             parley_response: act.parley_response.cloned(),
             task: act.task.cloned(),
+            served,
         };
         let run_timeout = timeout
             .and_then(|t| t.run_timeout)

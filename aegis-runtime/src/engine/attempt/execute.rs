@@ -9,8 +9,8 @@ use std::panic::AssertUnwindSafe;
 use super::ActivationCtx;
 use crate::engine::WarEngine;
 use crate::error::{NodeError, NodeErrorSource, PaladinError, Transience};
-use crate::graph::Paladin;
 use crate::graph::{Directive, NodeContext, NodeSpec, ParleyRequest, StateNode, TemplateError};
+use crate::graph::{Paladin, Served};
 use crate::paladin::{PaladinPort, parse_and_check};
 use crate::state::{Battlefield, FieldName, StateDelta};
 use crate::waypoint::WaypointStore;
@@ -200,6 +200,12 @@ async fn run_paladin(
         .execute_observed(paladin, &prompt, &ctx.heartbeat)
         .await
         .map_err(paladin_error)?;
+    ctx.served.set(Served {
+        served_by: result.served_by.clone(),
+        model: result.model.clone(),
+        chain_position: result.chain_position,
+        fallback: result.fallback,
+    });
     let value = match output_schema {
         None => serde_json::Value::String(result.output),
         Some(schema) => parse_and_check(&result.output, schema)

@@ -121,7 +121,9 @@ impl<S: WaypointStore> WarEngine<S> {
                 },
                 _,
             ) if matches!(record.status, NodeStatus::Succeeded) => {
-                self.cache_store(act, key.as_ref(), &directive).await;
+                let origin = rec.origin(act.thread_id, record.attempt);
+                self.cache_store(act, key.as_ref(), &directive, origin)
+                    .await;
                 ActivationResult::Done {
                     directive,
                     record,

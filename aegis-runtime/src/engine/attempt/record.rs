@@ -7,10 +7,10 @@ use tokio::time::Instant;
 use super::{ActivationCtx, ActivationResult, AttemptEnd};
 use crate::engine::WarEngine;
 use crate::error::{NodeError, NodeErrorSource, Transience};
-use crate::graph::MusterTask;
+use crate::graph::{MusterTask, ServedSlot};
 use crate::id::NodeId;
 use crate::state::Battlefield;
-use crate::trace::{AttemptStatus, TraceEvent};
+use crate::trace::{AttemptStatus, CacheOrigin, TraceEvent};
 use crate::waypoint::{AttemptRecord, NodeExecutionRecord, NodeStatus, RetrySkip, WaypointStore};
 
 /// Builds the [`NodeExecutionRecord`] of one activation as it runs.
@@ -21,6 +21,8 @@ pub(super) struct Recorder {
     started: Instant,
     failed: Vec<AttemptRecord>,
     retry_skipped: Option<RetrySkip>,
+    /// Who served the latest attempt's answer (a Paladin node).
+    served: ServedSlot,
 }
 
 impl Recorder {
@@ -32,6 +34,23 @@ impl Recorder {
             started: Instant::now(),
             failed: Vec::new(),
             retry_skipped: None,
+            served: ServedSlot::default(),
+        }
+    }
+
+    /// Who produced the successful `attempt`, for the cache entry it is
+    /// stored as.
+    pub(super) fn origin(&self, thread_id: &str, attempt: u32) -> CacheOrigin {
+        let served = self.served.take().unwrap_or_default();
+        CacheOrigin {
+            node_id: self.node_id.clone(),
+            task_key: self.task_key.clone(),
+            thread_id: Some(thread_id.to_string()),
+            attempt,
+            served_by: served.served_by,
+            model: served.model,
+            chain_position: served.chain_position,
+            fallback: served.fallback,
         }
     }
 
@@ -49,6 +68,7 @@ impl Recorder {
             attempt,
             attempts: std::mem::take(&mut self.failed),
             cache_hit: false,
+            cache_origin: None,
             started_at: self.started_at,
             duration_ms: millis(self.started.elapsed()),
             retry_skipped: self.retry_skipped.take(),
@@ -129,7 +149,11 @@ impl<S: WaypointStore> WarEngine<S> {
         });
         let started_at = SystemTime::now();
         let started = Instant::now();
-        let end = self.bounded_attempt(act, state, node_id, attempt).await;
+        // A failed attempt's report never describes a later success.
+        rec.served.take();
+        let end = self
+            .bounded_attempt(act, state, node_id, attempt, rec.served.clone())
+            .await;
         let duration = started.elapsed();
         let status = match &end {
             AttemptEnd::Done(_) => AttemptStatus::Succeeded,
@@ -149,6 +173,7 @@ impl<S: WaypointStore> WarEngine<S> {
             attempt,
             status,
             cache_hit: false,
+            cache_origin: None,
             duration,
         });
         end

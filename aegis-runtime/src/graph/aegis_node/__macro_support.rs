@@ -127,10 +127,15 @@ pub fn custom_predicate(name: &'static str) -> crate::aegis::RetryPredicate {
 }
 
 /// A timeout policy.
-pub fn timeout(run: Option<Duration>, idle: Option<Duration>) -> TimeoutPolicy {
+pub fn timeout(
+    run: Option<Duration>,
+    idle: Option<Duration>,
+    first_chunk: Option<Duration>,
+) -> TimeoutPolicy {
     TimeoutPolicy {
         run_timeout: run,
         idle_timeout: idle,
+        first_chunk,
     }
 }
 
@@ -160,13 +165,18 @@ pub fn custom_handler(name: &'static str) -> ErrorHandlerSpec {
 }
 
 /// A cache policy; `fields: None` is `CacheKeySpec::Default`.
-pub fn cache(ttl: Duration, fields: Option<&[&'static str]>) -> CachePolicy {
+pub fn cache(
+    ttl: Duration,
+    fields: Option<&[&'static str]>,
+    cache_fallback_results: bool,
+) -> CachePolicy {
     CachePolicy {
         ttl,
         key: match fields {
             None => CacheKeySpec::Default,
             Some(names) => CacheKeySpec::Fields(names.iter().map(|n| field(n)).collect()),
         },
+        cache_fallback_results,
     }
 }
 
@@ -291,14 +301,14 @@ mod tests {
             }
         );
         assert_eq!(
-            cache(Duration::from_secs(60), Some(&["q", "locale"])).key,
+            cache(Duration::from_secs(60), Some(&["q", "locale"]), false).key,
             CacheKeySpec::Fields(vec![
                 FieldName::new("q").unwrap(),
                 FieldName::new("locale").unwrap()
             ])
         );
         assert_eq!(
-            cache(Duration::from_secs(1), None).key,
+            cache(Duration::from_secs(1), None, true).key,
             CacheKeySpec::Default
         );
         assert_eq!(

@@ -346,6 +346,7 @@ fn fixture_thread_v1() -> Vec<Waypoint> {
             started_at: at(1_700_000_100),
             duration_ms: 12,
             retry_skipped: None,
+            cache_origin: None,
         };
     let mut delta = StateDelta::new();
     delta.set("log", json!({"by": "c"})).unwrap();
