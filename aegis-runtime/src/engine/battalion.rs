@@ -34,6 +34,7 @@ impl<S: WaypointStore> WarEngine<S> {
             jitter_seed: self.jitter_seed,
             isolated_attempts: self.isolated_attempts,
             grace_cap: Some(grace),
+            stream: self.stream.clone(),
         }
     }
 

@@ -9,6 +9,7 @@ mod index;
 mod outcome;
 mod presets;
 mod run;
+mod stream;
 
 pub use config::EngineConfig;
 pub use hooks::{
@@ -16,6 +17,10 @@ pub use hooks::{
     RetryPredicateError, RetryPredicateEvaluator,
 };
 pub use outcome::RunOutcome;
+pub use stream::{
+    DEFAULT_STREAM_CAPACITY, NodeUpdate, RunStream, StreamEvent, StreamMode, StreamOptions,
+};
+pub(crate) use stream::StreamTap;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -66,6 +71,10 @@ pub struct WarEngine<S = InMemoryWaypointStore> {
     /// parent attempt's own grace, so the child halts (and writes its
     /// Halted waypoint) before the parent would have given up.
     pub(crate) grace_cap: Option<std::time::Duration>,
+    /// The queue of a [`RunStream`] consuming this run (see
+    /// [`WarEngine::stream`]); `None` for `start`/`resume`, which then pay
+    /// one branch per event.
+    pub(crate) stream: Option<Arc<StreamTap>>,
 }
 
 impl<S> fmt::Debug for WarEngine<S> {
@@ -91,6 +100,7 @@ impl<S> fmt::Debug for WarEngine<S> {
             )
             .field("jitter_seed", &self.jitter_seed)
             .field("isolated_attempts", &self.isolated_attempts)
+            .field("streaming", &self.stream.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -113,6 +123,7 @@ impl<S: WaypointStore> WarEngine<S> {
             jitter_seed: None,
             isolated_attempts: false,
             grace_cap: None,
+            stream: None,
         }
     }
 
@@ -217,6 +228,9 @@ impl<S: WaypointStore> WarEngine<S> {
 
     pub(crate) fn emit(&self, event: TraceEvent) {
         log_event(&event);
+        if let Some(tap) = &self.stream {
+            tap.push_with(StreamMode::Events, || StreamEvent::Trace(event.clone()));
+        }
         if let Some((last, rest)) = self.trace_sinks.split_last() {
             for sink in rest {
                 sink.emit(event.clone());

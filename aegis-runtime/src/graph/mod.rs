@@ -4,6 +4,7 @@
 mod aegis_node;
 mod cache_rules;
 mod context;
+mod emit;
 mod fingerprint;
 mod input;
 mod limits;
@@ -20,6 +21,7 @@ mod war_graph;
 pub use aegis_node::{__macro_support, AegisFnNode, AegisNodeFn};
 pub(crate) use cache_rules::missing_backend_error;
 pub use context::{HeartbeatHandle, NodeContext};
+pub(crate) use emit::{EmitTarget, NodeEmitter};
 pub use fingerprint::FINGERPRINT_VERSION;
 pub use input::{InputMapping, TemplateError};
 pub use limits::EngineLimits;

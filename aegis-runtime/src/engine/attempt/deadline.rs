@@ -9,7 +9,7 @@ use super::{ActivationCtx, AttemptEnd};
 use crate::deadline::deadline_after;
 use crate::engine::WarEngine;
 use crate::error::{EngineError, NodeError, NodeErrorSource, TimeoutKind, Transience};
-use crate::graph::{Directive, HeartbeatHandle, NodeContext, NodeSpec};
+use crate::graph::{Directive, HeartbeatHandle, NodeContext, NodeEmitter, NodeSpec};
 use crate::id::NodeId;
 use crate::state::Battlefield;
 use crate::waypoint::WaypointStore;
@@ -77,6 +77,7 @@ impl<S: WaypointStore> WarEngine<S> {
         state: &Battlefield,
         node_id: &NodeId,
         attempt: u32,
+        emitter: NodeEmitter,
     ) -> AttemptEnd {
         let timeout = act.aegis.timeout.as_ref();
         let idle = timeout.and_then(|t| t.idle_timeout);
@@ -94,6 +95,7 @@ impl<S: WaypointStore> WarEngine<S> {
             cancellation: self.cancellation.clone(),
             parley_response: act.parley_response.cloned(),
             task: act.task.cloned(),
+            emitter,
         };
         let run_timeout = timeout
             .and_then(|t| t.run_timeout)

@@ -195,7 +195,7 @@ async fn run_paladin(
     let prompt =
         prompt.map_err(|e| paladin_error(PaladinError::ConfigurationError(e.to_string())))?;
     let result = port
-        .execute_observed(paladin, &prompt, &ctx.heartbeat)
+        .execute_in(paladin, &prompt, ctx)
         .await
         .map_err(paladin_error)?;
     let value = match output_schema {

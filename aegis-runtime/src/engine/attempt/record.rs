@@ -121,7 +121,11 @@ impl<S: WaypointStore> WarEngine<S> {
         });
         let started_at = SystemTime::now();
         let started = Instant::now();
-        let end = self.bounded_attempt(act, state, node_id, attempt).await;
+        let tap = self.attempt_tap(act.thread_id, node_id, act.task, attempt);
+        let emitter = crate::engine::stream::emitter(tap.as_ref());
+        let end = self
+            .bounded_attempt(act, state, node_id, attempt, emitter)
+            .await;
         let duration = started.elapsed();
         let status = match &end {
             AttemptEnd::Done(_) => AttemptStatus::Succeeded,
@@ -133,6 +137,10 @@ impl<S: WaypointStore> WarEngine<S> {
                 reason: "shutdown".to_string(),
             },
         };
+        if let Some(tap) = tap {
+            // An attempt that ended without a directive is never merged.
+            tap.close((!matches!(end, AttemptEnd::Done(_))).then(|| status.clone()));
+        }
         self.emit(TraceEvent::NodeFinished {
             thread_id: act.thread_id.to_string(),
             superstep: act.superstep,
