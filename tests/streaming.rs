@@ -293,11 +293,8 @@ async fn a_fallback_hop_before_the_first_chunk_streams_nothing_from_the_failed_p
         .with_provider_name("backup")
         .with_stream(vec![text("from "), text("backup")]);
     let chain = FallbackLlmAdapter::new(vec![Arc::new(primary), Arc::new(backup)]).unwrap();
-    let stream = engine_over(Arc::new(chain)).stream(
-        &graph(retrying()),
-        "t",
-        json!({"question": "q"}),
-    );
+    let stream =
+        engine_over(Arc::new(chain)).stream(&graph(retrying()), "t", json!({"question": "q"}));
     let (events, outcome) = drain(stream).await;
     assert_eq!(
         lines(&events),
@@ -324,11 +321,8 @@ async fn a_failure_after_the_first_chunk_is_abandoned_and_the_retry_hops_to_the_
         .with_provider_name("backup")
         .with_stream(vec![text("Rome")]);
     let chain = FallbackLlmAdapter::new(vec![Arc::new(primary), Arc::new(backup)]).unwrap();
-    let stream = engine_over(Arc::new(chain)).stream(
-        &graph(retrying()),
-        "t",
-        json!({"question": "q"}),
-    );
+    let stream =
+        engine_over(Arc::new(chain)).stream(&graph(retrying()), "t", json!({"question": "q"}));
     let (events, outcome) = drain(stream).await;
     assert_eq!(
         lines(&events),
@@ -352,7 +346,8 @@ async fn an_attempt_that_fails_before_any_token_is_not_announced_as_abandoned() 
     let mock = MockLlmAdapter::new()
         .with_error(reset())
         .with_stream(vec![text("ok")]);
-    let stream = engine_over(Arc::new(mock)).stream(&graph(retrying()), "t", json!({"question": "q"}));
+    let stream =
+        engine_over(Arc::new(mock)).stream(&graph(retrying()), "t", json!({"question": "q"}));
     let (events, outcome) = drain(stream).await;
     assert!(
         !events
@@ -378,7 +373,11 @@ impl LlmPort for Speller {
 
     async fn generate_stream(&self, request: &LlmRequest) -> Result<LlmStream, LlmError> {
         let prompt = request.messages.last().unwrap().content.clone();
-        let word = prompt.split(' ').next_back().unwrap_or_default().to_string();
+        let word = prompt
+            .split(' ')
+            .next_back()
+            .unwrap_or_default()
+            .to_string();
         let every = self.every;
         let letters: Vec<String> = word.chars().map(String::from).collect();
         Ok(Box::pin(futures::stream::iter(letters).then(
@@ -419,12 +418,8 @@ async fn mustered_tasks_stream_concurrently_each_token_tagged_with_its_task() {
     let llm = Arc::new(Speller {
         every: Duration::from_millis(10),
     });
-    let stream = engine_over(llm).stream_with(
-        &g,
-        "t",
-        json!({}),
-        StreamOptions::new([StreamMode::Tokens]),
-    );
+    let stream =
+        engine_over(llm).stream_with(&g, "t", json!({}), StreamOptions::new([StreamMode::Tokens]));
     let (events, outcome) = drain(stream).await;
     let outcome = outcome.unwrap();
     assert!(outcome.is_completed(), "{outcome:?}");
@@ -442,7 +437,12 @@ async fn mustered_tasks_stream_concurrently_each_token_tagged_with_its_task() {
         assert_eq!(shown[&("spell".to_string(), Some(w.to_string()))], w);
     }
     // ... and the answers merged are those words.
-    let merged: BTreeSet<&str> = outcome.state().get("answers").unwrap().as_array().unwrap()
+    let merged: BTreeSet<&str> = outcome
+        .state()
+        .get("answers")
+        .unwrap()
+        .as_array()
+        .unwrap()
         .iter()
         .map(|v| v.as_str().unwrap())
         .collect();
@@ -524,7 +524,10 @@ async fn dropping_the_stream_halts_the_run_resumably() {
         "{:?}",
         latest.status
     );
-    assert!(!engine.cancellation().is_cancelled(), "only the stream's run halts");
+    assert!(
+        !engine.cancellation().is_cancelled(),
+        "only the stream's run halts"
+    );
 }
 
 // ---- run events, modes, custom events -------------------------------------
@@ -533,7 +536,10 @@ async fn dropping_the_stream_halts_the_run_resumably() {
 async fn run_events_cover_supersteps_updates_values_and_the_end() {
     let g = chain(
         schema(&[("a", LastWrite), ("b", LastWrite)]),
-        vec![("first", write("a", json!(1))), ("second", write("b", json!(2)))],
+        vec![
+            ("first", write("a", json!(1))),
+            ("second", write("b", json!(2))),
+        ],
     );
     let (events, outcome) = drain(engine().stream(&g, "t", json!({}))).await;
     assert!(outcome.unwrap().is_completed());
@@ -585,12 +591,21 @@ async fn run_events_cover_supersteps_updates_values_and_the_end() {
 
 #[tokio::test(start_paused = true)]
 async fn modes_select_what_the_stream_carries() {
-    let g = chain(schema(&[("a", LastWrite)]), vec![("only", write("a", json!(1)))]);
+    let g = chain(
+        schema(&[("a", LastWrite)]),
+        vec![("only", write("a", json!(1)))],
+    );
     let options = StreamOptions::new([StreamMode::Values, StreamMode::Updates]);
     let (events, _) = drain(engine().stream_with(&g, "t", json!({}), options)).await;
     assert_eq!(events.len(), 2, "{events:?}");
-    assert!(matches!(events[0], StreamEvent::Updates { superstep: 1, .. }));
-    assert!(matches!(events[1], StreamEvent::Values { superstep: 1, .. }));
+    assert!(matches!(
+        events[0],
+        StreamEvent::Updates { superstep: 1, .. }
+    ));
+    assert!(matches!(
+        events[1],
+        StreamEvent::Values { superstep: 1, .. }
+    ));
 
     let none = StreamOptions::new([]);
     let (events, outcome) = drain(engine().stream_with(&g, "u", json!({}), none)).await;
@@ -661,15 +676,12 @@ async fn a_handler_a_parley_and_a_streamed_resume() {
     )));
 
     let mut g = WarGraph::new(schema(&[("x", LastWrite)]), EngineLimits::default());
-    g.add_node(
-        "ask",
-        NodeSpec::gate("Ship it?", "yes", "no"),
-    )
-    .add_node("yes", write("x", json!("shipped")))
-    .add_node("no", write("x", json!("held")))
-    .add_edge(START, "ask")
-    .add_edge("yes", END)
-    .add_edge("no", END);
+    g.add_node("ask", NodeSpec::gate("Ship it?", "yes", "no"))
+        .add_node("yes", write("x", json!("shipped")))
+        .add_node("no", write("x", json!("held")))
+        .add_edge(START, "ask")
+        .add_edge("yes", END)
+        .add_edge("no", END);
     let engine = engine();
     let (events, outcome) = drain(engine.stream(&g, "p", json!({}))).await;
     assert!(matches!(outcome.unwrap(), RunOutcome::AwaitingInput { .. }));
@@ -685,10 +697,16 @@ async fn a_handler_a_parley_and_a_streamed_resume() {
 
 #[tokio::test(start_paused = true)]
 async fn an_error_start_would_return_ends_the_stream() {
-    let g = chain(schema(&[("a", LastWrite)]), vec![("only", write("a", json!(1)))]);
+    let g = chain(
+        schema(&[("a", LastWrite)]),
+        vec![("only", write("a", json!(1)))],
+    );
     let (events, outcome) = drain(engine().stream(&g, "bad>id", json!({}))).await;
     assert!(events.is_empty(), "{events:?}");
-    assert!(matches!(outcome, Err(EngineError::InvalidThreadId(_))), "{outcome:?}");
+    assert!(
+        matches!(outcome, Err(EngineError::InvalidThreadId(_))),
+        "{outcome:?}"
+    );
 }
 
 // ---- backpressure --------------------------------------------------------
@@ -700,14 +718,22 @@ async fn a_consumer_that_never_reads_blocks_nothing_and_learns_what_it_lost() {
         .collect();
     let g = chain(
         schema(&[("a", LastWrite)]),
-        nodes.iter().map(|(id, s)| (id.as_str(), s.clone())).collect(),
+        nodes
+            .iter()
+            .map(|(id, s)| (id.as_str(), s.clone()))
+            .collect(),
     );
     // Everything the run emits, read as it comes.
     let (all, _) = drain(engine().stream(&g, "t", json!({}))).await;
     assert!(!all.iter().any(|e| matches!(e, StreamEvent::Lagged { .. })));
 
     let engine = engine();
-    let stream = engine.stream_with(&g, "t", json!({}), StreamOptions::default().with_capacity(8));
+    let stream = engine.stream_with(
+        &g,
+        "t",
+        json!({}),
+        StreamOptions::default().with_capacity(8),
+    );
     // Nobody reads, yet the run completes.
     tokio::time::sleep(Duration::from_secs(1)).await;
     let latest = engine.store().latest("t").await.unwrap().unwrap();

@@ -17,10 +17,10 @@ pub use hooks::{
     RetryPredicateError, RetryPredicateEvaluator,
 };
 pub use outcome::RunOutcome;
+pub(crate) use stream::StreamTap;
 pub use stream::{
     DEFAULT_STREAM_CAPACITY, NodeUpdate, RunStream, StreamEvent, StreamMode, StreamOptions,
 };
-pub(crate) use stream::StreamTap;
 
 use std::collections::HashMap;
 use std::fmt;

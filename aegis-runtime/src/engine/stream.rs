@@ -18,9 +18,9 @@ use futures::Stream;
 use tokio::task::JoinHandle;
 use tokio_util::sync::DropGuard;
 
+use super::run::Cursor;
 use super::{RunOutcome, WarEngine};
 use crate::error::EngineError;
-use super::run::Cursor;
 use crate::graph::{
     EmitTarget, MusterTask, NextStep, NodeEmitter, ParleyRequest, ParleyResponse, WarGraph,
 };
@@ -363,27 +363,29 @@ impl EmitTarget for AttemptTap {
         // Counted even when the queue drops it: the consumer may have seen
         // earlier tokens of this attempt.
         state.tokens = state.tokens.saturating_add(1);
-        self.tap.push_with(StreamMode::Tokens, || StreamEvent::Token {
-            thread_id: self.thread_id.to_string(),
-            node_id: self.node_id.clone(),
-            task_key: self.task_key.clone(),
-            attempt: self.attempt,
-            provider: provider.to_string(),
-            text: text.to_string(),
-        });
+        self.tap
+            .push_with(StreamMode::Tokens, || StreamEvent::Token {
+                thread_id: self.thread_id.to_string(),
+                node_id: self.node_id.clone(),
+                task_key: self.task_key.clone(),
+                attempt: self.attempt,
+                provider: provider.to_string(),
+                text: text.to_string(),
+            });
     }
 
     fn custom(&self, payload: serde_json::Value) {
         if self.state().closed {
             return;
         }
-        self.tap.push_with(StreamMode::Custom, || StreamEvent::Custom {
-            thread_id: self.thread_id.to_string(),
-            node_id: self.node_id.clone(),
-            task_key: self.task_key.clone(),
-            attempt: self.attempt,
-            payload,
-        });
+        self.tap
+            .push_with(StreamMode::Custom, || StreamEvent::Custom {
+                thread_id: self.thread_id.to_string(),
+                node_id: self.node_id.clone(),
+                task_key: self.task_key.clone(),
+                attempt: self.attempt,
+                payload,
+            });
     }
 }
 
@@ -440,18 +442,25 @@ impl RunStream {
         }
     }
 
-    /// Waits for the run's end, discarding every event still to come: what
-    /// `start` or `resume` would have returned.
+    /// Waits for the run's end without reading its events (they are
+    /// dropped, and the queue stays bounded): what `start` or `resume` would
+    /// have returned. After the stream has yielded its
+    /// [`StreamEvent::Finished`] the outcome is gone, and this returns
+    /// [`EngineError::Halted`], as it does when the runtime shut down under
+    /// the run.
     pub async fn outcome(mut self) -> Result<RunOutcome, EngineError> {
-        use futures::StreamExt;
-        while let Some(event) = self.next().await {
-            if let StreamEvent::Finished(outcome) = event {
-                return outcome;
+        if let Some(outcome) = self.outcome.take() {
+            return outcome;
+        }
+        if let Some(run) = self.run.take() {
+            match run.await {
+                Ok(outcome) => return outcome,
+                Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                Err(_) => {}
             }
         }
-        // The runtime shut down under the run: it did not finish.
         Err(EngineError::Halted {
-            thread_id: self.thread_id,
+            thread_id: std::mem::take(&mut self.thread_id),
             vanguard: Vec::new(),
         })
     }
@@ -595,7 +604,9 @@ impl<S: WaypointStore> WarEngine<S> {
         attempt: u32,
     ) -> Option<Arc<AttemptTap>> {
         let task_key = task.map(|t| t.task_key.as_str());
-        self.stream.as_ref()?.attempt(thread_id, node_id, task_key, attempt)
+        self.stream
+            .as_ref()?
+            .attempt(thread_id, node_id, task_key, attempt)
     }
 
     /// This engine with a stream attached and a child cancellation token

@@ -46,6 +46,8 @@ impl NodeEmitter {
 
 impl fmt::Debug for NodeEmitter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("NodeEmitter").field(&self.is_active()).finish()
+        f.debug_tuple("NodeEmitter")
+            .field(&self.is_active())
+            .finish()
     }
 }

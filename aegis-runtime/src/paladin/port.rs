@@ -4,8 +4,8 @@
 use async_trait::async_trait;
 
 use crate::error::PaladinError;
-use crate::graph::{HeartbeatHandle, NodeContext};
 use crate::graph::Paladin;
+use crate::graph::{HeartbeatHandle, NodeContext};
 
 /// What one Paladin execution produced.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use super::{PaladinPort, PaladinResult};
 use crate::error::PaladinError;
-use crate::graph::{HeartbeatHandle, NodeContext};
 use crate::graph::{Armament, Paladin};
+use crate::graph::{HeartbeatHandle, NodeContext};
 use crate::llm::{
     LlmMessage, LlmPort, LlmRequest, LlmResponse, LlmUsage, ResponseBuilder, ToolCall,
     ToolDefinition,
