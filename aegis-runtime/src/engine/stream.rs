@@ -151,7 +151,10 @@ pub enum StreamEvent {
         /// The merged state.
         state: Battlefield,
     },
-    /// A text delta a Paladin node received ([`StreamMode::Tokens`]).
+    /// A text delta a Paladin node received ([`StreamMode::Tokens`]): each
+    /// streamed chunk's text (a whole completion is one token when the
+    /// service does not stream), in every completion round of the attempt
+    /// (a round that asks for tools rarely carries text).
     ///
     /// A consumer that drops the tokens of every attempt named by a later
     /// [`StreamEvent::AttemptAbandoned`] shows exactly the answers merged:
