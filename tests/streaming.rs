@@ -558,6 +558,53 @@ async fn outcome_waits_for_the_run_without_reading_its_events() {
     assert_eq!(answer(&outcome), "abc");
 }
 
+#[tokio::test(start_paused = true)]
+async fn a_battalion_childs_tokens_reach_the_parents_stream_tagged_with_the_child_thread() {
+    let mock = MockLlmAdapter::new()
+        .with_stream(vec![text("half"), Err(reset())])
+        .with_stream(vec![text("whole")]);
+    let mut parent = WarGraph::new(
+        schema(&[("q", LastWrite), ("a", LastWrite)]),
+        EngineLimits::default(),
+    );
+    parent
+        .add_node(
+            "sub",
+            NodeSpec::battalion(
+                graph(retrying()),
+                vec![(field_name("q"), field_name("question"))],
+                vec![(field_name("answer"), field_name("a"))],
+            ),
+        )
+        .add_edge(START, "sub")
+        .add_edge("sub", END);
+    let options = StreamOptions::new([StreamMode::Tokens]);
+    let stream = engine_over(Arc::new(mock)).stream_with(&parent, "p", json!({"q": "?"}), options);
+    let (events, outcome) = drain(stream).await;
+    let tagged: Vec<(String, String)> = events
+        .iter()
+        .map(|e| match e {
+            StreamEvent::Token {
+                thread_id, text, ..
+            } => (thread_id.clone(), text.clone()),
+            StreamEvent::AttemptAbandoned { thread_id, .. } => {
+                (thread_id.clone(), "(abandoned)".to_string())
+            }
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    let child = battalion_thread_id("p", &NodeId::new("sub"), 1);
+    assert_eq!(
+        tagged,
+        [
+            (child.clone(), "half".to_string()),
+            (child.clone(), "(abandoned)".to_string()),
+            (child, "whole".to_string()),
+        ]
+    );
+    assert_eq!(outcome.unwrap().state().get("a"), Some(&json!("whole")));
+}
+
 // ---- run events, modes, custom events -------------------------------------
 
 #[tokio::test(start_paused = true)]
@@ -727,6 +774,13 @@ async fn a_handler_a_parley_and_a_streamed_resume() {
     let resumed = engine.stream_resume(&g, "p", Some(ParleyResponse::new(json!("yes"))));
     let outcome = resumed.outcome().await.unwrap();
     assert_eq!(outcome.state().get("x"), Some(&json!("shipped")));
+}
+
+#[test]
+fn a_run_stream_can_move_between_tasks() {
+    fn sendable<T: Send + Unpin + 'static>() {}
+    sendable::<RunStream>();
+    sendable::<StreamEvent>();
 }
 
 #[tokio::test(start_paused = true)]
