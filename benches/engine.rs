@@ -1,7 +1,8 @@
 //! Engine throughput on trivial Function nodes with the in-memory store:
 //! a 1,000-node chain and a 1,000-wide fan-out/join, each with and without
 //! a default retry + timeout Aegis on every node (the Aegis overhead), and a
-//! 10-node chain, where the fixed cost of a `start` shows.
+//! 10-node chain, where the fixed cost of a `start` shows; and the
+//! 1,000-node chain streamed (`stream/chain_1000/{none,idle,reading}`).
 //!
 //! Wall-clock figures need a quiet machine. For figures that do not, the
 //! same binary runs a fixed amount of work under an instruction counter:
@@ -16,6 +17,7 @@
 
 use aegis::*;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group};
+use futures::StreamExt;
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
@@ -256,12 +258,57 @@ fn bench_cache(c: &mut Criterion) {
     group.finish();
 }
 
+/// The 1,000-node chain through `start` (no stream), through `stream` with
+/// a consumer that reads nothing until the outcome (events beyond the
+/// queue's 1,024 are dropped and counted), and through `stream` with a
+/// consumer reading every event as it comes: what a stream costs the run.
+fn bench_stream(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    let mut group = c.benchmark_group("stream");
+    group.sample_size(20);
+    let graph = chain(1000, false);
+    group.throughput(Throughput::Elements(1000));
+    for consumer in ["none", "idle", "reading"] {
+        group.bench_with_input(BenchmarkId::new("chain_1000", consumer), &graph, |b, g| {
+            b.iter(|| {
+                rt.block_on(async {
+                    let engine = WarEngine::new(
+                        Arc::new(UnconfiguredPaladinPort),
+                        Arc::new(InMemoryWaypointStore::new()),
+                    );
+                    let out = match consumer {
+                        "none" => engine.start(g, "bench", json!({})).await,
+                        "idle" => engine.stream(g, "bench", json!({})).outcome().await,
+                        _ => {
+                            let mut stream = engine.stream(g, "bench", json!({}));
+                            let mut last = None;
+                            while let Some(event) = stream.next().await {
+                                last = Some(event);
+                            }
+                            match last {
+                                Some(StreamEvent::Finished(out)) => out,
+                                other => panic!("{other:?}"),
+                            }
+                        }
+                    };
+                    assert!(out.unwrap().is_completed());
+                })
+            })
+        });
+    }
+    group.finish();
+}
+
 criterion_group!(
     benches,
     bench,
     bench_multi_thread,
     bench_muster,
-    bench_cache
+    bench_cache,
+    bench_stream
 );
 /// Ten runs of one guarded 1,000-node graph, for an instruction counter.
 fn fixed_work(which: &str) {

@@ -11,7 +11,7 @@ pub use aegis_runtime::{cache, engine, error, graph, id, llm, state, trace, wayp
 ///
 /// The macros, the state and graph types, the Aegis policy types, the engine
 /// and its extension traits (edge evaluators, error handlers, interceptors,
-/// retry predicates, trace sinks), the stores and caches, the errors, the
+/// retry predicates, trace sinks), run streams, the stores and caches, the errors, the
 /// Paladin types and the provider-neutral LLM boundary. Provider adapters
 /// (`OpenAiCompatibleLlmAdapter`, `AnthropicLlmAdapter`, the mock, the fallback
 /// chain, the circuit breaker) and tuning constants stay out: import them
@@ -39,6 +39,9 @@ pub mod prelude {
         InterceptorDecision, NodeContext, NodeInterceptor, RetryPredicateError,
         RetryPredicateEvaluator, RunOutcome, WarEngine,
     };
+
+    // Streaming a run to its caller.
+    pub use aegis_runtime::{NodeUpdate, RunStream, StreamEvent, StreamMode, StreamOptions};
 
     // Traces.
     pub use aegis_runtime::{

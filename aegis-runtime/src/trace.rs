@@ -206,6 +206,32 @@ pub enum TraceEvent {
         /// The provider tried next.
         to_provider: String,
     },
+    /// A node's `on_error` handler took over its final failure; its
+    /// directive takes the node's place.
+    HandlerRan {
+        /// The thread (a Battalion child's nodes carry the child thread).
+        thread_id: String,
+        /// The superstep of the failure, in that thread.
+        superstep: u32,
+        /// The node.
+        node_id: NodeId,
+        /// The task key, for a mustered task.
+        task_key: Option<String>,
+        /// The handler's kind: `route`, `absorb` or `custom`.
+        handler: &'static str,
+    },
+    /// A node asked a human (a Gate, or a node returning a parley); the run
+    /// stops `AwaitingInput` at this superstep's barrier.
+    ParleyRaised {
+        /// The thread.
+        thread_id: String,
+        /// The superstep that raised it.
+        superstep: u32,
+        /// The node waiting for the answer.
+        node_id: NodeId,
+        /// The question.
+        prompt: String,
+    },
     /// A superstep's barrier was written.
     SuperstepFinished {
         /// The thread.
@@ -382,6 +408,26 @@ impl fmt::Display for TraceEvent {
                 }
                 write!(f, "model fallback from {from_provider} to {to_provider}")
             }
+            TraceEvent::HandlerRan {
+                thread_id,
+                superstep,
+                node_id,
+                task_key,
+                handler,
+            } => write!(
+                f,
+                "[{thread_id}] superstep {superstep}: {} failed, handled by its {handler} handler",
+                Activation(node_id, task_key)
+            ),
+            TraceEvent::ParleyRaised {
+                thread_id,
+                superstep,
+                node_id,
+                prompt,
+            } => write!(
+                f,
+                "[{thread_id}] superstep {superstep}: {node_id} asks: {prompt}"
+            ),
             TraceEvent::SuperstepFinished {
                 thread_id,
                 superstep,
@@ -498,6 +544,20 @@ pub(crate) fn log_event(event: &TraceEvent) {
             ..
         } => {
             tracing::warn!(from_provider, to_provider, "model fallback hop");
+        }
+        TraceEvent::HandlerRan {
+            thread_id,
+            node_id,
+            task_key,
+            handler,
+            ..
+        } => {
+            tracing::debug!(thread_id, node_id = %node_id, task_key, handler, "handler ran");
+        }
+        TraceEvent::ParleyRaised {
+            thread_id, node_id, ..
+        } => {
+            tracing::info!(thread_id, node_id = %node_id, "parley raised");
         }
         TraceEvent::SuperstepFinished {
             superstep, next, ..

@@ -42,6 +42,7 @@ impl<S: WaypointStore> WarEngine<S> {
             isolated_attempts: self.isolated_attempts,
             grace_cap: Some(grace),
             enclosing_deadline: enclosing,
+            stream: self.stream.clone(),
         }
     }
 

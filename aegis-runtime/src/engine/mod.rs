@@ -9,6 +9,7 @@ mod index;
 mod outcome;
 mod presets;
 mod run;
+mod stream;
 
 pub use config::EngineConfig;
 pub use hooks::{
@@ -16,6 +17,10 @@ pub use hooks::{
     RetryPredicateError, RetryPredicateEvaluator,
 };
 pub use outcome::RunOutcome;
+pub(crate) use stream::StreamTap;
+pub use stream::{
+    DEFAULT_STREAM_CAPACITY, NodeUpdate, RunStream, StreamEvent, StreamMode, StreamOptions,
+};
 
 use std::collections::HashMap;
 use std::fmt;
@@ -71,6 +76,10 @@ pub struct WarEngine<S = InMemoryWaypointStore> {
     /// own enclosing one). A retry whose backoff would end past it is
     /// skipped, like one past the run budget.
     pub(crate) enclosing_deadline: Option<tokio::time::Instant>,
+    /// The queue of a [`RunStream`] consuming this run (see
+    /// [`WarEngine::stream`]); `None` for `start`/`resume`, which then pay
+    /// one branch per event.
+    pub(crate) stream: Option<Arc<StreamTap>>,
 }
 
 impl<S> fmt::Debug for WarEngine<S> {
@@ -96,6 +105,7 @@ impl<S> fmt::Debug for WarEngine<S> {
             )
             .field("jitter_seed", &self.jitter_seed)
             .field("isolated_attempts", &self.isolated_attempts)
+            .field("streaming", &self.stream.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -119,6 +129,7 @@ impl<S: WaypointStore> WarEngine<S> {
             isolated_attempts: false,
             grace_cap: None,
             enclosing_deadline: None,
+            stream: None,
         }
     }
 
@@ -223,6 +234,9 @@ impl<S: WaypointStore> WarEngine<S> {
 
     pub(crate) fn emit(&self, event: TraceEvent) {
         log_event(&event);
+        if let Some(tap) = &self.stream {
+            tap.push_with(StreamMode::Events, || StreamEvent::Trace(event.clone()));
+        }
         if let Some((last, rest)) = self.trace_sinks.split_last() {
             for sink in rest {
                 sink.emit(event.clone());

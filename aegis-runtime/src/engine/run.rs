@@ -395,6 +395,7 @@ impl<S: WaypointStore> WarEngine<S> {
             Err(e) => return Ok(Some(Ending::failed(e, None, records))),
         };
         cur.state = merged;
+        self.superstep_merged(cur, &requests);
         // Only a superstep that merged counts its compensations: one that
         // failed or halted is re-run (its completed part reused) on resume.
         cur.handled

@@ -6,7 +6,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::{MusterTask, ParleyResponse};
+use super::{MusterTask, NodeEmitter, ParleyResponse};
 use crate::deadline::deadline_after;
 use crate::id::NodeId;
 
@@ -189,6 +189,8 @@ pub struct NodeContext {
     pub(crate) cancellation: CancellationToken,
     pub(crate) parley_response: Option<ParleyResponse>,
     pub(crate) task: Option<MusterTask>,
+    /// Where [`NodeContext::emit`] and [`NodeContext::emit_token`] send.
+    pub(crate) emitter: NodeEmitter,
     /// Where a Paladin attempt reports who served its answer.
     pub(crate) served: ServedSlot,
 }
@@ -232,6 +234,7 @@ impl NodeContext {
             parley_response: None,
             task: None,
             served: ServedSlot::default(),
+            emitter: NodeEmitter::default(),
         }
     }
 
@@ -278,5 +281,36 @@ impl NodeContext {
     /// The task, when this node runs as a mustered task of a worker template.
     pub fn task(&self) -> Option<&MusterTask> {
         self.task.as_ref()
+    }
+
+    /// Sends a progress payload of the node's own to the run's stream (a
+    /// [`StreamEvent::Custom`](crate::StreamEvent::Custom), for consumers of
+    /// [`StreamMode::Custom`](crate::StreamMode::Custom)), and beats the
+    /// heartbeat: progress reported to the caller is progress. Without a
+    /// stream consumer only the beat happens.
+    pub fn emit(&self, payload: impl Into<serde_json::Value>) {
+        self.heartbeat.beat();
+        if self.emitter.is_active() {
+            self.emitter.custom(payload.into());
+        }
+    }
+
+    /// Sends a text delta of an LLM answer to the run's stream (a
+    /// [`StreamEvent::Token`](crate::StreamEvent::Token) tagged with this
+    /// attempt and `provider`). The Paladin service calls this for every
+    /// streamed chunk; a custom [`PaladinPort`](crate::PaladinPort) may too.
+    /// It does not beat the heartbeat (the caller reports its own progress).
+    /// If the attempt is later abandoned (a failure, a timeout, a shutdown),
+    /// the stream says so with a
+    /// [`StreamEvent::AttemptAbandoned`](crate::StreamEvent::AttemptAbandoned).
+    pub fn emit_token(&self, provider: &str, text: &str) {
+        self.emitter.token(provider, text);
+    }
+
+    /// Whether a stream consumer receives what [`NodeContext::emit`] and
+    /// [`NodeContext::emit_token`] send: code may skip building payloads
+    /// nobody reads.
+    pub fn is_streaming(&self) -> bool {
+        self.emitter.is_active()
     }
 }

@@ -4,6 +4,7 @@
 mod aegis_node;
 mod cache_rules;
 mod context;
+mod emit;
 mod fingerprint;
 mod input;
 mod limits;
@@ -21,6 +22,7 @@ pub use aegis_node::{__macro_support, AegisFnNode, AegisNodeFn};
 pub(crate) use cache_rules::missing_backend_error;
 pub use context::{HeartbeatHandle, IdleHold, NodeContext};
 pub(crate) use context::{Served, ServedSlot};
+pub(crate) use emit::{EmitTarget, NodeEmitter};
 pub use fingerprint::FINGERPRINT_VERSION;
 pub use input::{InputMapping, TemplateError};
 pub use limits::EngineLimits;

@@ -4,8 +4,8 @@
 use async_trait::async_trait;
 
 use crate::error::PaladinError;
-use crate::graph::HeartbeatHandle;
 use crate::graph::Paladin;
+use crate::graph::{HeartbeatHandle, NodeContext};
 
 /// What one Paladin execution produced.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -30,8 +30,8 @@ pub struct PaladinResult {
     pub usage: Option<crate::llm::LlmUsage>,
 }
 
-/// Runs Paladins. The engine calls [`PaladinPort::execute_observed`] for every
-/// attempt of a Paladin node.
+/// Runs Paladins. The engine calls [`PaladinPort::execute_in`] (by default
+/// [`PaladinPort::execute_observed`]) for every attempt of a Paladin node.
 #[async_trait]
 pub trait PaladinPort: Send + Sync + 'static {
     /// Runs `paladin` on `input`.
@@ -50,6 +50,23 @@ pub trait PaladinPort: Send + Sync + 'static {
     ) -> Result<PaladinResult, PaladinError> {
         let _ = heartbeat;
         self.execute(paladin, input).await
+    }
+
+    /// Runs `paladin` on `input` as one attempt of a node: beats the
+    /// attempt's heartbeat on progress and may stream the answer's text
+    /// with [`NodeContext::emit_token`] as it arrives.
+    ///
+    /// The engine calls this for every attempt of a Paladin node. The
+    /// default delegates to [`PaladinPort::execute_observed`] with the
+    /// attempt's heartbeat and streams nothing.
+    async fn execute_in(
+        &self,
+        paladin: &Paladin,
+        input: &str,
+        ctx: &NodeContext,
+    ) -> Result<PaladinResult, PaladinError> {
+        self.execute_observed(paladin, input, ctx.heartbeat_handle())
+            .await
     }
 }
 

@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use super::{PaladinPort, PaladinResult};
 use crate::error::PaladinError;
-use crate::graph::HeartbeatHandle;
 use crate::graph::{Armament, Paladin};
+use crate::graph::{HeartbeatHandle, NodeContext};
 use crate::llm::{
     LlmMessage, LlmPort, LlmRequest, LlmResponse, LlmUsage, ResponseBuilder, ToolCall,
     ToolDefinition,
@@ -81,12 +81,15 @@ impl PaladinExecutionService {
         self
     }
 
-    /// One completion, beating on every chunk and once at its end.
+    /// One completion, beating on every chunk and once at its end; each
+    /// chunk's text goes to the attempt's stream, if any.
     async fn complete(
         &self,
         request: &LlmRequest,
         heartbeat: &HeartbeatHandle,
+        ctx: Option<&NodeContext>,
     ) -> Result<LlmResponse, PaladinError> {
+        let tokens = ctx.filter(|c| c.is_streaming());
         let response = if self.streaming {
             let first_chunk = heartbeat.first_chunk();
             let mut stream = {
@@ -100,11 +103,25 @@ impl PaladinExecutionService {
             let mut response = ResponseBuilder::default();
             while let Some(chunk) = stream.next().await {
                 heartbeat.beat();
-                response.push(chunk?);
+                let chunk = chunk?;
+                if let Some(ctx) = tokens {
+                    let provider = chunk
+                        .served_by()
+                        .unwrap_or_else(|| self.llm.get_provider_name());
+                    ctx.emit_token(provider, &chunk.content);
+                }
+                response.push(chunk);
             }
             response.finish()
         } else {
-            self.llm.generate(request).await?
+            let response = self.llm.generate(request).await?;
+            if let Some(ctx) = tokens {
+                let provider = response
+                    .served_by()
+                    .unwrap_or_else(|| self.llm.get_provider_name());
+                ctx.emit_token(provider, &response.content);
+            }
+            response
         };
         heartbeat.beat();
         Ok(response)
@@ -159,6 +176,30 @@ impl PaladinPort for PaladinExecutionService {
         input: &str,
         heartbeat: &HeartbeatHandle,
     ) -> Result<PaladinResult, PaladinError> {
+        self.run(paladin, input, heartbeat, None).await
+    }
+
+    /// Streams each completion's text to the attempt's stream as well (a
+    /// whole completion, with streaming off, arrives as one token).
+    async fn execute_in(
+        &self,
+        paladin: &Paladin,
+        input: &str,
+        ctx: &NodeContext,
+    ) -> Result<PaladinResult, PaladinError> {
+        self.run(paladin, input, &ctx.heartbeat, Some(ctx)).await
+    }
+}
+
+impl PaladinExecutionService {
+    /// One execution: completions and armament calls until an answer.
+    async fn run(
+        &self,
+        paladin: &Paladin,
+        input: &str,
+        heartbeat: &HeartbeatHandle,
+        ctx: Option<&NodeContext>,
+    ) -> Result<PaladinResult, PaladinError> {
         if paladin.model.trim().is_empty() {
             return Err(PaladinError::ConfigurationError(format!(
                 "paladin `{}` has no model",
@@ -183,7 +224,7 @@ impl PaladinPort for PaladinExecutionService {
 
         let mut usage: Option<LlmUsage> = None;
         for round in 1..=paladin.max_loops {
-            let response = self.complete(&request, heartbeat).await?;
+            let response = self.complete(&request, heartbeat, ctx).await?;
             if let Some(u) = &response.usage {
                 usage.get_or_insert_with(LlmUsage::default).accumulate(u);
             }

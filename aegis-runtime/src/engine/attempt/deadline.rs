@@ -9,7 +9,7 @@ use super::{ActivationCtx, AttemptEnd};
 use crate::deadline::deadline_after;
 use crate::engine::WarEngine;
 use crate::error::{EngineError, NodeError, NodeErrorSource, TimeoutKind, Transience};
-use crate::graph::{Directive, HeartbeatHandle, NodeContext, NodeSpec, ServedSlot};
+use crate::graph::{Directive, HeartbeatHandle, NodeContext, NodeEmitter, NodeSpec, ServedSlot};
 use crate::id::NodeId;
 use crate::state::Battlefield;
 use crate::waypoint::WaypointStore;
@@ -96,6 +96,7 @@ impl<S: WaypointStore> WarEngine<S> {
         node_id: &NodeId,
         attempt: u32,
         served: ServedSlot,
+        emitter: NodeEmitter,
     ) -> AttemptEnd {
         let timeout = act.aegis.timeout.as_ref();
         let idle = timeout.and_then(|t| t.idle_timeout);
@@ -115,6 +116,7 @@ impl<S: WaypointStore> WarEngine<S> {
             parley_response: act.parley_response.cloned(),
             task: act.task.cloned(),
             served,
+            emitter,
         };
         let run_timeout = timeout
             .and_then(|t| t.run_timeout)

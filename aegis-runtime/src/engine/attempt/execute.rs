@@ -197,7 +197,7 @@ async fn run_paladin(
     let prompt =
         prompt.map_err(|e| paladin_error(PaladinError::ConfigurationError(e.to_string())))?;
     let result = port
-        .execute_observed(paladin, &prompt, &ctx.heartbeat)
+        .execute_in(paladin, &prompt, ctx)
         .await
         .map_err(paladin_error)?;
     ctx.served.set(Served {

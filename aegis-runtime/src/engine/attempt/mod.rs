@@ -141,8 +141,22 @@ impl<S: WaypointStore> WarEngine<S> {
                 },
                 Some(handler),
             ) => {
-                self.handle_failure(handler, error, record, act.superstep, state)
-                    .await
+                let result = self
+                    .handle_failure(handler, error, record, act.superstep, state)
+                    .await;
+                if let ActivationResult::Done {
+                    handled: Some(_), ..
+                } = &result
+                {
+                    self.emit(crate::trace::TraceEvent::HandlerRan {
+                        thread_id: act.thread_id.to_string(),
+                        superstep: act.superstep,
+                        node_id: node_id.clone(),
+                        task_key: act.task.map(|t| t.task_key.clone()),
+                        handler: handler.kind(),
+                    });
+                }
+                result
             }
             (other, _) => other,
         }

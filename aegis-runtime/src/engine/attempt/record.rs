@@ -151,8 +151,10 @@ impl<S: WaypointStore> WarEngine<S> {
         let started = Instant::now();
         // A failed attempt's report never describes a later success.
         rec.served.take();
+        let tap = self.attempt_tap(act.thread_id, node_id, act.task, attempt);
+        let emitter = crate::engine::stream::emitter(tap.as_ref());
         let end = self
-            .bounded_attempt(act, state, node_id, attempt, rec.served.clone())
+            .bounded_attempt(act, state, node_id, attempt, rec.served.clone(), emitter)
             .await;
         let duration = started.elapsed();
         let status = match &end {
@@ -165,6 +167,10 @@ impl<S: WaypointStore> WarEngine<S> {
                 reason: "shutdown".to_string(),
             },
         };
+        if let Some(tap) = tap {
+            // An attempt that ended without a directive is never merged.
+            tap.close((!matches!(end, AttemptEnd::Done(_))).then(|| status.clone()));
+        }
         self.emit(TraceEvent::NodeFinished {
             thread_id: act.thread_id.to_string(),
             superstep: act.superstep,
