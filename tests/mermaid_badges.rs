@@ -96,7 +96,8 @@ fn each_node_label_carries_its_policy_badge() {
         "{m}"
     );
     assert!(
-        node_line(&m, "decide").contains("decide<br/><small>custom triage · cache ttl 1m30s</small>"),
+        node_line(&m, "decide")
+            .contains("decide<br/><small>custom triage · cache ttl 1m30s</small>"),
         "{m}"
     );
     // No policy, no badge.
