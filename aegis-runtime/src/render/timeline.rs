@@ -769,7 +769,9 @@ fn page(title: &str, model: &Model) -> String {
     }
     svg.push_str("</g>");
 
-    // Superstep barriers, halts, failures.
+    // Superstep barriers, halts, failures. A barrier's number is left out
+    // where it would overprint the previous one (its line and hover stay).
+    let mut last_label_x = f64::NEG_INFINITY;
     for rule in &model.rules {
         let rx = px(x(rule.at));
         let (class, label_y) = match rule.kind {
@@ -783,11 +785,14 @@ fn page(title: &str, model: &Model) -> String {
             "middle"
         };
         let shown = match rule.kind {
-            RuleKind::Superstep => rule
-                .text
-                .trim_start_matches("superstep ")
-                .trim_end_matches(" barrier")
-                .to_string(),
+            RuleKind::Superstep if x(rule.at) - last_label_x < 14.0 => String::new(),
+            RuleKind::Superstep => {
+                last_label_x = x(rule.at);
+                rule.text
+                    .trim_start_matches("superstep ")
+                    .trim_end_matches(" barrier")
+                    .to_string()
+            }
             _ => clip(&rule.text, 60),
         };
         let _ = write!(
@@ -973,14 +978,14 @@ fn page(title: &str, model: &Model) -> String {
                         px(w),
                         px(ROW_H - 6.0)
                     );
-                    let text = format!("parley: {}", clip(prompt, 40));
+                    let text = format!("parley: {}", clip(prompt, 60));
                     if w >= 8.0 * 12.0 {
                         let _ = write!(
                             svg,
                             "<text x=\"{}\" y=\"{}\">{}</text>",
-                            px(x0 + 5.0),
-                            px(top + 11.0),
-                            esc(&clip(&text, ((w - 10.0) / 6.5) as usize))
+                            px(x0 + 8.0),
+                            px(mid + 4.0),
+                            esc(&clip(&text, ((w - 16.0) / 6.5) as usize))
                         );
                     }
                     svg.push_str("</g>");
