@@ -5,7 +5,9 @@ pub use aegis_macros::{aegis, graph};
 // Every type at the crate root, and the same types grouped by module with
 // each module's overview.
 pub use aegis_runtime::*;
-pub use aegis_runtime::{cache, engine, error, graph, id, llm, state, trace, waypoint, worker};
+pub use aegis_runtime::{
+    cache, engine, error, graph, id, llm, render, state, trace, waypoint, worker,
+};
 
 /// What a typical program needs, in one import: `use aegis::prelude::*;`.
 ///

@@ -18,6 +18,7 @@ pub mod graph;
 pub mod id;
 pub mod llm;
 mod paladin;
+pub mod render;
 pub mod state;
 pub mod trace;
 pub mod waypoint;
