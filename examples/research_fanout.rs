@@ -145,7 +145,8 @@ async fn answer(mut socket: TcpStream) -> std::io::Result<()> {
             body.to_string().len()
         )
     } else {
-        let text = json!({"choices": [{"delta": {"content": format!("{n} squared is {}.", n * n)}}]});
+        let text =
+            json!({"choices": [{"delta": {"content": format!("{n} squared is {}.", n * n)}}]});
         let stop = json!({"choices": [{"delta": {}, "finish_reason": "stop"}]});
         format!(
             "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\ndata: {text}\n\ndata: {stop}\n\ndata: [DONE]\n\n"

@@ -675,7 +675,10 @@ fn check_musters(musters: &[MusterDecl], scope: &Scope<'_>, errors: &mut Errors)
                 format!("`{from_name}` is the graph's virtual entry or exit and runs nothing: a muster starts at a node that returns `Directive::muster(..)`"),
             );
         } else if scope.require_node(from, "mustering node", Site::Graph, errors)
-            && scope.nodes.get(&from_name).is_some_and(|d| d.worker.is_some())
+            && scope
+                .nodes
+                .get(&from_name)
+                .is_some_and(|d| d.worker.is_some())
         {
             errors.error(
                 from.span(),
@@ -688,7 +691,10 @@ fn check_musters(musters: &[MusterDecl], scope: &Scope<'_>, errors: &mut Errors)
                 format!("`{worker_name}` is the graph's virtual entry or exit: a muster runs its tasks on a worker template, declared `worker {worker_name}` in `nodes {{ .. }}`"),
             );
         } else if scope.require_node(worker, "mustered worker", Site::Graph, errors)
-            && scope.nodes.get(&worker_name).is_some_and(|d| d.worker.is_none())
+            && scope
+                .nodes
+                .get(&worker_name)
+                .is_some_and(|d| d.worker.is_none())
         {
             errors.error(
                 worker.span(),
@@ -698,8 +704,13 @@ fn check_musters(musters: &[MusterDecl], scope: &Scope<'_>, errors: &mut Errors)
         let pair = (from_name, worker_name);
         if seen.contains(&pair) {
             errors.error(
-                from.span().join(worker.span()).unwrap_or_else(|| from.span()),
-                format!("the muster `{} -> {}` is declared twice: keep one", pair.0, pair.1),
+                from.span()
+                    .join(worker.span())
+                    .unwrap_or_else(|| from.span()),
+                format!(
+                    "the muster `{} -> {}` is declared twice: keep one",
+                    pair.0, pair.1
+                ),
             );
         } else {
             seen.push(pair);

@@ -582,9 +582,7 @@ pub(crate) fn parse_muster(input: ParseStream<'_>) -> syn::Result<MusterDecl> {
     })?;
     let worker = input.call(Ident::parse_any)?;
     if !input.is_empty() {
-        return Err(input.error(
-            "a muster is one `node -> worker` pair: separate musters with `,`",
-        ));
+        return Err(input.error("a muster is one `node -> worker` pair: separate musters with `,`"));
     }
     Ok(MusterDecl { from, worker })
 }
@@ -686,7 +684,10 @@ mod tests {
     #[test]
     fn parses_one_muster_pair_per_item() {
         let m = parse_muster.parse2(quote!(planner -> answer)).unwrap();
-        assert_eq!((m.from.to_string(), m.worker.to_string()), ("planner".into(), "answer".into()));
+        assert_eq!(
+            (m.from.to_string(), m.worker.to_string()),
+            ("planner".into(), "answer".into())
+        );
         assert!(parse_muster.parse2(quote!(planner)).is_err());
         assert!(parse_muster.parse2(quote!(planner -> a -> b)).is_err());
     }

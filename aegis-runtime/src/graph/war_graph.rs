@@ -186,11 +186,7 @@ impl WarGraph {
     /// no musters, else only a declared pair. (Whether `worker` is a worker
     /// template is checked separately.)
     pub(crate) fn muster_allowed(&self, from: &NodeId, worker: &NodeId) -> bool {
-        self.musters.is_empty()
-            || self
-                .musters
-                .iter()
-                .any(|(a, b)| a == from && b == worker)
+        self.musters.is_empty() || self.musters.iter().any(|(a, b)| a == from && b == worker)
     }
 
     /// Whether `id` is a worker template.
