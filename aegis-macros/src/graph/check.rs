@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use syn::Ident;
 
 use super::parse::{
-    EdgeStmt, FieldDecl, GraphInput, NodeDecl, NodeKind, Rule, parse_dynamic, parse_edge,
-    parse_field, parse_items, parse_node,
+    EdgeStmt, FieldDecl, GraphInput, MusterDecl, NodeDecl, NodeKind, Rule, parse_dynamic,
+    parse_edge, parse_field, parse_items, parse_muster, parse_node,
 };
 use crate::errors::Errors;
 use crate::names::{RESERVED_IDS, did_you_mean, field_name_problem, name_of};
@@ -30,6 +30,7 @@ pub(crate) struct Graph {
     pub(crate) default_aegis: Option<AegisSpec>,
     pub(crate) edges: Vec<EdgeStmt>,
     pub(crate) dynamic: Vec<Ident>,
+    pub(crate) musters: Vec<MusterDecl>,
     /// Whether every field (node) parsed; see [`Scope`].
     fields_complete: bool,
     nodes_complete: bool,
@@ -245,6 +246,10 @@ pub(crate) fn check(input: GraphInput) -> Checked {
         Some(s) => parse_items(&s.content, ',', &mut errors, parse_dynamic),
         None => Vec::new(),
     };
+    let musters = match &input.musters {
+        Some(s) => parse_items(&s.content, ',', &mut errors, parse_muster),
+        None => Vec::new(),
+    };
     let default_aegis = input.default_aegis.as_ref().map(|s| {
         let spec = policy::parse_and_validate(s.content.clone(), &mut errors);
         reject_attribute_only_keys(&spec, "default_aegis", &mut errors);
@@ -292,6 +297,8 @@ pub(crate) fn check(input: GraphInput) -> Checked {
         &mut errors,
     );
 
+    check_musters(&musters, &scope, &mut errors);
+
     drop(scope);
     let graph = Graph {
         krate: input.krate,
@@ -305,6 +312,7 @@ pub(crate) fn check(input: GraphInput) -> Checked {
         default_aegis,
         edges,
         dynamic,
+        musters,
         fields_complete,
         nodes_complete,
     };
@@ -650,5 +658,62 @@ fn check_edges(
             edges_key.unwrap_or_else(Span::call_site),
             "no edge leaves START, so the graph would never run: add an `edges { START -> first_node; .. }` statement",
         );
+    }
+}
+
+/// `musters { planner -> answer }`: the node that musters is a declared
+/// regular node (a worker template runs only as tasks, which cannot
+/// muster), its worker is a declared worker template, and each pair is
+/// declared once.
+fn check_musters(musters: &[MusterDecl], scope: &Scope<'_>, errors: &mut Errors) {
+    let mut seen: Vec<(String, String)> = Vec::new();
+    for MusterDecl { from, worker } in musters {
+        let (from_name, worker_name) = (name_of(from), name_of(worker));
+        if is_reserved(&from_name) {
+            errors.error(
+                from.span(),
+                format!("`{from_name}` is the graph's virtual entry or exit and runs nothing: a muster starts at a node that returns `Directive::muster(..)`"),
+            );
+        } else if scope.require_node(from, "mustering node", Site::Graph, errors)
+            && scope
+                .nodes
+                .get(&from_name)
+                .is_some_and(|d| d.worker.is_some())
+        {
+            errors.error(
+                from.span(),
+                format!("`{from_name}` is a worker template, whose tasks may only contribute a delta, so it cannot muster: muster from a regular node"),
+            );
+        }
+        if is_reserved(&worker_name) {
+            errors.error(
+                worker.span(),
+                format!("`{worker_name}` is the graph's virtual entry or exit: a muster runs its tasks on a worker template, declared `worker {worker_name}` in `nodes {{ .. }}`"),
+            );
+        } else if scope.require_node(worker, "mustered worker", Site::Graph, errors)
+            && scope
+                .nodes
+                .get(&worker_name)
+                .is_some_and(|d| d.worker.is_none())
+        {
+            errors.error(
+                worker.span(),
+                format!("`{worker_name}` is not a worker template, so no task can run on it: declare it `worker {worker_name}` (or `worker {worker_name} = paladin(..)`) in `nodes {{ .. }}`"),
+            );
+        }
+        let pair = (from_name, worker_name);
+        if seen.contains(&pair) {
+            errors.error(
+                from.span()
+                    .join(worker.span())
+                    .unwrap_or_else(|| from.span()),
+                format!(
+                    "the muster `{} -> {}` is declared twice: keep one",
+                    pair.0, pair.1
+                ),
+            );
+        } else {
+            seen.push(pair);
+        }
     }
 }

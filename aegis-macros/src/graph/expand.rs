@@ -69,6 +69,10 @@ pub(crate) fn expand(graph: &Graph, input: &TokenStream) -> TokenStream {
         let id = id_of(id);
         quote!(#g.mark_dynamic_target(#id);)
     });
+    let musters = graph.musters.iter().map(|m| {
+        let (from, worker) = (id_of(&m.from), id_of(&m.worker));
+        quote!(#g.declare_muster(#from, #worker);)
+    });
 
     quote! {
         {
@@ -81,6 +85,7 @@ pub(crate) fn expand(graph: &Graph, input: &TokenStream) -> TokenStream {
             #default
             #(#edges)*
             #(#dynamic)*
+            #(#musters)*
             #g
         }
     }

@@ -30,9 +30,10 @@ pub(crate) struct GraphInput {
     pub(crate) default_aegis: Option<Section>,
     pub(crate) edges: Option<Section>,
     pub(crate) dynamic: Option<Section>,
+    pub(crate) musters: Option<Section>,
 }
 
-const SECTIONS: [&str; 7] = [
+const SECTIONS: [&str; 8] = [
     "crate",
     "limits",
     "schema",
@@ -40,6 +41,7 @@ const SECTIONS: [&str; 7] = [
     "default_aegis",
     "edges",
     "dynamic",
+    "musters",
 ];
 
 impl Parse for GraphInput {
@@ -53,7 +55,7 @@ impl Parse for GraphInput {
                 return Err(syn::Error::new(
                     key.span(),
                     format!(
-                        "unknown graph! section `{name}`{}: the sections are `schema {{ .. }}`, `nodes {{ .. }}`, `default_aegis {{ .. }}`, `edges {{ .. }}`, `dynamic {{ .. }}`, `limits = ..;` and `crate = \"..\";`",
+                        "unknown graph! section `{name}`{}: the sections are `schema {{ .. }}`, `nodes {{ .. }}`, `default_aegis {{ .. }}`, `edges {{ .. }}`, `dynamic {{ .. }}`, `musters {{ .. }}`, `limits = ..;` and `crate = \"..\";`",
                         did_you_mean(&name, SECTIONS)
                     ),
                 ));
@@ -97,6 +99,7 @@ impl Parse for GraphInput {
                         "nodes" => out.nodes = section,
                         "default_aegis" => out.default_aegis = section,
                         "edges" => out.edges = section,
+                        "musters" => out.musters = section,
                         _ => out.dynamic = section,
                     }
                 }
@@ -562,6 +565,28 @@ pub(crate) fn parse_dynamic(input: ParseStream<'_>) -> syn::Result<Ident> {
     Ok(id)
 }
 
+/// `planner -> answer` in `musters { .. }`: the node that musters, and the
+/// worker template its tasks run.
+pub(crate) struct MusterDecl {
+    pub(crate) from: Ident,
+    pub(crate) worker: Ident,
+}
+
+pub(crate) fn parse_muster(input: ParseStream<'_>) -> syn::Result<MusterDecl> {
+    let from = input.call(Ident::parse_any)?;
+    input.parse::<Token![->]>().map_err(|e| {
+        syn::Error::new(
+            e.span(),
+            format!("expected `{from} -> <worker template>`: a muster names the node that musters and the worker its tasks run"),
+        )
+    })?;
+    let worker = input.call(Ident::parse_any)?;
+    if !input.is_empty() {
+        return Err(input.error("a muster is one `node -> worker` pair: separate musters with `,`"));
+    }
+    Ok(MusterDecl { from, worker })
+}
+
 /// `name_of` for spans and messages alike.
 pub(crate) fn id_of(ident: &Ident) -> String {
     name_of(ident)
@@ -654,6 +679,17 @@ mod tests {
         assert!(parse_edge.parse2(quote!(a)).is_err());
         assert!(parse_edge.parse2(quote!([a, b] ?> "x" -> c)).is_err());
         assert!(parse_edge.parse2(quote!(a -> [])).is_err());
+    }
+
+    #[test]
+    fn parses_one_muster_pair_per_item() {
+        let m = parse_muster.parse2(quote!(planner -> answer)).unwrap();
+        assert_eq!(
+            (m.from.to_string(), m.worker.to_string()),
+            ("planner".into(), "answer".into())
+        );
+        assert!(parse_muster.parse2(quote!(planner)).is_err());
+        assert!(parse_muster.parse2(quote!(planner -> a -> b)).is_err());
     }
 
     #[test]

@@ -627,6 +627,12 @@ impl<S: WaypointStore> WarEngine<S> {
                             worker: worker.clone(),
                         });
                     }
+                    if !index.graph.muster_allowed(node, worker) {
+                        return Err(EngineError::MusterUndeclared {
+                            node: node.clone(),
+                            worker: worker.clone(),
+                        });
+                    }
                     let keys = task_keys.entry(worker.clone()).or_default();
                     for (key, payload) in list {
                         let task_index = u32::try_from(keys.len()).unwrap_or(u32::MAX);

@@ -140,6 +140,14 @@ pub enum EngineError {
         /// Every offender.
         offenders: Vec<PolicyOffender>,
     },
+    /// `declare_muster` entries that do not hold: a mustering node or
+    /// worker that is not declared, a worker that is not a worker template,
+    /// or the same `(node, worker)` pair declared twice.
+    #[error("muster declarations that do not hold: {}", list(offenders))]
+    MusterDeclarationInvalid {
+        /// Every offender, under the mustering node.
+        offenders: Vec<PolicyOffender>,
+    },
     /// Paladin nodes whose agent has no model: `Paladin::new(name)` without
     /// `with_model(..)` (or a blank model), which would fail at attempt 1.
     #[error(
@@ -430,6 +438,18 @@ pub enum EngineError {
         /// The mustering node.
         node: NodeId,
         /// The named worker.
+        worker: NodeId,
+    },
+    /// A node mustered a worker template it has not declared with
+    /// `WarGraph::declare_muster`, in a graph that declares its musters
+    /// (a graph that declares none lets any node muster any template).
+    #[error(
+        "`{node}` mustered `{worker}`, but this graph declares its musters and `{node} -> {worker}` is not one of them: declare it (`musters {{ {node} -> {worker} }}` in graph!, or `WarGraph::declare_muster`)"
+    )]
+    MusterUndeclared {
+        /// The mustering node.
+        node: NodeId,
+        /// The worker it named.
         worker: NodeId,
     },
     /// A Muster repeated a task key.

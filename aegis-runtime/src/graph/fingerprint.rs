@@ -18,7 +18,8 @@ pub const FINGERPRINT_VERSION: &str = "v7";
 
 impl WarGraph {
     /// A stable digest of the graph's shape: schema, nodes, edges, dynamic
-    /// targets, and each node's effective `on_error` and `cache` policies.
+    /// targets, declared musters (when any), and each node's effective
+    /// `on_error` and `cache` policies.
     ///
     /// The same graph built in any order, in any process, has the same
     /// fingerprint. `retry`, `timeout` and the limits are tuning and are
@@ -133,6 +134,18 @@ impl WarGraph {
         c.count(self.dynamic_targets.len());
         for t in &self.dynamic_targets {
             c.str(t.as_str());
+        }
+        // Declared fan-outs (they decide which musters a run may make) are
+        // hashed only when there are some, so a graph declaring none keeps
+        // the fingerprint it had before they existed.
+        if !self.musters.is_empty() {
+            let mut musters: Vec<_> = self.musters.iter().collect();
+            musters.sort();
+            musters.dedup();
+            c.str("musters").count(musters.len());
+            for (from, worker) in musters {
+                c.str(from.as_str()).str(worker.as_str());
+            }
         }
         format!("{FINGERPRINT_VERSION}:{}", c.hex())
     }

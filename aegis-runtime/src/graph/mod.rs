@@ -10,6 +10,7 @@ mod input;
 mod limits;
 mod manifest;
 mod migration;
+mod muster_rules;
 mod node;
 mod paladin;
 mod parley;

@@ -95,7 +95,9 @@ impl WarGraph {
     /// parallelograms, Gates as diamonds with labelled approve/reject edges,
     /// Battalions as subgraphs holding their child graph; static edges as
     /// arrows, conditional edges dotted and labelled with their evaluator,
-    /// error routes dashed, dynamic targets dashed-outlined.
+    /// error routes dashed, declared musters ([`WarGraph::declare_muster`])
+    /// dashed and labelled `muster` from the mustering node to its worker
+    /// template, dynamic targets dashed-outlined.
     ///
     /// Each node's label carries its effective Aegis (its own or the graph
     /// default) as a compact badge under its name: `retry ×5`, `run 30s /
@@ -191,6 +193,15 @@ impl WarGraph {
                     id_of(to.as_str())
                 );
             }
+        }
+        // Declared fan-outs: the mustering node to its worker template.
+        for (from, worker) in &self.musters {
+            let _ = writeln!(
+                out,
+                "{pad}{} -.->|muster| {}",
+                id_of(from.as_str()),
+                id_of(worker.as_str())
+            );
         }
     }
 }

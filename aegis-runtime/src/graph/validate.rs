@@ -143,6 +143,7 @@ impl WarGraph {
             errors.push(EngineError::PaladinFieldUndeclared { offenders: paladin });
         }
         errors.extend(super::task_input::task_input_problems(self));
+        errors.extend(super::muster_rules::muster_problems(self));
         let no_model = self.paladins_without_model();
         if !no_model.is_empty() {
             errors.push(EngineError::PaladinWithoutModel { nodes: no_model });

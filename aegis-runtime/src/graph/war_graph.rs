@@ -68,6 +68,9 @@ pub struct WarGraph {
     /// The payload fields the tasks mustered to a worker template carry,
     /// where declared: validation checks its `task.` placeholders by them.
     pub(crate) task_fields: BTreeMap<NodeId, BTreeSet<String>>,
+    /// Declared fan-outs, `(mustering node, worker template)`, in
+    /// declaration order (repeats kept, so validation can name them).
+    pub(crate) musters: Vec<(NodeId, NodeId)>,
     pub(crate) aegis: BTreeMap<NodeId, Aegis>,
     pub(crate) default_aegis: Option<Aegis>,
     /// State rewrites for threads of earlier graphs; not hashed.
@@ -105,6 +108,7 @@ impl WarGraph {
             dynamic_targets: BTreeSet::new(),
             worker_templates: BTreeSet::new(),
             task_fields: BTreeMap::new(),
+            musters: Vec::new(),
             aegis: BTreeMap::new(),
             default_aegis: None,
             migrations: Vec::new(),
@@ -148,6 +152,41 @@ impl WarGraph {
         self.task_fields
             .insert(id.into(), fields.into_iter().map(Into::into).collect());
         self.changed()
+    }
+
+    /// Declares that the node `from` musters tasks to the worker template
+    /// `worker`: a fan-out, drawn by [`WarGraph::to_mermaid`] as a dashed
+    /// edge. [`WarGraph::validate`] refuses a declaration naming an
+    /// undeclared node, a `worker` that is not a worker template, a `from`
+    /// that is one (a task cannot muster), or a pair declared twice.
+    ///
+    /// Once a graph declares any muster, its declarations are the complete
+    /// list: a `NextStep::Muster` from a node to a worker it has not
+    /// declared fails the run with `EngineError::MusterUndeclared`. A graph
+    /// that declares none lets any node muster any worker template, as
+    /// before. Declared musters are part of the graph's fingerprint (a graph
+    /// declaring none hashes as it did before they existed); changing them
+    /// is a compatible change for `resume`, like changing an edge.
+    pub fn declare_muster(
+        &mut self,
+        from: impl Into<NodeId>,
+        worker: impl Into<NodeId>,
+    ) -> &mut Self {
+        self.musters.push((from.into(), worker.into()));
+        self.changed()
+    }
+
+    /// Every declared fan-out, `(mustering node, worker template)`, in
+    /// declaration order.
+    pub fn musters(&self) -> impl Iterator<Item = (&NodeId, &NodeId)> {
+        self.musters.iter().map(|(a, b)| (a, b))
+    }
+
+    /// Whether `from` may muster `worker`: always when the graph declares
+    /// no musters, else only a declared pair. (Whether `worker` is a worker
+    /// template is checked separately.)
+    pub(crate) fn muster_allowed(&self, from: &NodeId, worker: &NodeId) -> bool {
+        self.musters.is_empty() || self.musters.iter().any(|(a, b)| a == from && b == worker)
     }
 
     /// Whether `id` is a worker template.
@@ -309,6 +348,10 @@ mod tests {
             (
                 "mark_dynamic_target",
                 Box::new(|g| _ = g.mark_dynamic_target("ghost")),
+            ),
+            (
+                "declare_muster",
+                Box::new(|g| _ = g.declare_muster("a", "ghost")),
             ),
             (
                 "set_aegis",
