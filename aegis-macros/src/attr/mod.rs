@@ -358,8 +358,9 @@ mod tests {
         assert!(out.contains("macro_rules ! __aegis_node_book_"), "{out}");
         assert!(out.contains("pub use __aegis_node_book_"), "{out}");
         assert!(out.contains("as book ;"), "{out}");
-        // The attribute's tokens, for graph! to read.
-        assert!(out.contains("true { retry (max = 2) }"), "{out}");
+        // The attribute's tokens, for graph! to read, after "valid" and
+        // "takes no dependency".
+        assert!(out.contains("true false { retry (max = 2) }"), "{out}");
         assert!(
             out.contains("book (__aegis_state , __aegis_ctx) . await"),
             "{out}"
@@ -430,6 +431,65 @@ mod tests {
         );
         assert!(!out.contains("struct book"), "{out}");
         assert!(!out.contains("macro_rules"), "{out}");
+    }
+
+    #[test]
+    fn a_function_taking_a_dependency_gets_a_deps_marker_and_with() {
+        let out = expanded(
+            quote!(retry(max = 2)),
+            quote!(
+                pub async fn answer(
+                    client: &Researcher,
+                    s: &Battlefield,
+                    c: &NodeContext,
+                ) -> Result<StateDelta, E> {
+                    todo!()
+                }
+            ),
+        );
+        assert!(!out.contains("compile_error"), "{out}");
+        assert!(out.contains("pub struct answer { }"), "{out}");
+        assert!(
+            out.contains("impl :: aegis :: __private :: AegisDepsFn for answer"),
+            "{out}"
+        );
+        assert!(!out.contains("AegisNodeFn for"), "{out}");
+        assert!(out.contains("type Deps = Researcher ;"), "{out}");
+        assert!(
+            out.contains("pub fn with (__aegis_instance : impl :: core :: convert :: Into < :: std :: sync :: Arc < Researcher >>"),
+            "{out}"
+        );
+        assert!(
+            out.contains("answer (__aegis_deps , __aegis_state , __aegis_ctx) . await"),
+            "{out}"
+        );
+        // graph! learns that the function takes a dependency.
+        assert!(out.contains("true true { retry (max = 2) }"), "{out}");
+    }
+
+    #[test]
+    fn a_broken_dependency_keeps_a_marker_taking_any_instance() {
+        for deps in [
+            quote!(client: Researcher),
+            quote!(client: &mut Researcher),
+            quote!(client: &impl Ask),
+            quote!(client: &Client<'a>),
+        ] {
+            let out = expanded(
+                quote!(),
+                quote!(
+                    async fn answer(#deps, s: &Battlefield, c: &NodeContext) -> Result<StateDelta, E> {
+                        todo!()
+                    }
+                ),
+            );
+            assert_eq!(out.matches("compile_error").count(), 1, "{out}");
+            assert!(out.contains("type Deps = () ;"), "{out}");
+            assert!(out.contains("fn with < __AegisAny >"), "{out}");
+            assert!(!out.contains(". await"), "{out}");
+            // Not valid, so graph! checks nothing, but knows the shape.
+            assert!(out.contains("false true { }"), "{out}");
+        }
     }
 
     #[test]

@@ -89,8 +89,19 @@ pub(crate) fn check(func: &ItemFn, errors: &mut Errors) -> Option<ArgSpans> {
         );
     }
     let deps = if receivers == 0 && types.len() == 3 {
-        let ty = types.remove(0);
-        check_deps(ty, errors)
+        if let Some(misplaced) = engine_type_first(types[0]) {
+            errors.error(
+                sig.inputs.span(),
+                format!(
+                    "the dependency comes first, before `state` and `ctx`, and this function takes `&{misplaced}` first: write `{SHAPE_WITH_DEPS}`"
+                ),
+            );
+            types.remove(0);
+            None
+        } else {
+            let ty = types.remove(0);
+            check_deps(ty, errors)
+        }
     } else {
         None
     };
@@ -208,6 +219,16 @@ fn borrowed_lifetime(tokens: &TokenStream) -> Option<(TokenStream, String)> {
     None
 }
 
+/// `Battlefield` or `NodeContext` when `ty` is a reference to one: a
+/// three-argument function that starts with the engine's arguments has its
+/// dependency in the wrong place.
+fn engine_type_first(ty: &Type) -> Option<String> {
+    let Type::Reference(r) = ty else { return None };
+    let Type::Path(p) = &*r.elem else { return None };
+    let last = p.path.segments.last()?.ident.to_string();
+    matches!(last.as_str(), "Battlefield" | "NodeContext").then_some(last)
+}
+
 /// A type as the user would write it.
 fn tokens_text(ty: &Type) -> String {
     quote::quote!(#ty)
@@ -218,4 +239,73 @@ fn tokens_text(ty: &Type) -> String {
         .replace(" ,", ",")
         .replace(" :: ", "::")
         .replace("& ", "&")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use quote::quote;
+
+    fn problems(item: TokenStream) -> Vec<String> {
+        let func: ItemFn = syn::parse2(item).unwrap();
+        let mut errors = Errors::new();
+        check(&func, &mut errors);
+        match errors.finish() {
+            Ok(()) => Vec::new(),
+            Err(e) => e.into_iter().map(|e| e.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn a_dependency_is_an_owned_type_lent_shared() {
+        let ok = problems(quote!(
+            async fn f<'a>(d: &'a Arc<dyn Ask + 'static>, s: &Battlefield, c: &NodeContext) -> R {}
+        ));
+        assert!(ok.is_empty(), "{ok:?}");
+        let cases = [
+            (
+                quote!(d: Client),
+                "take the dependency by reference: write `deps: &Client`",
+            ),
+            (quote!(d: &mut Client), "shared, not mutable"),
+            (quote!(d: &impl Ask), "one concrete type, not `impl Trait`"),
+            (
+                quote!(d: &Client<'a>),
+                "`Client<'a>` holds the lifetime `'a`",
+            ),
+            (
+                quote!(d: &Pool<Box<dyn Ask + '_>>),
+                "holds the lifetime `'_`",
+            ),
+        ];
+        for (deps, expected) in cases {
+            let found = problems(quote!(
+                async fn f(#deps, s: &Battlefield, c: &NodeContext) -> R {}
+            ));
+            assert_eq!(found.len(), 1, "{found:?}");
+            assert!(found[0].contains(expected), "{found:?}");
+        }
+    }
+
+    #[test]
+    fn a_dependency_after_the_engines_arguments_is_misplaced() {
+        let found = problems(quote!(
+            async fn f(s: &Battlefield, d: &Client, c: &NodeContext) -> R {}
+        ));
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(found[0].contains("the dependency comes first"), "{found:?}");
+    }
+
+    #[test]
+    fn the_arity_error_names_both_shapes() {
+        let found = problems(quote!(
+            async fn f(a: &A, b: &B, s: &Battlefield, c: &NodeContext) -> R {}
+        ));
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(
+            found[0].contains("or three with a dependency first"),
+            "{found:?}"
+        );
+        assert!(found[0].contains("this one takes 4"), "{found:?}");
+    }
 }

@@ -238,13 +238,26 @@ mod tests {
         valid: bool,
         args: TokenStream,
     ) -> String {
+        callback_deps(mode, index, graph, fn_name, valid, false, args)
+    }
+
+    /// `callback` for a function that takes a dependency if `takes_deps`.
+    fn callback_deps(
+        mode: &str,
+        index: usize,
+        graph: TokenStream,
+        fn_name: &str,
+        valid: bool,
+        takes_deps: bool,
+        args: TokenStream,
+    ) -> String {
         let mode = Ident::new(mode, proc_macro2::Span::call_site());
         let index = proc_macro2::Literal::usize_unsuffixed(index);
         let fn_name = Ident::new(fn_name, proc_macro2::Span::call_site());
         let site = crate_site();
         expand(quote! {
             #mode #index (__aegis_graph) (::aegis::__private) { #graph }
-            #site #fn_name #valid false { #args }
+            #site #fn_name #valid #takes_deps { #args }
         })
         .to_string()
     }
@@ -399,6 +412,51 @@ mod tests {
             ),
             "{out}"
         );
+    }
+
+    #[test]
+    fn a_dependency_is_given_exactly_to_functions_taking_one() {
+        let graph = quote! {
+            schema { answer: LastWrite }
+            nodes { answer(client.clone()), worker nodes::scorer(Arc::new(S)), plain }
+            edges { START -> answer -> plain -> END }
+        };
+        let out = callback_deps("add", 0, graph.clone(), "answer", true, true, quote!());
+        assert_eq!(errors(&out), 0, "{out}");
+        assert!(
+            out.contains("__aegis_graph . add_aegis_node (answer :: with (client . clone ())) ;"),
+            "{out}"
+        );
+        let out = callback_deps("add", 1, graph.clone(), "scorer", true, true, quote!());
+        assert_eq!(errors(&out), 0, "{out}");
+        assert!(
+            out.contains("add_worker_aegis_node (& mut __aegis_graph , nodes :: scorer :: with (Arc :: new (S)))"),
+            "{out}"
+        );
+
+        // The function takes none: the instance is the mistake.
+        let out = callback_deps("add", 0, graph.clone(), "answer", true, false, quote!());
+        assert_eq!(errors(&out), 1, "{out}");
+        assert!(
+            out.contains("the #[aegis] function `answer` takes no dependency, so it cannot be given this instance: declare it as plain `answer`"),
+            "{out}"
+        );
+        assert!(!out.contains("add_aegis_node"), "{out}");
+
+        // The function takes one and graph! gives none.
+        let out = callback_deps("add", 2, graph.clone(), "plain", true, true, quote!());
+        assert_eq!(errors(&out), 1, "{out}");
+        assert!(
+            out.contains("the #[aegis] function `plain` takes a dependency first, and graph! gives it none: declare the node with its instance, `plain(instance)`"),
+            "{out}"
+        );
+        assert!(!out.contains("add_aegis_node"), "{out}");
+
+        // After a mistake in the signature, the attribute has reported it:
+        // the node is left out without a second error.
+        let out = callback_deps("add", 2, graph, "plain", false, true, quote!());
+        assert_eq!(errors(&out), 0, "{out}");
+        assert!(!out.contains("add_aegis_node"), "{out}");
     }
 
     #[test]

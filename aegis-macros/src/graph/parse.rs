@@ -686,6 +686,38 @@ mod tests {
     }
 
     #[test]
+    fn a_function_takes_the_instance_of_its_dependency() {
+        let n = node(quote!(answer(researcher.clone()))).unwrap();
+        assert_eq!(n.id, "answer");
+        assert!(matches!(n.kind, NodeKind::Fn(_)));
+        assert!(matches!(n.deps, Some(Expr::MethodCall(_))));
+        let n = node(quote!(#[aegis(retry)] worker nodes::answer(Arc::new(C {}),))).unwrap();
+        assert!(n.worker.is_some() && n.override_args.is_some() && n.deps.is_some());
+        assert_eq!(n.id, "answer");
+        let n = node(quote!(asker = ask(client))).unwrap();
+        assert_eq!(n.id, "asker");
+        assert!(matches!(n.kind, NodeKind::Fn(ref p) if p.is_ident("ask")));
+        assert!(n.deps.is_some());
+        let n = node(quote!(asker = nodes::ask(client))).unwrap();
+        assert!(n.deps.is_some());
+        // A typo of a kind is still one, unless written as a path.
+        assert!(node(quote!(x = paladn(1))).is_err());
+        assert!(node(quote!(x = self::paladn(1))).unwrap().deps.is_some());
+        assert!(node(quote!(book)).unwrap().deps.is_none());
+        assert!(node(quote!(g = gate(spec()))).unwrap().deps.is_none());
+
+        let message = |tokens| {
+            node(tokens)
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default()
+        };
+        assert!(message(quote!(answer())).contains("`answer()` gives the function no dependency"));
+        assert!(message(quote!(answer(a, b))).contains("`answer(..)` takes one instance"));
+        assert!(message(quote!(a = answer(x) extra)).contains("separate nodes with `,`"));
+    }
+
+    #[test]
     fn parses_edge_chains_and_conditionals() {
         let EdgeStmt::Chain(groups) = parse_edge
             .parse2(quote!(START -> a -> [b, c] -> END))
