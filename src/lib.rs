@@ -83,8 +83,8 @@ pub mod __private {
     pub use aegis_macros::__graph_node;
     pub use aegis_runtime::__macro_support::*;
     pub use aegis_runtime::{
-        Aegis, AegisNodeFn, Battlefield, BattlefieldSchema, Directive, DispatchRule, END,
-        EngineLimits, InputMapping, NodeContext, NodeId, NodeSpec, RetryPredicate, START,
-        StateNodeError, WarGraph,
+        Aegis, AegisDepsFn, AegisDepsNode, AegisNodeFn, Battlefield, BattlefieldSchema, Directive,
+        DispatchRule, END, EngineLimits, InputMapping, NodeContext, NodeId, NodeSpec,
+        RetryPredicate, START, StateNodeError, WarGraph,
     };
 }

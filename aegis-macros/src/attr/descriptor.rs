@@ -35,11 +35,13 @@ pub(crate) fn crate_site() -> String {
 /// The `macro_rules!` and its re-export. `valid` is whether the attribute
 /// and the signature passed their own checks: if not, the attribute has
 /// reported the error, and `graph!` adds the node without checking it
-/// (one mistake, one error).
+/// (one mistake, one error). `takes_deps` is whether the function takes a
+/// dependency, which `graph!` must then give it.
 pub(crate) fn descriptor(
     func: &ItemFn,
     args: &TokenStream,
     valid: bool,
+    takes_deps: bool,
     cfgs: &[&Attribute],
 ) -> TokenStream {
     let name = &func.sig.ident;
@@ -64,7 +66,7 @@ pub(crate) fn descriptor(
         #[allow(non_local_definitions)]
         macro_rules! #hidden {
             ([$($callback:tt)*] $($graph:tt)*) => {
-                $($callback)*! { $($graph)* #site #name #valid { #args } }
+                $($callback)*! { $($graph)* #site #name #valid #takes_deps { #args } }
             };
         }
 

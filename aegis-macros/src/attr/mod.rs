@@ -113,9 +113,20 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
         // With a mistake in the attribute, the marker carries no Aegis; with
         // one in the signature, its `run` does not call the function.
         let aegis = valid.then_some((&spec, default_error_field.as_str()));
-        out.extend(node_marker(&func, &spec, aegis, &id, spans.as_ref(), &cfgs));
+        let takes_deps = signature::takes_deps(&func);
+        out.extend(node_marker(
+            &func,
+            &spec,
+            aegis,
+            &id,
+            spans.as_ref(),
+            takes_deps,
+            &cfgs,
+        ));
         if !shadows_std {
-            out.extend(descriptor::descriptor(&func, &args, valid, &cfgs));
+            out.extend(descriptor::descriptor(
+                &func, &args, valid, takes_deps, &cfgs,
+            ));
         }
     }
     out.extend(errors.finish().err().map(|e| e.to_compile_error()));
@@ -128,7 +139,8 @@ fn with_errors(item: TokenStream, errors: Errors) -> TokenStream {
     quote!(#item #errors)
 }
 
-/// The marker struct and its `AegisNodeFn` impl. `aegis` is the validated
+/// The marker struct and its `AegisNodeFn` impl, or for a function taking
+/// a dependency its `AegisDepsFn` impl and `with`. `aegis` is the validated
 /// spec and default error field, `None` after a mistake in the attribute;
 /// `spans` is `None` after a mistake in the signature.
 fn node_marker(
@@ -137,6 +149,7 @@ fn node_marker(
     aegis: Option<(&AegisSpec, &str)>,
     id: &str,
     spans: Option<&signature::ArgSpans>,
+    takes_deps: bool,
     cfgs: &[&syn::Attribute],
 ) -> TokenStream {
     let p = private_path(spec.krate.as_ref().map(|(path, _)| path));
@@ -156,23 +169,42 @@ fn node_marker(
     // `const state` or local cannot capture them.
     let state = format_ident!("__aegis_state", span = Span::mixed_site());
     let ctx = format_ident!("__aegis_ctx", span = Span::mixed_site());
+    let deps = format_ident!("__aegis_deps", span = Span::mixed_site());
     let body = match spans {
-        Some(spans) => call(name, &state, &ctx, spans, &p),
+        Some(spans) => call(name, takes_deps.then_some(&deps), &state, &ctx, spans, &p),
         // Never run: the crate does not compile.
-        None => quote! {
-            let _ = (#state, #ctx);
-            ::core::result::Result::Err(#p::StateNodeError::permanent(
-                "this node's #[aegis] function did not compile",
-            ))
-        },
+        None => {
+            let deps = takes_deps.then(|| quote!(#deps,));
+            quote! {
+                let _ = (#deps #state, #ctx);
+                ::core::result::Result::Err(#p::StateNodeError::permanent(
+                    "this node's #[aegis] function did not compile",
+                ))
+            }
+        }
     };
 
-    quote! {
+    let marker = quote! {
         #(#cfgs)*
         #[allow(non_camel_case_types, dead_code)]
         #[doc(hidden)]
         #[derive(::core::clone::Clone, ::core::marker::Copy, ::core::fmt::Debug, ::core::default::Default)]
         #vis struct #name {}
+    };
+    if takes_deps {
+        return deps_marker(
+            marker,
+            name,
+            vis,
+            spans.and_then(|s| s.deps.as_ref()),
+            (&aegis, id, &deps, &state, &ctx, &body),
+            cfgs,
+            &p,
+        );
+    }
+
+    quote! {
+        #marker
 
         #(#cfgs)*
         impl #p::AegisNodeFn for #name {
@@ -195,11 +227,92 @@ fn node_marker(
     }
 }
 
+/// The marker's `AegisDepsFn` impl and its `with(instance)`. `deps_ty` is
+/// `None` after a mistake in the signature: the marker then takes any
+/// instance and holds `()`, so graph! and builders naming it add no error
+/// of their own.
+fn deps_marker(
+    marker: TokenStream,
+    name: &syn::Ident,
+    vis: &syn::Visibility,
+    deps_ty: Option<&syn::Type>,
+    (aegis, id, deps, state, ctx, body): (
+        &TokenStream,
+        &str,
+        &syn::Ident,
+        &syn::Ident,
+        &syn::Ident,
+        &TokenStream,
+    ),
+    cfgs: &[&syn::Attribute],
+    p: &TokenStream,
+) -> TokenStream {
+    let instance = format_ident!("__aegis_instance", span = Span::mixed_site());
+    let (deps_ty, with) = match deps_ty {
+        // The user's tokens, so "`Rc<..>` cannot be shared between
+        // threads" points at their type.
+        Some(ty) => {
+            let with = quote! {
+                #vis fn with(
+                    #instance: impl ::core::convert::Into<::std::sync::Arc<#ty>>,
+                ) -> #p::AegisDepsNode<#name> {
+                    #p::AegisDepsNode::new(#instance)
+                }
+            };
+            (quote!(#ty), with)
+        }
+        None => {
+            let with = quote! {
+                #vis fn with<__AegisAny>(#instance: __AegisAny) -> #p::AegisDepsNode<#name> {
+                    let _ = #instance;
+                    #p::AegisDepsNode::new(())
+                }
+            };
+            (quote!(()), with)
+        }
+    };
+    let doc = format!(
+        "The node `{id}` holding its dependency: add it with `graph.add_aegis_node({name}::with(instance))`, or declare `{name}(instance)` in `graph!`. Takes the instance or an `Arc` of it."
+    );
+    quote! {
+        #marker
+
+        #(#cfgs)*
+        impl #name {
+            #[doc = #doc]
+            #[allow(dead_code)]
+            #with
+        }
+
+        #(#cfgs)*
+        impl #p::AegisDepsFn for #name {
+            type Deps = #deps_ty;
+            const ID: &'static str = #id;
+            // The id, not the module path nor the instance: neither is part
+            // of the graph fingerprint.
+            const KIND: &'static str = #id;
+
+            fn aegis() -> #p::Aegis {
+                #aegis
+            }
+
+            fn run<'__aegis>(
+                #deps: &'__aegis Self::Deps,
+                #state: &'__aegis #p::Battlefield,
+                #ctx: &'__aegis #p::NodeContext,
+            ) -> #p::BoxFuture<'__aegis, ::core::result::Result<#p::Directive, #p::StateNodeError>> {
+                ::std::boxed::Box::pin(async move { #body })
+            }
+        }
+    }
+}
+
 /// The call of the function, with its result converted for the engine.
 /// The arguments are located at the user's argument types, and the
 /// conversion at the return type, so a type mismatch points there.
 fn call(
     name: &syn::Ident,
+    deps: Option<&syn::Ident>,
     state: &syn::Ident,
     ctx: &syn::Ident,
     spans: &signature::ArgSpans,
@@ -214,8 +327,9 @@ fn call(
     );
     let convert =
         quote_spanned!(spans.output=> #p::NodeReturn::into_node_result(#result_at_output));
+    let deps = deps.map(|d| quote!(#d,));
     quote! {
-        let #result = #name(#state_arg, #ctx_arg).await;
+        let #result = #name(#deps #state_arg, #ctx_arg).await;
         #convert
     }
 }
@@ -244,8 +358,9 @@ mod tests {
         assert!(out.contains("macro_rules ! __aegis_node_book_"), "{out}");
         assert!(out.contains("pub use __aegis_node_book_"), "{out}");
         assert!(out.contains("as book ;"), "{out}");
-        // The attribute's tokens, for graph! to read.
-        assert!(out.contains("true { retry (max = 2) }"), "{out}");
+        // The attribute's tokens, for graph! to read, after "valid" and
+        // "takes no dependency".
+        assert!(out.contains("true false { retry (max = 2) }"), "{out}");
         assert!(
             out.contains("book (__aegis_state , __aegis_ctx) . await"),
             "{out}"
@@ -316,6 +431,65 @@ mod tests {
         );
         assert!(!out.contains("struct book"), "{out}");
         assert!(!out.contains("macro_rules"), "{out}");
+    }
+
+    #[test]
+    fn a_function_taking_a_dependency_gets_a_deps_marker_and_with() {
+        let out = expanded(
+            quote!(retry(max = 2)),
+            quote!(
+                pub async fn answer(
+                    client: &Researcher,
+                    s: &Battlefield,
+                    c: &NodeContext,
+                ) -> Result<StateDelta, E> {
+                    todo!()
+                }
+            ),
+        );
+        assert!(!out.contains("compile_error"), "{out}");
+        assert!(out.contains("pub struct answer { }"), "{out}");
+        assert!(
+            out.contains("impl :: aegis :: __private :: AegisDepsFn for answer"),
+            "{out}"
+        );
+        assert!(!out.contains("AegisNodeFn for"), "{out}");
+        assert!(out.contains("type Deps = Researcher ;"), "{out}");
+        assert!(
+            out.contains("pub fn with (__aegis_instance : impl :: core :: convert :: Into < :: std :: sync :: Arc < Researcher >>"),
+            "{out}"
+        );
+        assert!(
+            out.contains("answer (__aegis_deps , __aegis_state , __aegis_ctx) . await"),
+            "{out}"
+        );
+        // graph! learns that the function takes a dependency.
+        assert!(out.contains("true true { retry (max = 2) }"), "{out}");
+    }
+
+    #[test]
+    fn a_broken_dependency_keeps_a_marker_taking_any_instance() {
+        for deps in [
+            quote!(client: Researcher),
+            quote!(client: &mut Researcher),
+            quote!(client: &impl Ask),
+            quote!(client: &Client<'a>),
+        ] {
+            let out = expanded(
+                quote!(),
+                quote!(
+                    async fn answer(#deps, s: &Battlefield, c: &NodeContext) -> Result<StateDelta, E> {
+                        todo!()
+                    }
+                ),
+            );
+            assert_eq!(out.matches("compile_error").count(), 1, "{out}");
+            assert!(out.contains("type Deps = () ;"), "{out}");
+            assert!(out.contains("fn with < __AegisAny >"), "{out}");
+            assert!(!out.contains(". await"), "{out}");
+            // Not valid, so graph! checks nothing, but knows the shape.
+            assert!(out.contains("false true { }"), "{out}");
+        }
     }
 
     #[test]

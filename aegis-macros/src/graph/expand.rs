@@ -138,14 +138,24 @@ fn has_no_descriptor(path: &syn::Path) -> bool {
         .is_some_and(|s| STD_MACROS.contains(&id_of(&s.ident).as_str()))
 }
 
-/// Adds the `#[aegis]` function at `path` as a node (or worker template).
+/// Adds the `#[aegis]` function at `path` as a node (or worker template),
+/// with the instance of its dependency if it takes one.
 pub(crate) fn add_fn_node(
     path: &syn::Path,
+    deps: Option<&syn::Expr>,
     worker: bool,
     g: &syn::Ident,
     p: &TokenStream,
 ) -> TokenStream {
     let span = path.span();
+    if let Some(instance) = deps {
+        let node = quote_spanned!(span=> #path::with(#instance));
+        return if worker {
+            quote_spanned!(span=> #p::add_worker_aegis_node(&mut #g, #node);)
+        } else {
+            quote_spanned!(span=> #g.add_aegis_node(#node);)
+        };
+    }
     if worker {
         quote_spanned! {span=>
             #g.add_worker_template(
@@ -169,7 +179,13 @@ fn add_node(
     let id = id_of(&node.decl.id);
     let spec = match &node.decl.kind {
         NodeKind::Fn(path) if has_no_descriptor(path) => {
-            return add_fn_node(path, node.decl.worker.is_some(), g, p);
+            return add_fn_node(
+                path,
+                node.decl.deps.as_ref(),
+                node.decl.worker.is_some(),
+                g,
+                p,
+            );
         }
         NodeKind::Fn(path) => return descriptor_call(path, "add", index, g, p, input),
         NodeKind::Paladin {

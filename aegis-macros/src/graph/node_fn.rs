@@ -23,7 +23,7 @@ use crate::errors::Errors;
 use crate::names::name_of;
 use crate::policy;
 
-/// `mode index (g) (p) { graph input } site fn valid { attribute args }`:
+/// `mode index (g) (p) { graph input } site fn valid takes_deps { attribute args }`:
 /// the first five from `graph!`, the rest from the descriptor.
 struct Callback {
     /// `add` (emit the builder call) or `check` (graph! has errors of its
@@ -36,6 +36,8 @@ struct Callback {
     site: LitStr,
     fn_name: Ident,
     valid: bool,
+    /// Whether the function takes a dependency first.
+    takes_deps: bool,
     args: TokenStream,
 }
 
@@ -52,6 +54,7 @@ impl Parse for Callback {
         let site: LitStr = input.parse()?;
         let fn_name: Ident = input.parse()?;
         let valid: LitBool = input.parse()?;
+        let takes_deps: LitBool = input.parse()?;
         let args;
         braced!(args in input);
         Ok(Callback {
@@ -63,6 +66,7 @@ impl Parse for Callback {
             site,
             fn_name,
             valid: valid.value,
+            takes_deps: takes_deps.value,
             args: args.parse()?,
         })
     }
@@ -92,9 +96,14 @@ fn expand_call(call: &Callback) -> TokenStream {
     if call.valid {
         check_attribute(call, node, path, &graph, &mut errors);
     }
-    let add = call.add.then(|| {
+    // A function given a dependency it does not take, or not given the one
+    // it takes, cannot be added; after a mistake in the signature the
+    // attribute has reported it, and the node is left out silently.
+    let matches = check_deps(call, node, path, call.valid, &mut errors);
+    let add = (call.add && matches).then(|| {
         add_fn_node(
             path,
+            node.decl.deps.as_ref(),
             node.decl.worker.is_some(),
             &call.graph_var,
             &call.private,
@@ -110,6 +119,48 @@ fn internal(what: &str) -> TokenStream {
         "internal error in graph!: the {what} passed to an #[aegis] descriptor is wrong; please report it"
     );
     quote!(::core::compile_error!(#message);)
+}
+
+/// Whether graph! gives the function an instance exactly when it takes a
+/// dependency; if not, and `report`, the error says which way to fix it.
+fn check_deps(
+    call: &Callback,
+    node: &Node,
+    path: &syn::Path,
+    report: bool,
+    errors: &mut Errors,
+) -> bool {
+    let fn_name = name_of(&call.fn_name);
+    let written = quote!(#path).to_string().replace(' ', "");
+    match (&node.decl.deps, call.takes_deps) {
+        (Some(_), true) | (None, false) => true,
+        (None, true) => {
+            if report {
+                let anchor = path
+                    .segments
+                    .last()
+                    .map_or_else(|| node.decl.id.span(), |s| s.ident.span());
+                errors.error(
+                    anchor,
+                    format!(
+                        "the #[aegis] function `{fn_name}` takes a dependency first, and graph! gives it none: declare the node with its instance, `{written}(instance)`, e.g. `{written}(client.clone())`"
+                    ),
+                );
+            }
+            false
+        }
+        (Some(instance), false) => {
+            if report {
+                errors.push(syn::Error::new_spanned(
+                    instance,
+                    format!(
+                        "the #[aegis] function `{fn_name}` takes no dependency, so it cannot be given this instance: declare it as plain `{written}`, or make the function take it first, `async fn {fn_name}(deps: &T, state: &Battlefield, ctx: &NodeContext)`"
+                    ),
+                ));
+            }
+            false
+        }
+    }
 }
 
 /// The attribute's id against the name graph! declares it under, then (if
@@ -187,13 +238,26 @@ mod tests {
         valid: bool,
         args: TokenStream,
     ) -> String {
+        callback_deps(mode, index, graph, fn_name, valid, false, args)
+    }
+
+    /// `callback` for a function that takes a dependency if `takes_deps`.
+    fn callback_deps(
+        mode: &str,
+        index: usize,
+        graph: TokenStream,
+        fn_name: &str,
+        valid: bool,
+        takes_deps: bool,
+        args: TokenStream,
+    ) -> String {
         let mode = Ident::new(mode, proc_macro2::Span::call_site());
         let index = proc_macro2::Literal::usize_unsuffixed(index);
         let fn_name = Ident::new(fn_name, proc_macro2::Span::call_site());
         let site = crate_site();
         expand(quote! {
             #mode #index (__aegis_graph) (::aegis::__private) { #graph }
-            #site #fn_name #valid { #args }
+            #site #fn_name #valid #takes_deps { #args }
         })
         .to_string()
     }
@@ -348,6 +412,51 @@ mod tests {
             ),
             "{out}"
         );
+    }
+
+    #[test]
+    fn a_dependency_is_given_exactly_to_functions_taking_one() {
+        let graph = quote! {
+            schema { answer: LastWrite }
+            nodes { answer(client.clone()), worker nodes::scorer(Arc::new(S)), plain }
+            edges { START -> answer -> plain -> END }
+        };
+        let out = callback_deps("add", 0, graph.clone(), "answer", true, true, quote!());
+        assert_eq!(errors(&out), 0, "{out}");
+        assert!(
+            out.contains("__aegis_graph . add_aegis_node (answer :: with (client . clone ())) ;"),
+            "{out}"
+        );
+        let out = callback_deps("add", 1, graph.clone(), "scorer", true, true, quote!());
+        assert_eq!(errors(&out), 0, "{out}");
+        assert!(
+            out.contains("add_worker_aegis_node (& mut __aegis_graph , nodes :: scorer :: with (Arc :: new (S)))"),
+            "{out}"
+        );
+
+        // The function takes none: the instance is the mistake.
+        let out = callback_deps("add", 0, graph.clone(), "answer", true, false, quote!());
+        assert_eq!(errors(&out), 1, "{out}");
+        assert!(
+            out.contains("the #[aegis] function `answer` takes no dependency, so it cannot be given this instance: declare it as plain `answer`"),
+            "{out}"
+        );
+        assert!(!out.contains("add_aegis_node"), "{out}");
+
+        // The function takes one and graph! gives none.
+        let out = callback_deps("add", 2, graph.clone(), "plain", true, true, quote!());
+        assert_eq!(errors(&out), 1, "{out}");
+        assert!(
+            out.contains("the #[aegis] function `plain` takes a dependency first, and graph! gives it none: declare the node with its instance, `plain(instance)`"),
+            "{out}"
+        );
+        assert!(!out.contains("add_aegis_node"), "{out}");
+
+        // After a mistake in the signature, the attribute has reported it:
+        // the node is left out without a second error.
+        let out = callback_deps("add", 2, graph, "plain", false, true, quote!());
+        assert_eq!(errors(&out), 0, "{out}");
+        assert!(!out.contains("add_aegis_node"), "{out}");
     }
 
     #[test]

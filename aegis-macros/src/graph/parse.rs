@@ -256,7 +256,7 @@ pub(crate) enum NodeKind {
     Spec(Expr),
 }
 
-/// `[#[aegis(..)]] [worker] (path | id = kind(..))`.
+/// `[#[aegis(..)]] [worker] (path[(instance)] | id = kind(..) | id = path[(instance)])`.
 pub(crate) struct NodeDecl {
     /// `#[aegis(..)]` on the node in graph!: its own Aegis, replacing the
     /// function's; the span is the attribute's.
@@ -264,6 +264,9 @@ pub(crate) struct NodeDecl {
     pub(crate) worker: Option<Span>,
     pub(crate) id: Ident,
     pub(crate) kind: NodeKind,
+    /// `answer(instance)`: the instance of the dependency an `#[aegis]`
+    /// function (`NodeKind::Fn`) takes first; always `None` for other kinds.
+    pub(crate) deps: Option<Expr>,
 }
 
 const KINDS: [&str; 4] = ["paladin", "battalion", "gate", "node"];
@@ -313,28 +316,34 @@ pub(crate) fn parse_node(input: ParseStream<'_>) -> syn::Result<NodeDecl> {
     if input.peek(Ident) && input.peek2(Token![=]) && !input.peek2(Token![==]) {
         let id: Ident = input.parse()?;
         input.parse::<Token![=]>()?;
-        let kind = parse_kind(input)?;
+        let (kind, deps) = parse_kind(input)?;
         return Ok(NodeDecl {
             override_args,
             worker,
             id,
             kind,
+            deps,
         });
     }
     let path: syn::Path = input.parse()?;
-    if input.peek(syn::token::Paren) {
+    let deps = if input.peek(syn::token::Paren) {
         let name = path
             .segments
             .last()
             .map(|s| s.ident.to_string())
             .unwrap_or_default();
-        return Err(syn::Error::new_spanned(
-            &path,
-            format!(
-                "a node declared by kind needs an id: write `my_node = {name}(..)`; the kinds are `paladin(..)`, `battalion(..)`, `gate(..)` and `node(..)`, and a bare path names an #[aegis] function"
-            ),
-        ));
-    }
+        if path.segments.len() == 1 && KINDS.contains(&name.as_str()) {
+            return Err(syn::Error::new_spanned(
+                &path,
+                format!(
+                    "a node declared by kind needs an id: write `my_node = {name}(..)`; the kinds are `paladin(..)`, `battalion(..)`, `gate(..)` and `node(..)`, and a bare path names an #[aegis] function"
+                ),
+            ));
+        }
+        Some(parse_deps(input, &name)?)
+    } else {
+        None
+    };
     ensure_end(input)?;
     let id = path
         .segments
@@ -348,7 +357,32 @@ pub(crate) fn parse_node(input: ParseStream<'_>) -> syn::Result<NodeDecl> {
         worker,
         id,
         kind: NodeKind::Fn(path),
+        deps,
     })
+}
+
+/// `(instance)` after an `#[aegis]` function `name` that takes a dependency.
+fn parse_deps(input: ParseStream<'_>, name: &str) -> syn::Result<Expr> {
+    let content;
+    let parens = parenthesized!(content in input);
+    if content.is_empty() {
+        return Err(syn::Error::new(
+            parens.span.join(),
+            format!(
+                "`{name}()` gives the function no dependency: write plain `{name}` for a function without one, or its instance, e.g. `{name}(client.clone())`"
+            ),
+        ));
+    }
+    let instance: Expr = content.parse()?;
+    if content.peek(Token![,]) {
+        content.parse::<Token![,]>()?;
+    }
+    if !content.is_empty() {
+        return Err(content.error(format!(
+            "`{name}(..)` takes one instance, the dependency its function takes first: for several, make the dependency a struct holding them"
+        )));
+    }
+    Ok(instance)
 }
 
 fn ensure_end(input: ParseStream<'_>) -> syn::Result<()> {
@@ -359,11 +393,34 @@ fn ensure_end(input: ParseStream<'_>) -> syn::Result<()> {
     }
 }
 
-fn parse_kind(input: ParseStream<'_>) -> syn::Result<NodeKind> {
-    if !(input.peek(Ident) && input.peek2(syn::token::Paren)) {
+/// What follows `id =`: a kind, or an `#[aegis]` function's path with the
+/// instance of its dependency, if it takes one.
+fn parse_kind(input: ParseStream<'_>) -> syn::Result<(NodeKind, Option<Expr>)> {
+    let is_kind = input.peek(Ident) && input.peek2(syn::token::Paren) && {
+        // `id = answer(instance)` is a function with its dependency, unless
+        // the name is a kind or a typo of one (`self::paladn(..)` is a
+        // function so named).
+        let fork = input.fork();
+        let name = fork
+            .parse::<Ident>()
+            .map(|i| i.to_string())
+            .unwrap_or_default();
+        KINDS.contains(&name.as_str()) || !did_you_mean(&name, KINDS).is_empty()
+    };
+    if !is_kind {
         let path: syn::Path = input.parse()?;
+        let deps = if input.peek(syn::token::Paren) {
+            let name = path
+                .segments
+                .last()
+                .map(|s| s.ident.to_string())
+                .unwrap_or_default();
+            Some(parse_deps(input, &name)?)
+        } else {
+            None
+        };
         ensure_end(input)?;
-        return Ok(NodeKind::Fn(path));
+        return Ok((NodeKind::Fn(path), deps));
     }
     let kind: Ident = input.parse()?;
     let content;
@@ -481,7 +538,7 @@ fn parse_kind(input: ParseStream<'_>) -> syn::Result<NodeKind> {
         return Err(content.error("unexpected tokens at the end of this node"));
     }
     ensure_end(input)?;
-    Ok(parsed)
+    Ok((parsed, None))
 }
 
 /// One side of an edge: a node or a `[list]` of them.
@@ -651,6 +708,38 @@ mod tests {
             ))
             .is_err()
         );
+    }
+
+    #[test]
+    fn a_function_takes_the_instance_of_its_dependency() {
+        let n = node(quote!(answer(researcher.clone()))).unwrap();
+        assert_eq!(n.id, "answer");
+        assert!(matches!(n.kind, NodeKind::Fn(_)));
+        assert!(matches!(n.deps, Some(Expr::MethodCall(_))));
+        let n = node(quote!(#[aegis(retry)] worker nodes::answer(Arc::new(C {}),))).unwrap();
+        assert!(n.worker.is_some() && n.override_args.is_some() && n.deps.is_some());
+        assert_eq!(n.id, "answer");
+        let n = node(quote!(asker = ask(client))).unwrap();
+        assert_eq!(n.id, "asker");
+        assert!(matches!(n.kind, NodeKind::Fn(ref p) if p.is_ident("ask")));
+        assert!(n.deps.is_some());
+        let n = node(quote!(asker = nodes::ask(client))).unwrap();
+        assert!(n.deps.is_some());
+        // A typo of a kind is still one, unless written as a path.
+        assert!(node(quote!(x = paladn(1))).is_err());
+        assert!(node(quote!(x = self::paladn(1))).unwrap().deps.is_some());
+        assert!(node(quote!(book)).unwrap().deps.is_none());
+        assert!(node(quote!(g = gate(spec()))).unwrap().deps.is_none());
+
+        let message = |tokens| {
+            node(tokens)
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default()
+        };
+        assert!(message(quote!(answer())).contains("`answer()` gives the function no dependency"));
+        assert!(message(quote!(answer(a, b))).contains("`answer(..)` takes one instance"));
+        assert!(message(quote!(a = answer(x) extra)).contains("separate nodes with `,`"));
     }
 
     #[test]

@@ -1,11 +1,19 @@
-//! `#[aegis]` functions as nodes: the trait the attribute implements, the
-//! [`StateNode`] adapter over the function, and [`WarGraph::add_aegis_node`].
+//! `#[aegis]` functions as nodes: the traits the attribute implements, the
+//! [`StateNode`] adapters over the function, and [`WarGraph::add_aegis_node`].
 //!
 //! `#[aegis(...)]` on `async fn book(..)` leaves the function as written and
 //! emits a same-named, field-less marker struct `book {}` (it lives in the
 //! type namespace, so it never clashes with the function) implementing
 //! [`AegisNodeFn`]. The marker is what builders take:
 //! `graph.add_aegis_node(book {})`, and what `graph!` names by path.
+//!
+//! A function whose first argument is a dependency,
+//! `async fn answer(deps: &Researcher, state: &Battlefield, ctx: &NodeContext)`,
+//! gets a marker implementing [`AegisDepsFn`] instead, and the node is the
+//! marker with its instance: `graph.add_aegis_node(answer::with(researcher))`,
+//! an [`AegisDepsNode`], or `answer(researcher)` in `graph!`. The node owns
+//! the instance and lends it to every run; like the function's module path,
+//! the instance is not part of the graph's identity.
 
 use futures::future::BoxFuture;
 use std::fmt;
@@ -105,6 +113,195 @@ pub trait AegisNodeFn: Send + Sync + 'static {
     }
 }
 
+/// An `#[aegis]` function whose first argument is a dependency, seen
+/// through its marker struct: `async fn name(deps: &T, state: &Battlefield,
+/// ctx: &NodeContext)`.
+///
+/// The attribute implements this, and gives the marker
+/// `name::with(instance) -> AegisDepsNode<name>`: the node that owns the
+/// instance (see [`AegisDepsNode`]).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not an #[aegis] node function that takes a dependency",
+    label = "not an #[aegis] function with a dependency",
+    note = "put `#[aegis]` on an `async fn name(deps: &MyClient, state: &Battlefield, ctx: &NodeContext)`, and add it with its instance: `graph.add_aegis_node(name::with(client))`"
+)]
+pub trait AegisDepsFn: Send + Sync + 'static {
+    /// The dependency: the function's first argument is `&Deps`.
+    type Deps: ?Sized + Send + Sync + 'static;
+
+    /// The node id: the function's name unless the attribute says `id = ".."`.
+    const ID: &'static str;
+
+    /// The stable name hashed into the graph fingerprint: the node id, as
+    /// for [`AegisNodeFn::KIND`]. The dependency's data is not hashed: two
+    /// graphs whose nodes hold different instances have one fingerprint.
+    const KIND: &'static str;
+
+    /// The node's own Aegis as the attribute declares it; empty for a bare
+    /// `#[aegis]`.
+    fn aegis() -> Aegis;
+
+    /// Runs the function once with `deps`, converting its
+    /// `Result<StateDelta | Directive, E>`.
+    fn run<'a>(
+        deps: &'a Self::Deps,
+        state: &'a Battlefield,
+        ctx: &'a NodeContext,
+    ) -> BoxFuture<'a, Result<Directive, StateNodeError>>;
+}
+
+/// An `#[aegis]` function that takes a dependency, with its instance: the
+/// [`StateNode`] that runs it, lending it the instance on every attempt.
+///
+/// Built by the attribute's `name::with(instance)` (or
+/// `AegisDepsNode::<name>::new(instance)`), which takes the instance or an
+/// `Arc` of it: a shared client stays shared. Cloning the node shares the
+/// instance.
+///
+/// ```
+/// use aegis_runtime::*;
+/// use futures::future::BoxFuture;
+/// use std::sync::atomic::{AtomicU32, Ordering};
+///
+/// struct Counter(AtomicU32);
+///
+/// async fn count(
+///     counter: &Counter,
+///     _: &Battlefield,
+///     _: &NodeContext,
+/// ) -> Result<StateDelta, StateNodeError> {
+///     let mut delta = StateDelta::new();
+///     delta.set("n", counter.0.fetch_add(1, Ordering::SeqCst) + 1)?;
+///     Ok(delta)
+/// }
+///
+/// // What `#[aegis]` on `count` emits, in essence.
+/// #[allow(non_camel_case_types)]
+/// struct count {}
+///
+/// impl AegisDepsFn for count {
+///     type Deps = Counter;
+///     const ID: &'static str = "count";
+///     const KIND: &'static str = "count";
+///     fn aegis() -> Aegis {
+///         Aegis::default()
+///     }
+///     fn run<'a>(
+///         counter: &'a Counter,
+///         state: &'a Battlefield,
+///         ctx: &'a NodeContext,
+///     ) -> BoxFuture<'a, Result<Directive, StateNodeError>> {
+///         Box::pin(async move { count(counter, state, ctx).await.map(Directive::from) })
+///     }
+/// }
+///
+/// let counter = std::sync::Arc::new(Counter(AtomicU32::new(0)));
+/// let schema = BattlefieldSchema::new(vec![FieldSpec::new(
+///     FieldName::new("n")?, DispatchRule::LastWrite, None, false,
+/// )]);
+/// let mut graph = WarGraph::new(schema, EngineLimits::default());
+/// graph.add_aegis_node(AegisDepsNode::<count>::new(counter.clone()));
+/// graph.add_edge(START, "count").add_edge("count", END);
+/// graph.validate()?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct AegisDepsNode<N: AegisDepsFn> {
+    deps: Arc<N::Deps>,
+}
+
+impl<N: AegisDepsFn> AegisDepsNode<N> {
+    /// The node holding `deps`: an instance, or an `Arc` the caller keeps
+    /// sharing.
+    pub fn new(deps: impl Into<Arc<N::Deps>>) -> Self {
+        AegisDepsNode { deps: deps.into() }
+    }
+
+    /// The instance the node lends its function.
+    pub fn deps(&self) -> &N::Deps {
+        &self.deps
+    }
+}
+
+impl<N: AegisDepsFn> Clone for AegisDepsNode<N> {
+    fn clone(&self) -> Self {
+        AegisDepsNode {
+            deps: Arc::clone(&self.deps),
+        }
+    }
+}
+
+impl<N: AegisDepsFn> fmt::Debug for AegisDepsNode<N> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The dependency need not be `Debug`, and may hold secrets.
+        f.debug_struct("AegisDepsNode")
+            .field("kind", &N::KIND)
+            .finish_non_exhaustive()
+    }
+}
+
+#[async_trait::async_trait]
+impl<N: AegisDepsFn> StateNode for AegisDepsNode<N> {
+    async fn run(
+        &self,
+        state: &Battlefield,
+        ctx: &NodeContext,
+    ) -> Result<Directive, StateNodeError> {
+        N::run(&self.deps, state, ctx).await
+    }
+
+    fn kind_name(&self) -> &str {
+        N::KIND
+    }
+}
+
+/// What [`WarGraph::add_aegis_node`] takes: an [`AegisNodeFn`]'s marker
+/// (`book {}`), or an [`AegisDepsFn`]'s node with its instance
+/// (`answer::with(client)`).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not an #[aegis] node",
+    label = "not an #[aegis] node",
+    note = "put `#[aegis]` (or `#[aegis(...)]`) on an `async fn name(state: &Battlefield, ctx: &NodeContext)` and pass its marker: `graph.add_aegis_node(name {{}})`; a function that takes a dependency first, `async fn name(deps: &MyClient, state: &Battlefield, ctx: &NodeContext)`, is added with its instance: `graph.add_aegis_node(name::with(client))`"
+)]
+pub trait AegisNode: Send + Sync + 'static {
+    /// The node id.
+    fn node_id(&self) -> &'static str;
+
+    /// The node's own Aegis, as its attribute declares it.
+    fn node_aegis(&self) -> Aegis;
+
+    /// The node as a `NodeSpec::Function`.
+    fn into_node_spec(self) -> NodeSpec;
+}
+
+#[diagnostic::do_not_recommend]
+impl<N: AegisNodeFn> AegisNode for N {
+    fn node_id(&self) -> &'static str {
+        N::ID
+    }
+
+    fn node_aegis(&self) -> Aegis {
+        N::aegis()
+    }
+
+    fn into_node_spec(self) -> NodeSpec {
+        N::node_spec()
+    }
+}
+
+impl<N: AegisDepsFn> AegisNode for AegisDepsNode<N> {
+    fn node_id(&self) -> &'static str {
+        N::ID
+    }
+
+    fn node_aegis(&self) -> Aegis {
+        N::aegis()
+    }
+
+    fn into_node_spec(self) -> NodeSpec {
+        NodeSpec::Function(Arc::new(self))
+    }
+}
+
 /// The [`StateNode`] that runs an [`AegisNodeFn`]'s function.
 pub struct AegisFnNode<N>(PhantomData<fn() -> N>);
 
@@ -143,17 +340,22 @@ impl<N: AegisNodeFn> StateNode for AegisFnNode<N> {
 }
 
 impl WarGraph {
-    /// Declares the `#[aegis]` function whose marker is `node` under its id,
-    /// and attaches its Aegis (a bare `#[aegis]` attaches none, so the
-    /// graph's default still applies to it).
+    /// Declares the `#[aegis]` function `node` under its id, and attaches
+    /// its Aegis (a bare `#[aegis]` attaches none, so the graph's default
+    /// still applies to it).
     ///
-    /// The marker is the function's name as a struct: for
-    /// `#[aegis(...)] async fn book(..)`, write `graph.add_aegis_node(book {})`.
-    /// See [`AegisNodeFn`] for an example.
-    pub fn add_aegis_node<N: AegisNodeFn>(&mut self, node: N) -> &mut Self {
-        let _ = node;
-        self.add_node(N::ID, N::node_spec());
-        __macro_support::attach_aegis::<N>(self);
+    /// For a plain function, `node` is the marker, the function's name as a
+    /// struct: for `#[aegis(...)] async fn book(..)`, write
+    /// `graph.add_aegis_node(book {})` (see [`AegisNodeFn`]). For a function
+    /// taking a dependency first, `node` is the marker with its instance:
+    /// `graph.add_aegis_node(answer::with(client))` (see [`AegisDepsNode`]).
+    pub fn add_aegis_node<N: AegisNode>(&mut self, node: N) -> &mut Self {
+        let id = node.node_id();
+        let aegis = node.node_aegis();
+        self.add_node(id, node.into_node_spec());
+        if !aegis.is_empty() {
+            self.set_aegis(id, aegis);
+        }
         self
     }
 }

@@ -10,7 +10,7 @@ pub use futures::future::BoxFuture;
 pub use serde_json::Value;
 pub use std::time::Duration;
 
-use super::AegisNodeFn;
+use super::{AegisNode, AegisNodeFn};
 use crate::aegis::{
     Aegis, CacheKeySpec, CachePolicy, ErrorHandlerSpec, RetryPolicy, TimeoutPolicy,
 };
@@ -232,6 +232,17 @@ pub fn attach_aegis<N: AegisNodeFn>(graph: &mut WarGraph) {
     let aegis = N::aegis();
     if !aegis.is_empty() {
         graph.set_aegis(N::ID, aegis);
+    }
+}
+
+/// Adds `node` (an `#[aegis]` function with its dependency) as a worker
+/// template, with its own Aegis.
+pub fn add_worker_aegis_node<N: AegisNode>(graph: &mut WarGraph, node: N) {
+    let id = node.node_id();
+    let aegis = node.node_aegis();
+    graph.add_worker_template(NodeId::new(id), node.into_node_spec());
+    if !aegis.is_empty() {
+        graph.set_aegis(id, aegis);
     }
 }
 
