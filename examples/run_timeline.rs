@@ -78,6 +78,7 @@ fn graph() -> Result<WarGraph, Box<dyn std::error::Error>> {
         max_interval: Duration::from_secs(1),
         jitter: false,
         retry_on: RetryPredicate::TransientOnly,
+        ..RetryPolicy::default()
     };
     graph
         // Fails twice (transient), then succeeds.
@@ -177,6 +178,7 @@ fn graph() -> Result<WarGraph, Box<dyn std::error::Error>> {
                 cache: Some(CachePolicy {
                     ttl: Duration::from_secs(15 * 60),
                     key: CacheKeySpec::Fields(vec![FieldName::new("topic")?]),
+                    cache_fallback_results: false,
                 }),
                 ..Aegis::default()
             },
@@ -188,6 +190,7 @@ fn graph() -> Result<WarGraph, Box<dyn std::error::Error>> {
                 timeout: Some(TimeoutPolicy {
                     run_timeout: Some(Duration::from_millis(80)),
                     idle_timeout: None,
+                    ..TimeoutPolicy::default()
                 }),
                 ..Aegis::default()
             },
@@ -206,6 +209,7 @@ fn graph() -> Result<WarGraph, Box<dyn std::error::Error>> {
                 timeout: Some(TimeoutPolicy {
                     run_timeout: Some(Duration::from_secs(5)),
                     idle_timeout: Some(Duration::from_secs(1)),
+                    ..TimeoutPolicy::default()
                 }),
                 ..Aegis::default()
             },

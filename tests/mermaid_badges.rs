@@ -36,6 +36,7 @@ fn policy_graph() -> WarGraph {
                 timeout: Some(TimeoutPolicy {
                     run_timeout: Some(Duration::from_secs(30)),
                     idle_timeout: Some(Duration::from_secs(10)),
+                    ..TimeoutPolicy::default()
                 }),
                 on_error: Some(ErrorHandlerSpec::Route {
                     to: NodeId::from("cancel"),
@@ -44,6 +45,7 @@ fn policy_graph() -> WarGraph {
                 cache: Some(CachePolicy {
                     ttl: Duration::from_secs(15 * 60),
                     key: CacheKeySpec::Default,
+                    cache_fallback_results: false,
                 }),
             },
         )
@@ -56,6 +58,7 @@ fn policy_graph() -> WarGraph {
                 timeout: Some(TimeoutPolicy {
                     run_timeout: Some(Duration::from_millis(1500)),
                     idle_timeout: None,
+                    ..TimeoutPolicy::default()
                 }),
                 ..Aegis::default()
             },
@@ -67,6 +70,7 @@ fn policy_graph() -> WarGraph {
                 cache: Some(CachePolicy {
                     ttl: Duration::from_secs(90),
                     key: CacheKeySpec::Default,
+                    cache_fallback_results: false,
                 }),
                 ..Aegis::default()
             },
@@ -112,6 +116,7 @@ fn the_graph_default_shows_on_nodes_without_their_own_aegis() {
         timeout: Some(TimeoutPolicy {
             run_timeout: None,
             idle_timeout: Some(Duration::from_secs(10)),
+            ..TimeoutPolicy::default()
         }),
         ..Aegis::default()
     });

@@ -206,6 +206,7 @@ async fn a_battalions_timeout_is_its_childs_enclosing_deadline() {
             timeout: Some(TimeoutPolicy {
                 run_timeout: Some(Duration::from_secs(2)),
                 idle_timeout: None,
+                ..TimeoutPolicy::default()
             }),
             ..Aegis::default()
         },
@@ -268,6 +269,7 @@ async fn a_child_within_its_enclosing_deadline_retries_as_usual() {
             timeout: Some(TimeoutPolicy {
                 run_timeout: Some(Duration::from_secs(2)),
                 idle_timeout: None,
+                ..TimeoutPolicy::default()
             }),
             ..Aegis::default()
         },

@@ -236,6 +236,7 @@ async fn a_timeout_after_two_tokens_abandons_them_at_the_deadline() {
         timeout: Some(TimeoutPolicy {
             run_timeout: Some(Duration::from_secs(1)),
             idle_timeout: None,
+            ..TimeoutPolicy::default()
         }),
         ..Default::default()
     };
@@ -709,6 +710,7 @@ async fn ctx_emit_streams_custom_payloads_and_counts_as_a_heartbeat() {
             timeout: Some(TimeoutPolicy {
                 run_timeout: None,
                 idle_timeout: Some(Duration::from_secs(1)),
+                ..TimeoutPolicy::default()
             }),
             ..Default::default()
         },

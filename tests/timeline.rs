@@ -118,7 +118,7 @@ fn graph() -> WarGraph {
             retry: Some(retry(2)),
             timeout: Some(TimeoutPolicy {
                 run_timeout: Some(Duration::from_millis(200)),
-                idle_timeout: None,
+                ..TimeoutPolicy::default()
             }),
             ..Aegis::default()
         },
@@ -129,6 +129,7 @@ fn graph() -> WarGraph {
             cache: Some(CachePolicy {
                 ttl: Duration::from_secs(60),
                 key: CacheKeySpec::Fields(vec![field_name("topic")]),
+                cache_fallback_results: false,
             }),
             ..Aegis::default()
         },

@@ -108,6 +108,10 @@ impl fmt::Display for CacheOrigin {
 }
 
 /// Something that happened in a run. Sinks get these synchronously.
+// `NodeFinished` (status with its error, cache origin) is the largest and
+// the most frequent variant, so boxing it would add an allocation to most
+// events to shrink the rare ones.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[non_exhaustive]
 pub enum TraceEvent {

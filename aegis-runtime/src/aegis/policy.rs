@@ -272,10 +272,6 @@ impl CachePolicy {
     }
 }
 
-fn is_false(b: &bool) -> bool {
-    !*b
-}
-
 /// The input part of a node cache key.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub enum CacheKeySpec {

@@ -630,6 +630,7 @@ impl<S: WaypointStore> WarEngine<S> {
             jitter_seed: self.jitter_seed,
             isolated_attempts: self.isolated_attempts,
             grace_cap: self.grace_cap,
+            enclosing_deadline: self.enclosing_deadline,
             stream: Some(tap.clone()),
         };
         (engine, tap)
