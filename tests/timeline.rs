@@ -2,6 +2,7 @@
 //! a lane per node (per task for a muster), a bar per attempt classed by its
 //! outcome, backoff waits, cache hits, fallback hops, parleys and handled
 //! failures, with everything a user or provider wrote escaped.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
 
