@@ -2,6 +2,7 @@
 //! a lane per node (per task for a muster), a bar per attempt classed by its
 //! outcome, backoff waits, cache hits, fallback hops, parleys and handled
 //! failures, with everything a user or provider wrote escaped.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
 
@@ -383,4 +384,29 @@ fn no_waypoints_is_a_page_that_says_so() {
     assert!(page.contains("nothing ran in this thread"));
     assert!(page.contains("no waypoints"));
     assert!(page.trim_end().ends_with("</html>"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_run_is_a_rule_across_the_lanes() {
+    let mut g = WarGraph::new(schema(&[("x", LastWrite)]), EngineLimits::default());
+    g.add_node(
+        "doomed",
+        NodeSpec::from_fn("doomed", |_, _| {
+            Box::pin(async { Err(StateNodeError::permanent("card <declined>")) })
+        }),
+    )
+    .add_edge(START, "doomed")
+    .add_edge("doomed", END);
+    let store = Arc::new(InMemoryWaypointStore::new());
+    let engine = WarEngine::new(Arc::new(UnconfiguredPaladinPort), store.clone());
+    let outcome = engine.start(&g, "t", json!({})).await.unwrap();
+    assert!(outcome.node_error().is_some());
+    let page = timeline(&store.history("t").await.unwrap());
+    assert!(page.contains(&bar("failed-permanent", "doomed", 1)));
+    let rule = page
+        .find("<g class=\"rule failed\">")
+        .map(|i| &page[i..])
+        .unwrap_or_else(|| panic!("no failure rule in {page}"));
+    assert!(rule.contains("card &lt;declined&gt;"), "{rule}");
+    assert!(page.contains("Failed · "), "the summary names the status");
 }

@@ -40,7 +40,10 @@ pub(crate) fn short_duration(d: Duration) -> String {
             format!("{}µs", d.as_micros())
         };
     }
-    if !ms.is_multiple_of(1000) || !d.subsec_nanos().is_multiple_of(1_000_000) {
+    if !d.subsec_nanos().is_multiple_of(1_000_000) {
+        return format!("{}µs", d.as_micros());
+    }
+    if !ms.is_multiple_of(1000) {
         return format!("{ms}ms");
     }
     let secs = d.as_secs();
