@@ -90,12 +90,12 @@ pub(crate) fn check(func: &ItemFn, errors: &mut Errors) -> Option<ArgSpans> {
     }
     let deps = if receivers == 0 && types.len() == 3 {
         if let Some(misplaced) = engine_type_first(types[0]) {
-            errors.error(
-                sig.inputs.span(),
+            errors.push(syn::Error::new_spanned(
+                types[0],
                 format!(
                     "the dependency comes first, before `state` and `ctx`, and this function takes `&{misplaced}` first: write `{SHAPE_WITH_DEPS}`"
                 ),
-            );
+            ));
             types.remove(0);
             None
         } else {
