@@ -134,8 +134,9 @@ pub enum TraceEvent {
         /// Whether the result came from the node cache.
         cache_hit: bool,
         /// On a cache hit, who produced the served entry (`None` otherwise,
-        /// and for an entry stored before entries recorded it).
-        cache_origin: Option<CacheOrigin>,
+        /// and for an entry stored before entries recorded it). Boxed: it
+        /// is rare, and every event would otherwise carry its size.
+        cache_origin: Option<Box<CacheOrigin>>,
         /// How long the attempt took.
         duration: Duration,
     },
