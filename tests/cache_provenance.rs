@@ -103,7 +103,7 @@ fn hit_origins(sink: &CollectingTraceSink) -> Vec<Option<CacheOrigin>> {
                 cache_hit: true,
                 cache_origin,
                 ..
-            } => Some(cache_origin),
+            } => Some(cache_origin.map(|o| *o)),
             _ => None,
         })
         .collect()

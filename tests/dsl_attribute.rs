@@ -218,6 +218,23 @@ fn timeouts_are_exact_durations() {
     );
 }
 
+#[aegis(timeout(first_chunk = "5s", idle = "10s"))]
+async fn streamed(_: &Battlefield, _: &NodeContext) -> Result<StateDelta, StateNodeError> {
+    Ok(StateDelta::new())
+}
+
+#[test]
+fn first_chunk_is_a_timeout_of_its_own() {
+    assert_eq!(
+        streamed::aegis().timeout,
+        Some(TimeoutPolicy {
+            run_timeout: None,
+            idle_timeout: Some(Duration::from_secs(10)),
+            first_chunk: Some(Duration::from_secs(5)),
+        })
+    );
+}
+
 #[aegis(on_error(route = cancel, error_field = booking_error))]
 async fn explicit_error_field(
     _: &Battlefield,
@@ -307,8 +324,23 @@ async fn cached_briefly(_: &Battlefield, _: &NodeContext) -> Result<StateDelta, 
     Ok(StateDelta::new())
 }
 
+#[aegis(cache(ttl = "1m", fallback_results = true))]
+async fn cached_even_from_a_fallback(
+    _: &Battlefield,
+    _: &NodeContext,
+) -> Result<StateDelta, StateNodeError> {
+    Ok(StateDelta::new())
+}
+
 #[test]
 fn cache_policies_map_ttl_and_key() {
+    assert_eq!(
+        cached_even_from_a_fallback::aegis().cache,
+        Some(
+            CachePolicy::new(Duration::from_secs(60), CacheKeySpec::Default)
+                .with_cache_fallback_results(true)
+        )
+    );
     assert_eq!(
         cached_by_fields::aegis().cache,
         Some(CachePolicy {

@@ -93,7 +93,8 @@ async fn loops_through_tool_calls_until_a_final_answer() {
             }),
             chain_position: None,
             fallback: false,
-            model: None,
+            // A stream reports no model: the requested one.
+            model: Some("test-model".into()),
         }
     );
     assert_eq!(*lookup.seen.lock().unwrap(), vec![json!({"city": "Oslo"})]);

@@ -108,10 +108,6 @@ impl fmt::Display for CacheOrigin {
 }
 
 /// Something that happened in a run. Sinks get these synchronously.
-// `NodeFinished` (status with its error, cache origin) is the largest and
-// the most frequent variant, so boxing it would add an allocation to most
-// events to shrink the rare ones.
-#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[non_exhaustive]
 pub enum TraceEvent {
@@ -161,8 +157,9 @@ pub enum TraceEvent {
         /// Whether the result came from the node cache.
         cache_hit: bool,
         /// On a cache hit, who produced the served entry (`None` otherwise,
-        /// and for an entry stored before entries recorded it).
-        cache_origin: Option<CacheOrigin>,
+        /// and for an entry stored before entries recorded it). Boxed: it
+        /// is rare, and every event would otherwise carry its size.
+        cache_origin: Option<Box<CacheOrigin>>,
         /// How long the attempt took.
         duration: Duration,
     },

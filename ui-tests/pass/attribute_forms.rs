@@ -52,6 +52,11 @@ async fn cache_default(_: &Battlefield, _: &NodeContext) -> Result<StateDelta, S
     Ok(StateDelta::new())
 }
 
+#[aegis(timeout(run = "2m", idle = "10s", first_chunk = "5s"), cache(ttl = "1m", fallback_results = true))]
+async fn streamed(_: &Battlefield, _: &NodeContext) -> Result<StateDelta, StateNodeError> {
+    Ok(StateDelta::new())
+}
+
 #[aegis(id = "booker", crate = "::aegis")]
 async fn renamed(_: &Battlefield, _: &NodeContext) -> Result<StateDelta, StateNodeError> {
     Ok(StateDelta::new())

@@ -66,7 +66,7 @@ fn main() {
             #[aegis(on_error(route = cancel, error_field = book_error), cache(ttl = "1m"))]
             reviewer = paladin(Paladin::new("Reviewer").with_model("gpt-4o"), "Review: {draft}" -> draft),
         }
-        default_aegis { retry(max = 2), timeout(run = "30s") }
+        default_aegis { retry(max = 2), timeout(run = "30s", first_chunk = "5s") }
         edges {
             START -> book -> [writer, tally] -> summariser;
             summariser -> reviewer -> END;

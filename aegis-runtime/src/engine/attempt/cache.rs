@@ -61,7 +61,7 @@ impl<S: WaypointStore> WarEngine<S> {
             attempt: 1,
             status: AttemptStatus::Succeeded,
             cache_hit: true,
-            cache_origin: entry.origin.clone(),
+            cache_origin: entry.origin.clone().map(Box::new),
             duration,
         });
         let mut record = rec.finish(NodeStatus::Succeeded, 1);
