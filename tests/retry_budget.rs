@@ -391,3 +391,50 @@ async fn with_budget_enough_the_retry_waits_for_the_first_circuit_to_half_open()
     assert_eq!(state.get("answer"), Some(&json!("recovered")));
     assert_eq!(b.call_count(), 2, "the probe went through");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_failure_at_the_very_deadline_leaves_no_time_to_compensate() {
+    // The attempt fails exactly as the 1 s budget ends: no retry fits and
+    // nothing is left for the handler, so the run is out of budget.
+    let node = NodeSpec::from_fn("late", |_, _| {
+        Box::pin(async {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            Err(StateNodeError::transient("too late"))
+        })
+    });
+    let mut g = chain(
+        schema(&[("path", Append), ("err", Merge)]),
+        vec![("n", node)],
+    );
+    g.add_node("compensate", write("path", json!("compensated")))
+        .add_edge("compensate", END)
+        .set_aegis(
+            "n",
+            Aegis {
+                retry: Some(exact(3, Duration::ZERO)),
+                on_error: Some(ErrorHandlerSpec::Route {
+                    to: NodeId::new("compensate"),
+                    error_field: field_name("err"),
+                }),
+                ..Aegis::default()
+            },
+        );
+    g.set_limits(EngineLimits {
+        run_timeout: Some(Duration::from_secs(1)),
+        ..EngineLimits::default()
+    });
+    let e = engine();
+    let out = e.start(&g, "t", json!({})).await.unwrap();
+    assert!(
+        matches!(
+            out.into_result(),
+            Err(EngineError::RunTimeoutExceeded { .. })
+        ),
+        "out of budget, not compensated"
+    );
+    let rec = records(&e, "t").await;
+    assert_eq!(
+        rec[0].retry_skipped.map(|s| (s.wait_ms, s.remaining_ms)),
+        Some((0, 0))
+    );
+}
