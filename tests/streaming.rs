@@ -360,6 +360,40 @@ async fn an_attempt_that_fails_before_any_token_is_not_announced_as_abandoned() 
     assert_eq!(answer(&outcome.unwrap()), "ok");
 }
 
+/// Discards every success of the node it watches.
+struct DiscardAfter;
+
+#[async_trait]
+impl NodeInterceptor for DiscardAfter {
+    async fn after(&self, _: &NodeId, _: &Directive) -> InterceptorDecision {
+        InterceptorDecision::Skip
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_success_an_interceptor_discards_is_abandoned_too() {
+    let mock = MockLlmAdapter::new().with_stream(vec![text("never "), text("merged")]);
+    let engine = engine_over(Arc::new(mock)).with_interceptor(Arc::new(DiscardAfter));
+    let options = StreamOptions::new([StreamMode::Tokens]);
+    let stream = engine.stream_with(
+        &graph(Aegis::default()),
+        "t",
+        json!({"question": "q"}),
+        options,
+    );
+    let (events, outcome) = drain(stream).await;
+    assert_eq!(
+        lines(&events),
+        [
+            "token 1 mock \"never \"",
+            "token 1 mock \"merged\"",
+            "abandoned 1"
+        ]
+    );
+    assert_eq!(outcome.unwrap().state().get("answer"), None);
+    assert_eq!(shown_answer(&events), "");
+}
+
 /// Answers each prompt by spelling its last word one letter per chunk, a
 /// chunk every `every`: concurrent tasks' tokens interleave.
 struct Speller {

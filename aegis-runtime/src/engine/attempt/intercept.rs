@@ -8,6 +8,7 @@ use crate::error::{NodeError, NodeErrorSource, Transience};
 use crate::graph::Directive;
 use crate::id::NodeId;
 use crate::state::{Battlefield, StateDelta};
+use crate::trace::AttemptStatus;
 use crate::waypoint::{NodeStatus, WaypointStore};
 
 impl<S: WaypointStore> WarEngine<S> {
@@ -58,7 +59,7 @@ fn stopped(
     attempt: u32,
     rec: &mut Recorder,
 ) -> ActivationResult {
-    match decision {
+    let result = match decision {
         InterceptorDecision::Fail(message) => rec.failed(
             NodeError::new(
                 node_id.clone(),
@@ -79,5 +80,13 @@ fn stopped(
             ),
             handled: None,
         },
-    }
+    };
+    // A success dropped here streamed an answer that is never merged.
+    rec.discard_streamed(|| match &result {
+        ActivationResult::Failed { error, .. } => AttemptStatus::Failed(error.clone()),
+        _ => AttemptStatus::Skipped {
+            reason: "interceptor".to_string(),
+        },
+    });
+    result
 }

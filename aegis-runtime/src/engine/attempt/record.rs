@@ -1,11 +1,13 @@
 //! The activation's record: when it started, each failed attempt, how it
 //! ended; and the trace events around each attempt.
 
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
 
 use super::{ActivationCtx, ActivationResult, AttemptEnd};
 use crate::engine::WarEngine;
+use crate::engine::stream::AttemptTap;
 use crate::error::{NodeError, NodeErrorSource, Transience};
 use crate::graph::{MusterTask, ServedSlot};
 use crate::id::NodeId;
@@ -23,6 +25,9 @@ pub(super) struct Recorder {
     retry_skipped: Option<RetrySkip>,
     /// Who served the latest attempt's answer (a Paladin node).
     served: ServedSlot,
+    /// The stream tap of the attempt that succeeded, for an `after`
+    /// interceptor that discards its result.
+    streamed: Option<Arc<AttemptTap>>,
 }
 
 impl Recorder {
@@ -35,6 +40,7 @@ impl Recorder {
             failed: Vec::new(),
             retry_skipped: None,
             served: ServedSlot::default(),
+            streamed: None,
         }
     }
 
@@ -51,6 +57,14 @@ impl Recorder {
             model: served.model,
             chain_position: served.chain_position,
             fallback: served.fallback,
+        }
+    }
+
+    /// The succeeding attempt's result was discarded after all: its
+    /// streamed tokens are abandoned too.
+    pub(super) fn discard_streamed(&mut self, reason: impl FnOnce() -> AttemptStatus) {
+        if let Some(tap) = self.streamed.take() {
+            tap.close(Some(reason()));
         }
     }
 
@@ -169,7 +183,9 @@ impl<S: WaypointStore> WarEngine<S> {
         };
         if let Some(tap) = tap {
             // An attempt that ended without a directive is never merged.
-            tap.close((!matches!(end, AttemptEnd::Done(_))).then(|| status.clone()));
+            let done = matches!(end, AttemptEnd::Done(_));
+            tap.close((!done).then(|| status.clone()));
+            rec.streamed = done.then_some(tap);
         }
         self.emit(TraceEvent::NodeFinished {
             thread_id: act.thread_id.to_string(),
