@@ -35,6 +35,7 @@ impl LlmPort for Overloaded {
             provider: self.0.to_string(),
             status: 503,
             message: "overloaded".to_string(),
+            retry_after: None,
         })
     }
     fn get_provider_name(&self) -> &str {

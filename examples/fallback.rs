@@ -69,6 +69,7 @@ fn providers() -> Result<Vec<Arc<dyn LlmPort>>, Box<dyn std::error::Error>> {
                 provider: "primary".to_string(),
                 status: 503,
                 message: "upstream overloaded".to_string(),
+                retry_after: None,
             }),
     ));
     chain.push(Arc::new(

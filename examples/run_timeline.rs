@@ -48,6 +48,7 @@ fn chain(hops: Arc<CollectingTraceSink>) -> Result<FallbackLlmAdapter, Box<dyn s
                     provider: "primary".to_string(),
                     status: 503,
                     message: "upstream overloaded".to_string(),
+                    retry_after: None,
                 });
         backup = backup.with_stream_every(
             Duration::from_millis(25),

@@ -24,6 +24,7 @@ fn overloaded(provider: &str) -> LlmError {
         provider: provider.into(),
         status: 503,
         message: "overloaded".into(),
+        retry_after: None,
     }
 }
 

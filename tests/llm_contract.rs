@@ -421,7 +421,8 @@ async fn server_errors_are_transient_provider_errors_with_their_excerpt() {
                 LlmError::ProviderError {
                     provider: d.name().into(),
                     status,
-                    message: "upstream overloaded".into()
+                    message: "upstream overloaded".into(),
+                    retry_after: None,
                 },
                 "{d:?}"
             );

@@ -36,6 +36,7 @@ fn overloaded(provider: &str) -> LlmError {
         provider: provider.into(),
         status: 503,
         message: "overloaded".into(),
+        retry_after: None,
     }
 }
 
@@ -67,6 +68,7 @@ fn errors_by_transience() -> Vec<(LlmError, Transience)> {
                 provider: "a".into(),
                 status: 200,
                 message: "failed 2xx".into(),
+                retry_after: None,
             },
             Transience::Unknown,
         ),
@@ -91,6 +93,7 @@ fn errors_by_transience() -> Vec<(LlmError, Transience)> {
                 provider: "a".into(),
                 status: 404,
                 message: "no model".into(),
+                retry_after: None,
             },
             Transience::Permanent,
         ),

@@ -336,6 +336,7 @@ async fn served_by_travels_end_to_end_through_a_paladin_node() {
             provider: "openai".into(),
             status: 503,
             message: "overloaded".into(),
+            retry_after: None,
         });
     let anthropic = MockLlmAdapter::new()
         .with_provider_name("anthropic")
@@ -393,6 +394,7 @@ async fn provider_failures_become_structured_node_errors() {
             provider: "a".into(),
             status: 503,
             message: "overloaded".into(),
+            retry_after: None,
         });
     let b = MockLlmAdapter::new()
         .with_provider_name("b")
@@ -400,6 +402,7 @@ async fn provider_failures_become_structured_node_errors() {
             provider: "b".into(),
             status: 502,
             message: "bad gateway".into(),
+            retry_after: None,
         });
     let chain = FallbackLlmAdapter::new(vec![Arc::new(a), Arc::new(b)]).unwrap();
     let outcome = engine(Arc::new(PaladinExecutionService::new(Arc::new(chain))))

@@ -50,6 +50,7 @@ impl LlmPort for Echo {
                 provider: self.name.into(),
                 status: 503,
                 message: "busy".into(),
+                retry_after: None,
             });
         }
         Ok(LlmResponse::text(format!("{} to <{prompt}>", self.name)))

@@ -739,6 +739,7 @@ async fn an_llm_error_raised_with_question_mark_keeps_its_transience() {
             provider: "p".into(),
             status,
             message: "m".into(),
+            retry_after: None,
         })
     }
     for (status, attempts, transience) in [

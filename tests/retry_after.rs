@@ -79,11 +79,12 @@ fn floored(max_retry_after: Duration) -> RetryPolicy {
 /// Runs the node against a 429 carrying `retry_after`, then a 200; returns
 /// how long the run took.
 async fn time_after_429(retry_after: &str, policy: RetryPolicy) -> Duration {
-    let server = TestServer::start(vec![
-        rate_limited(retry_after),
-        Reply::json(200, &ok_reply()),
-    ])
-    .await;
+    time_after(rate_limited(retry_after), policy).await
+}
+
+/// Runs the node against `first`, then a 200; returns how long the run took.
+async fn time_after(first: Reply, policy: RetryPolicy) -> Duration {
+    let server = TestServer::start(vec![first, Reply::json(200, &ok_reply())]).await;
     let (engine, g) = paladin_run(&server, policy);
     let t0 = Instant::now();
     let state = run_to_state(&engine, &g, "t", json!({})).await;
@@ -101,6 +102,16 @@ async fn time_after_429(retry_after: &str, policy: RetryPolicy) -> Duration {
 async fn a_429_with_retry_after_30_waits_exactly_30s_with_the_floor_on() {
     let took = time_after_429("30", floored(Duration::from_secs(60))).await;
     assert_eq!(took, Duration::from_secs(30));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_503_with_retry_after_30_waits_exactly_30s_with_the_floor_on() {
+    // Not only a 429: any status that sends the header carries the hint.
+    let unavailable = || Reply::body(503, "overloaded").header("retry-after", "30");
+    let took = time_after(unavailable(), floored(Duration::from_secs(60))).await;
+    assert_eq!(took, Duration::from_secs(30));
+    let took = time_after(unavailable(), exact()).await;
+    assert_eq!(took, Duration::from_millis(500));
 }
 
 #[tokio::test(start_paused = true)]
@@ -206,6 +217,14 @@ fn the_hint_travels_typed_through_paladin_and_node_errors() {
         last: Box::new(llm.clone()),
     };
     assert_eq!(chain.retry_after(), hint);
+    let unavailable = LlmError::ProviderError {
+        provider: "p".into(),
+        status: 503,
+        message: "overloaded".into(),
+        retry_after: hint,
+    };
+    assert_eq!(unavailable.retry_after(), hint);
+    assert_eq!(PaladinError::from(unavailable).retry_after(), hint);
     let paladin = PaladinError::from(llm);
     assert_eq!(paladin.retry_after(), hint);
     assert_eq!(StateNodeError::from(paladin).retry_after, hint);

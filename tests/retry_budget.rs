@@ -302,6 +302,7 @@ async fn all_open_chain(budget: Option<Duration>) -> (WarEngine, WarGraph, MockL
         provider: p.into(),
         status: 503,
         message: "overloaded".into(),
+        retry_after: None,
     };
     let a = MockLlmAdapter::new()
         .with_provider_name("a")

@@ -124,6 +124,7 @@ fn unavailable() -> LlmError {
         provider: "primary".into(),
         status: 503,
         message: "busy".into(),
+        retry_after: None,
     }
 }
 

@@ -156,6 +156,7 @@ async fn page() -> String {
             provider: "primary".to_string(),
             status: 503,
             message: "overloaded".to_string(),
+            retry_after: None,
         });
         backup = backup.with_response("fine");
     }

@@ -40,6 +40,10 @@ pub enum LlmError {
         status: u16,
         /// The redacted, bounded response excerpt.
         message: String,
+        /// The parsed `Retry-After` hint, when the response sent one (a
+        /// 503 often does); see [`LlmError::retry_after`].
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        retry_after: Option<Duration>,
     },
     /// The provider rejected the credential (HTTP 401, or an equivalent).
     #[error("authentication failed: {0}")]
@@ -135,10 +139,12 @@ impl LlmError {
                 provider,
                 status,
                 message,
+                retry_after,
             } => LlmError::ProviderError {
                 provider,
                 status,
                 message: s(message),
+                retry_after,
             },
             LlmError::AuthenticationError(m) => LlmError::AuthenticationError(s(m)),
             LlmError::NetworkError(m) => LlmError::NetworkError(s(m)),
@@ -162,7 +168,8 @@ impl LlmError {
     }
 
     /// The provider's typed "not before" hint, if this error carries one:
-    /// a 429's parsed `Retry-After` ([`LlmError::RateLimited`]), an open
+    /// a 429's parsed `Retry-After` ([`LlmError::RateLimited`]), that of
+    /// any other status that sent one ([`LlmError::ProviderError`]), an open
     /// breaker's remaining cool-down ([`LlmError::CircuitOpen`]). For
     /// [`LlmError::AllProvidersFailed`] it is the soonest any element may
     /// answer again: the shortest of the elements' hints when every element
@@ -172,9 +179,9 @@ impl LlmError {
     /// the run budget skips the retry. Never parsed from a message.
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
-            LlmError::RateLimited { retry_after } | LlmError::CircuitOpen { retry_after, .. } => {
-                *retry_after
-            }
+            LlmError::RateLimited { retry_after }
+            | LlmError::ProviderError { retry_after, .. }
+            | LlmError::CircuitOpen { retry_after, .. } => *retry_after,
             LlmError::AllProvidersFailed { attempts, last } if attempts.is_empty() => {
                 last.retry_after()
             }

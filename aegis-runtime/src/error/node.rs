@@ -334,6 +334,7 @@ mod tests {
             provider: "p".into(),
             status,
             message: "m".into(),
+            retry_after: None,
         };
         vec![
             status(503),

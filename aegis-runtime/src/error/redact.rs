@@ -135,7 +135,8 @@ pub fn redact_excerpt(text: &str) -> String {
 /// * 429 → [`LlmError::RateLimited`] with the parsed `Retry-After`
 ///   (`retry-after-ms`, then `Retry-After` as seconds or an HTTP-date),
 /// * every other status → [`LlmError::ProviderError`], whose `status` the
-///   transience table reads.
+///   transience table reads, with the same parsed hint when the response
+///   sent one (a 503 often does).
 ///
 /// `body` is redacted, then bounded to [`EXCERPT_LIMIT`] characters.
 /// `headers` are `(name, value)` pairs, names matched case-insensitively;
@@ -176,6 +177,7 @@ impl KnownSecrets {
                 provider: provider.to_string(),
                 status,
                 message: self.redact_excerpt(body),
+                retry_after: retry_after_hint(headers, SystemTime::now()),
             },
         }
     }
@@ -470,7 +472,8 @@ mod tests {
                 LlmError::ProviderError {
                     provider: "p".into(),
                     status,
-                    message: "body".into()
+                    message: "body".into(),
+                    retry_after: None,
                 }
             );
             assert_eq!(e.transience(), t);
