@@ -8,7 +8,8 @@
 //! Server-Sent Events, the adapter's default, and answers some questions
 //! with 503, so those hop), then a `MockLlmAdapter` backup. The graph runs
 //! twice, on two threads; the second is served from the in-memory node
-//! cache and sends no prompt at all.
+//! cache and sends no prompt at all (the backup's answers are cached too,
+//! with `fallback_results = true`).
 //!
 //! It prints `prompt[<task key>]: <the prompt sent>` and
 //! `served_by[<task key>]: <provider>` for every task, then the summary:
@@ -195,7 +196,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         nodes {
             planner,
-            #[aegis(retry(max = 2, initial = "10ms"), cache(ttl = "1h"))]
+            // Answers the backup served are cached too (by default only
+            // the primary's are: the key names the primary's model).
+            #[aegis(retry(max = 2, initial = "10ms"), cache(ttl = "1h", fallback_results = true))]
             worker answer = paladin(researcher(), "[{task.key}] {task.question}" -> answers),
             summarizer,
         }
