@@ -166,6 +166,8 @@ fn graph() -> Result<WarGraph, Box<dyn std::error::Error>> {
         .add_edge("slow", "plan")
         .add_edge("research", "brief")
         .add_edge("brief", END)
+        // Declared, so to_mermaid() draws the fan-out plan -.-> research.
+        .declare_muster("plan", "research")
         .set_aegis(
             "fetch",
             Aegis {

@@ -28,21 +28,10 @@ impl<S: WaypointStore> WarEngine<S> {
         enclosing: Option<Instant>,
     ) -> WarEngine<S> {
         WarEngine {
-            paladin_port: self.paladin_port.clone(),
-            store: self.store.clone(),
-            retry_predicates: self.retry_predicates.clone(),
-            edge_evaluators: self.edge_evaluators.clone(),
-            error_handlers: self.error_handlers.clone(),
-            trace_sinks: self.trace_sinks.clone(),
-            interceptors: self.interceptors.clone(),
-            cancellation: self.cancellation.child_token(),
-            node_cache: self.node_cache.clone(),
             superstep_beat: Some(heartbeat),
-            jitter_seed: self.jitter_seed,
-            isolated_attempts: self.isolated_attempts,
             grace_cap: Some(grace),
             enclosing_deadline: enclosing,
-            stream: self.stream.clone(),
+            ..self.derived()
         }
     }
 

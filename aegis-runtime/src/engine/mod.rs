@@ -133,6 +133,31 @@ impl<S: WaypointStore> WarEngine<S> {
         }
     }
 
+    /// A copy of this engine whose cancellation token is a child of this
+    /// one's (cancelling it stops only the copy): the base of a Battalion's
+    /// child engine and of a streamed run's engine, which then set what
+    /// differs. One place lists the fields, so a new one cannot be dropped
+    /// by either.
+    pub(crate) fn derived(&self) -> WarEngine<S> {
+        WarEngine {
+            paladin_port: self.paladin_port.clone(),
+            store: self.store.clone(),
+            retry_predicates: self.retry_predicates.clone(),
+            edge_evaluators: self.edge_evaluators.clone(),
+            error_handlers: self.error_handlers.clone(),
+            trace_sinks: self.trace_sinks.clone(),
+            interceptors: self.interceptors.clone(),
+            cancellation: self.cancellation.child_token(),
+            node_cache: self.node_cache.clone(),
+            superstep_beat: self.superstep_beat.clone(),
+            jitter_seed: self.jitter_seed,
+            isolated_attempts: self.isolated_attempts,
+            grace_cap: self.grace_cap,
+            enclosing_deadline: self.enclosing_deadline,
+            stream: self.stream.clone(),
+        }
+    }
+
     /// Serves nodes with a `CachePolicy` from `cache`. Without a backend,
     /// any cache policy in a graph fails `start`/`resume` with
     /// `CachePolicyWithoutCacheBackend` before a node runs.

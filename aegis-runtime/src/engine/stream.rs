@@ -617,21 +617,8 @@ impl<S: WaypointStore> WarEngine<S> {
     fn streaming(&self, options: StreamOptions) -> (WarEngine<S>, Arc<StreamTap>) {
         let tap = StreamTap::new(options);
         let engine = WarEngine {
-            paladin_port: self.paladin_port.clone(),
-            store: self.store.clone(),
-            retry_predicates: self.retry_predicates.clone(),
-            edge_evaluators: self.edge_evaluators.clone(),
-            error_handlers: self.error_handlers.clone(),
-            trace_sinks: self.trace_sinks.clone(),
-            interceptors: self.interceptors.clone(),
-            cancellation: self.cancellation.child_token(),
-            node_cache: self.node_cache.clone(),
-            superstep_beat: self.superstep_beat.clone(),
-            jitter_seed: self.jitter_seed,
-            isolated_attempts: self.isolated_attempts,
-            grace_cap: self.grace_cap,
-            enclosing_deadline: self.enclosing_deadline,
             stream: Some(tap.clone()),
+            ..self.derived()
         };
         (engine, tap)
     }
