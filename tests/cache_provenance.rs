@@ -47,30 +47,16 @@ fn cached_paladin(
     )
     .unwrap();
     let port = Arc::new(PaladinExecutionService::new(Arc::new(chain)));
-    let mut g = WarGraph::new(schema(&[("answer", LastWrite)]), EngineLimits::default());
-    g.add_node(
-        "answer",
-        NodeSpec::paladin(
-            Paladin::new("Answerer").with_model("gpt-4o"),
-            InputMapping::new("Answer"),
-            field_name("answer"),
-        ),
-    )
-    .add_edge(START, "answer")
-    .add_edge("answer", END)
-    .set_aegis(
-        "answer",
-        Aegis {
-            retry: Some(RetryPolicy {
-                max_attempts: 2,
-                initial_interval: Duration::ZERO,
-                jitter: false,
-                ..RetryPolicy::default()
-            }),
-            cache: Some(policy),
-            ..Aegis::default()
-        },
-    );
+    let g = one_paladin(Aegis {
+        retry: Some(RetryPolicy {
+            max_attempts: 2,
+            initial_interval: Duration::ZERO,
+            jitter: false,
+            ..RetryPolicy::default()
+        }),
+        cache: Some(policy),
+        ..Aegis::default()
+    });
     let sink = CollectingTraceSink::new();
     let e = WarEngine::new(port, Arc::new(InMemoryWaypointStore::new()))
         .with_node_cache(cache)

@@ -6,7 +6,6 @@
 
 mod support;
 
-use DispatchRule::*;
 use aegis::*;
 use futures::StreamExt;
 use serde_json::json;
@@ -47,24 +46,10 @@ fn paladin_run(
     timeout: TimeoutPolicy,
 ) -> (WarEngine<InMemoryWaypointStore>, WarGraph) {
     let port = Arc::new(PaladinExecutionService::new(llm));
-    let mut g = WarGraph::new(schema(&[("answer", LastWrite)]), EngineLimits::default());
-    g.add_node(
-        "answer",
-        NodeSpec::paladin(
-            Paladin::new("Answerer").with_model("gpt-4o"),
-            InputMapping::new("Answer"),
-            field_name("answer"),
-        ),
-    )
-    .add_edge(START, "answer")
-    .add_edge("answer", END)
-    .set_aegis(
-        "answer",
-        Aegis {
-            timeout: Some(timeout),
-            ..Aegis::default()
-        },
-    );
+    let g = one_paladin(Aegis {
+        timeout: Some(timeout),
+        ..Aegis::default()
+    });
     (
         WarEngine::new(port, Arc::new(InMemoryWaypointStore::new())),
         g,

@@ -132,6 +132,22 @@ pub fn chain(schema: BattlefieldSchema, nodes: Vec<(&str, NodeSpec)>) -> WarGrap
     g
 }
 
+/// `START -> answer -> END`: one Paladin node ("Answerer" on `gpt-4o`,
+/// prompt "Answer") writing the `LastWrite` field `answer`, under `aegis`.
+pub fn one_paladin(aegis: Aegis) -> WarGraph {
+    let answer = NodeSpec::paladin(
+        Paladin::new("Answerer").with_model("gpt-4o"),
+        InputMapping::new("Answer"),
+        field_name("answer"),
+    );
+    let mut g = chain(
+        schema(&[("answer", DispatchRule::LastWrite)]),
+        vec![("answer", answer)],
+    );
+    g.set_aegis("answer", aegis);
+    g
+}
+
 /// `fails` → `normally_next`, where `fails` fails permanently and its
 /// Route handler writes the error into `err` and jumps to `compensate`
 /// (which appends "compensated" to `path` and ends).
