@@ -56,6 +56,33 @@ fn skips(sink: &CollectingTraceSink) -> Vec<TraceEvent> {
         .collect()
 }
 
+/// `START -> squad -> END`: a Battalion running `child` (its `out` mapped
+/// to `result`) under a 2 s run timeout, the child's enclosing deadline.
+fn squad(child: WarGraph) -> WarGraph {
+    let mut g = chain(
+        schema(&[("result", LastWrite)]),
+        vec![(
+            "squad",
+            NodeSpec::battalion(
+                child,
+                vec![],
+                vec![(field_name("out"), field_name("result"))],
+            ),
+        )],
+    );
+    g.set_aegis(
+        "squad",
+        Aegis {
+            timeout: Some(TimeoutPolicy {
+                run_timeout: Some(Duration::from_secs(2)),
+                ..TimeoutPolicy::default()
+            }),
+            ..Aegis::default()
+        },
+    );
+    g
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_backoff_past_the_run_budget_is_skipped_and_the_handler_runs_at_once() {
     let sink = CollectingTraceSink::new();
@@ -189,28 +216,7 @@ async fn a_battalions_timeout_is_its_childs_enclosing_deadline() {
             ..Aegis::default()
         },
     );
-    let mut g = chain(
-        schema(&[("result", LastWrite)]),
-        vec![(
-            "squad",
-            NodeSpec::battalion(
-                child,
-                vec![],
-                vec![(field_name("out"), field_name("result"))],
-            ),
-        )],
-    );
-    g.set_aegis(
-        "squad",
-        Aegis {
-            timeout: Some(TimeoutPolicy {
-                run_timeout: Some(Duration::from_secs(2)),
-                idle_timeout: None,
-                ..TimeoutPolicy::default()
-            }),
-            ..Aegis::default()
-        },
-    );
+    let g = squad(child);
     let sink = CollectingTraceSink::new();
     let e = engine().with_trace_sink(sink.clone());
     let t0 = Instant::now();
@@ -252,28 +258,7 @@ async fn a_child_within_its_enclosing_deadline_retries_as_usual() {
             ..Aegis::default()
         },
     );
-    let mut g = chain(
-        schema(&[("result", LastWrite)]),
-        vec![(
-            "squad",
-            NodeSpec::battalion(
-                child,
-                vec![],
-                vec![(field_name("out"), field_name("result"))],
-            ),
-        )],
-    );
-    g.set_aegis(
-        "squad",
-        Aegis {
-            timeout: Some(TimeoutPolicy {
-                run_timeout: Some(Duration::from_secs(2)),
-                idle_timeout: None,
-                ..TimeoutPolicy::default()
-            }),
-            ..Aegis::default()
-        },
-    );
+    let g = squad(child);
     let t0 = Instant::now();
     let state = run_to_state(&engine(), &g, "t", json!({})).await;
     assert_eq!(t0.elapsed(), Duration::from_secs(1));
