@@ -79,7 +79,7 @@ fn guarded() -> Aegis {
         retry: Some(RetryPolicy::default()),
         timeout: Some(TimeoutPolicy {
             run_timeout: Some(Duration::from_secs(30)),
-            idle_timeout: None,
+            ..TimeoutPolicy::default()
         }),
         ..Aegis::default()
     }
@@ -165,15 +165,32 @@ impl Runner {
     }
 }
 
+fn cached(mut g: WarGraph) -> WarGraph {
+    g.with_default_aegis(Aegis {
+        cache: Some(CachePolicy::new(
+            Duration::from_secs(3600),
+            CacheKeySpec::Default,
+        )),
+        ..Aegis::default()
+    });
+    g
+}
+
 fn main() -> Result<(), BenchError> {
     let mut samples = 5usize;
-    let mut only_chain: Option<u32> = None;
+    let mut only: Option<String> = None;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--samples" => samples = args.next().ok_or("--samples needs a value")?.parse()?,
-            // For profiling: only workload (a), with this many nodes.
-            "--chain" => only_chain = Some(args.next().ok_or("--chain needs a value")?.parse()?),
+            // For profiling: only this workload (`e_` and other names ending
+            // in `_`: every workload whose name starts with it).
+            "--only" => only = Some(args.next().ok_or("--only needs a workload name")?),
+            // Kept for old profiling commands: `--chain N` is `--only a_chain_N`.
+            "--chain" => {
+                let n: u32 = args.next().ok_or("--chain needs a value")?.parse()?;
+                only = Some(format!("a_chain_{n}"));
+            }
             other => return Err(format!("unknown argument {other}").into()),
         }
     }
@@ -185,46 +202,84 @@ fn main() -> Result<(), BenchError> {
         samples,
         thread: 0,
     };
+    let wanted = |name: &str| {
+        only.as_deref()
+            .is_none_or(|o| name == o || (o.ends_with('_') && name.starts_with(o)))
+    };
     let empty = |_| json!({});
-    if let Some(n) = only_chain {
-        let g = chain(n, add_one)?;
-        return r.measure(&format!("a_chain_{n}"), &g, &engine(), n, empty);
-    }
 
     for n in [100u32, 1_000, 10_000] {
-        let g = chain(n, add_one)?;
-        r.measure(&format!("a_chain_{n}"), &g, &engine(), n, empty)?;
+        let name = format!("a_chain_{n}");
+        if wanted(&name) {
+            r.measure(&name, &chain(n, add_one)?, &engine(), n, empty)?;
+        }
     }
 
-    r.measure("b_fanout_1000", &muster(1_000)?, &engine(), 1_000, empty)?;
+    if wanted("b_fanout_1000") {
+        r.measure("b_fanout_1000", &muster(1_000)?, &engine(), 1_000, empty)?;
+    }
+    if wanted("b_muster_100000") {
+        r.measure("b_muster_100000", &muster(100_000)?, &engine(), 100_000, empty)?;
+    }
 
-    let mut g = chain(1_000, add_one)?;
-    g.with_default_aegis(guarded());
-    r.measure("c_policies_1000", &g, &engine(), 1_000, empty)?;
+    if wanted("c_policies_1000") {
+        let mut g = chain(1_000, add_one)?;
+        g.with_default_aegis(guarded());
+        r.measure("c_policies_1000", &g, &engine(), 1_000, empty)?;
+    }
 
-    let mut g = chain(1_000, flaky_add_one)?;
-    g.with_default_aegis(zero_backoff());
-    r.measure("d_retry_once_1000", &g, &engine(), 1_000, empty)?;
+    if wanted("d_retry_once_1000") {
+        let mut g = chain(1_000, flaky_add_one)?;
+        g.with_default_aegis(zero_backoff());
+        r.measure("d_retry_once_1000", &g, &engine(), 1_000, empty)?;
+    }
 
     // (e): a 100-node chain, every node cached. A miss runs with an input
-    // never seen before; a hit repeats the input of an earlier run.
-    let mut g = chain(100, add_one)?;
-    g.with_default_aegis(Aegis {
-        cache: Some(CachePolicy {
-            ttl: Duration::from_secs(3600),
-            key: CacheKeySpec::Default,
-        }),
-        ..Aegis::default()
-    });
-    let cached = engine().with_node_cache(Arc::new(InMemoryNodeCache::new()));
-    let round = std::process::id();
-    r.measure(
-        "e_cache_miss_100",
-        &g,
-        &cached,
-        100,
-        |s| json!({ "n": u64::from(round) * 1_000 + s as u64 }),
-    )?;
-    r.measure("e_cache_hit_100", &g, &cached, 100, |_| json!({ "n": -1 }))?;
+    // never seen before; a hit repeats the input of an earlier run; the
+    // same chain with no cache policy is what a hit must beat.
+    let g = cached(chain(100, add_one)?);
+    let cache = engine().with_node_cache(Arc::new(InMemoryNodeCache::new()));
+    if wanted("e_cache_miss_100") {
+        let round = std::process::id();
+        r.measure(
+            "e_cache_miss_100",
+            &g,
+            &cache,
+            100,
+            |s| json!({ "n": u64::from(round) * 1_000 + s as u64 }),
+        )?;
+    }
+    // The warm-up run stores what the timed runs hit.
+    if wanted("e_cache_hit_100") {
+        r.measure("e_cache_hit_100", &g, &cache, 100, |_| json!({ "n": -1 }))?;
+    }
+    if wanted("e_no_cache_100") {
+        r.measure("e_no_cache_100", &chain(100, add_one)?, &engine(), 100, empty)?;
+    }
+
+    // (f): cache hits with 100 and with 10,000 entries held: the same hit
+    // must cost the same however full the cache is.
+    for entries in [100u32, 10_000] {
+        let name = format!("f_cache_hit_{entries}_entries");
+        if !wanted(&name) {
+            continue;
+        }
+        let g = cached(chain(100, add_one)?);
+        let cache = Arc::new(InMemoryNodeCache::new().with_max_entries(20_000));
+        let engine = engine().with_node_cache(cache.clone());
+        // Each distinct input stores one entry per node; the last is the
+        // input the timed runs repeat.
+        for fill in 0..entries / 100 {
+            r.thread += 1;
+            let thread = format!("t{}", r.thread);
+            let input = json!({ "n": i64::from(fill) - 1_000_000 });
+            r.rt.block_on(engine.start(&g, &thread, input))?;
+        }
+        if cache.len() != entries as usize {
+            return Err(format!("{name}: {} entries, not {entries}", cache.len()).into());
+        }
+        let last = i64::from(entries / 100) - 1 - 1_000_000;
+        r.measure(&name, &g, &engine, 100, |_| json!({ "n": last }))?;
+    }
     Ok(())
 }
