@@ -257,6 +257,25 @@ impl<S: WaypointStore> WarEngine<S> {
         Chronicle::new(self.store.clone())
     }
 
+    /// Emits the event `make` builds at `level`, building it only when
+    /// someone would receive it: a trace sink, the run's stream of events,
+    /// or a `tracing` subscriber recording `level`. The events of every
+    /// superstep and attempt go through here, so a run nobody observes
+    /// allocates none of them. `level` must be the level
+    /// `crate::trace::log_event` logs the event at (or a less verbose one),
+    /// or a subscriber would miss it.
+    pub(crate) fn emit_with(&self, level: tracing::Level, make: impl FnOnce() -> TraceEvent) {
+        let observed = !self.trace_sinks.is_empty()
+            || self
+                .stream
+                .as_ref()
+                .is_some_and(|tap| tap.wants(StreamMode::Events))
+            || tracing::level_enabled!(level);
+        if observed {
+            self.emit(make());
+        }
+    }
+
     pub(crate) fn emit(&self, event: TraceEvent) {
         log_event(&event);
         if let Some(tap) = &self.stream {

@@ -2,7 +2,7 @@
 //! barrier in vanguard order, write a waypoint, compute the next vanguard.
 
 use futures::StreamExt;
-use imbl::{OrdMap, Vector};
+use imbl::Vector;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -19,8 +19,8 @@ use crate::state::{Battlefield, Writer, merge};
 use crate::trace::TraceEvent;
 use crate::waypoint::NodeExecutionRecord;
 use crate::waypoint::{
-    Activation, CompletedActivation, HandledFailure, ParleyDelivery, PreviousGraph, Waypoint,
-    WaypointStatus, WaypointStore,
+    Activation, CompletedActivation, HandledFailure, ParleyDelivery, PreviousGraph, Visits,
+    Waypoint, WaypointStatus, WaypointStore,
 };
 
 /// Where a thread stands between two waypoint writes.
@@ -37,7 +37,7 @@ pub(crate) struct Cursor {
     pub(crate) interrupted: bool,
     pub(crate) completed: Vector<Arc<CompletedActivation>>,
     pub(crate) parley: Option<ParleyDelivery>,
-    pub(crate) visits: OrdMap<NodeId, u32>,
+    pub(crate) visits: Visits,
     pub(crate) manifest: Option<Arc<GraphManifest>>,
     pub(crate) previous_graph: Option<PreviousGraph>,
     /// The thread's handled failures so far (see [`Waypoint::handled`]).
@@ -98,7 +98,7 @@ struct StepEnv {
     state: Battlefield,
     parley: Option<ParleyDelivery>,
     fingerprint: String,
-    visits: OrdMap<NodeId, u32>,
+    visits: Visits,
 }
 
 /// Why a thread stops: the outcome still to be written and returned.
@@ -201,7 +201,7 @@ impl<S: WaypointStore> WarEngine<S> {
             if let Some(ending) = self.plan(index, &mut cur, run_deadline) {
                 return self.end(cur, ending).await;
             }
-            self.emit(TraceEvent::SuperstepStarted {
+            self.emit_with(tracing::Level::DEBUG, || TraceEvent::SuperstepStarted {
                 thread_id: cur.thread_id.to_string(),
                 superstep: cur.superstep,
                 vanguard: cur.vanguard.iter().map(|a| a.node_id.clone()).collect(),
@@ -283,13 +283,19 @@ impl<S: WaypointStore> WarEngine<S> {
         }
         // A visit is a node's activation in a superstep, however many tasks
         // a muster gives it.
-        let nodes: BTreeSet<&NodeId> = cur.vanguard.iter().map(|a| &a.node_id).collect();
         let mut over = None;
-        for node in nodes {
-            let v = cur.visits.entry(node.clone()).or_insert(0);
-            *v += 1;
-            if *v > limits.max_node_visits && over.is_none() {
+        let mut count = |node: &NodeId| {
+            if cur.visits.increment(node) > limits.max_node_visits && over.is_none() {
                 over = Some(node.clone());
+            }
+        };
+        // The vanguard is sorted, so a node's tasks are adjacent; one
+        // activation (every superstep of a chain) needs no set.
+        match &cur.vanguard[..] {
+            [one] => count(&one.node_id),
+            many => {
+                let nodes: BTreeSet<&NodeId> = many.iter().map(|a| &a.node_id).collect();
+                nodes.into_iter().for_each(count);
             }
         }
         if let Some(node) = over {
@@ -408,8 +414,9 @@ impl<S: WaypointStore> WarEngine<S> {
             // The re-run after the answer continues the same visit (a
             // Battalion finds its child thread by it).
             for (node, _) in &requests {
-                if let Some(v) = cur.visits.get_mut(node) {
-                    *v = v.saturating_sub(1);
+                let v = cur.visits.get(node);
+                if v > 0 {
+                    cur.visits.set(node.clone(), v - 1);
                 }
             }
             next.extend(requests.iter().map(|(n, _)| Activation::node(n.clone())));
@@ -433,7 +440,7 @@ impl<S: WaypointStore> WarEngine<S> {
         if let Some(beat) = &self.superstep_beat {
             beat.beat();
         }
-        self.emit(TraceEvent::SuperstepFinished {
+        self.emit_with(tracing::Level::DEBUG, || TraceEvent::SuperstepFinished {
             thread_id: cur.thread_id.to_string(),
             superstep: cur.superstep,
             next: cur.vanguard.iter().map(|a| a.node_id.clone()).collect(),
@@ -490,7 +497,7 @@ impl<S: WaypointStore> WarEngine<S> {
                 schema: &index.graph.schema,
                 task: activation.task.as_ref(),
                 parley_response,
-                visit: env.visits.get(&activation.node_id).copied().unwrap_or(1),
+                visit: env.visits.get(&activation.node_id).max(1),
                 shutdown_grace,
             };
             let result = self.run_activation(&act, &env.state, &activation).await;

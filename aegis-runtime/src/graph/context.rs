@@ -206,18 +206,31 @@ pub(crate) struct Served {
 
 /// An attempt's [`Served`] report, shared with the engine (which reads it
 /// after the attempt, even when the attempt ran as a task of its own).
+///
+/// Only a Paladin attempt reports who served it, so only a Paladin node's
+/// slot holds anything: the default slot (every other node's) allocates
+/// nothing and ignores what is set.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct ServedSlot(Arc<std::sync::Mutex<Option<Served>>>);
+pub(crate) struct ServedSlot(Option<Arc<std::sync::Mutex<Option<Served>>>>);
 
 impl ServedSlot {
-    /// Records `served` (the attempt's last word wins).
+    /// A slot that keeps its report: a Paladin node's.
+    pub(crate) fn recording() -> Self {
+        ServedSlot(Some(Arc::default()))
+    }
+
+    /// Records `served` (the attempt's last word wins); a no-op on a slot
+    /// that does not record.
     pub(crate) fn set(&self, served: Served) {
-        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(served);
+        if let Some(slot) = &self.0 {
+            *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(served);
+        }
     }
 
     /// Takes the report, leaving none.
     pub(crate) fn take(&self) -> Option<Served> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).take()
+        let slot = self.0.as_ref()?;
+        slot.lock().unwrap_or_else(|p| p.into_inner()).take()
     }
 }
 

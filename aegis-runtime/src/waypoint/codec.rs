@@ -15,7 +15,6 @@
 //! per snapshot and whenever the graph changes) and `previous_graph`; a
 //! format 1 row reads as having neither.
 
-use imbl::OrdMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -28,11 +27,10 @@ use super::{
 };
 use crate::error::StoreError;
 use crate::graph::GraphManifest;
-use crate::id::NodeId;
 use crate::state::{
     Battlefield, BattlefieldSchema, DispatchRule, FieldName, FieldSpec, StateDelta, Writer, merge,
 };
-use crate::waypoint::{HandledFailure, NodeExecutionRecord};
+use crate::waypoint::{HandledFailure, NodeExecutionRecord, Visits};
 
 /// The waypoint serialization format this build writes, and the newest it
 /// reads. A stored row of a newer format is [`StoreError::UnsupportedFormat`].
@@ -78,7 +76,7 @@ struct Row {
     interrupted: bool,
     completed: Vec<std::sync::Arc<CompletedActivation>>,
     records: Vec<NodeExecutionRecord>,
-    visits: OrdMap<NodeId, u32>,
+    visits: Visits,
     /// A parley answer on its way to the next superstep (absent when none;
     /// rows written before Parley existed have none).
     #[serde(default, skip_serializing_if = "Option::is_none")]

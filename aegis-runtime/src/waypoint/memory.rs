@@ -32,22 +32,31 @@ impl InMemoryWaypointStore {
     }
 }
 
+/// Appends `waypoint` to its thread, if it is the thread's next one.
+fn append(thread: &mut Vec<Waypoint>, waypoint: Waypoint) -> Result<(), StoreError> {
+    let next = thread.len() as u64;
+    if waypoint.seq != next {
+        return Err(StoreError::Conflict {
+            thread_id: waypoint.thread_id,
+            expected_seq: waypoint.seq,
+            actual_next: next,
+        });
+    }
+    thread.push(waypoint);
+    Ok(())
+}
+
 #[async_trait]
 impl WaypointStore for InMemoryWaypointStore {
     async fn put(&self, waypoint: Waypoint) -> Result<(), StoreError> {
         validate_thread_id(&waypoint.thread_id).map_err(StoreError::InvalidThreadId)?;
         let mut threads = self.lock()?;
-        let thread = threads.entry(waypoint.thread_id.clone()).or_default();
-        let next = thread.len() as u64;
-        if waypoint.seq != next {
-            return Err(StoreError::Conflict {
-                thread_id: waypoint.thread_id,
-                expected_seq: waypoint.seq,
-                actual_next: next,
-            });
+        // Found without cloning the id: every superstep writes here.
+        if let Some(thread) = threads.get_mut(waypoint.thread_id.as_str()) {
+            return append(thread, waypoint);
         }
-        thread.push(waypoint);
-        Ok(())
+        let thread = threads.entry(waypoint.thread_id.clone()).or_default();
+        append(thread, waypoint)
     }
 
     async fn latest(&self, thread_id: &str) -> Result<Option<Waypoint>, StoreError> {

@@ -5,6 +5,7 @@ mod memory;
 mod record;
 mod store;
 mod types;
+mod visits;
 
 pub use chronicle::Chronicle;
 pub use memory::InMemoryWaypointStore;
@@ -12,6 +13,7 @@ pub use record::{
     AttemptRecord, HandledFailure, HandlerKind, NodeExecutionRecord, NodeStatus, RetrySkip,
 };
 pub use store::WaypointStore;
+pub(crate) use visits::Visits;
 pub use types::{
     Activation, CompletedActivation, ParleyDelivery, PreviousGraph, Waypoint, WaypointStatus,
 };

@@ -1,6 +1,6 @@
 //! What a waypoint records: its status, its state and the activations due next.
 
-use imbl::{OrdMap, Vector};
+use imbl::Vector;
 use serde::Deserialize;
 use serde::Serialize;
 use std::sync::Arc;
@@ -10,7 +10,7 @@ use crate::error::NodeError;
 use crate::graph::{Directive, GraphManifest, MusterTask, ParleyRequest, ParleyResponse};
 use crate::id::NodeId;
 use crate::state::Battlefield;
-use crate::waypoint::{HandledFailure, NodeExecutionRecord};
+use crate::waypoint::{HandledFailure, NodeExecutionRecord, Visits};
 
 /// One activation due in a superstep: a node, or one mustered task of a
 /// worker template. Ordered by node id, then task index (vanguard order).
@@ -162,9 +162,10 @@ pub struct Waypoint {
     /// A parley answer to hand to the next superstep's activations.
     pub parley: Option<ParleyDelivery>,
     /// How often each node has been activated in this thread (read it with
-    /// [`Waypoint::visits`]). A persistent map: writing a waypoint per
-    /// superstep must not copy one entry per node of the graph each time.
-    pub(crate) visits: OrdMap<NodeId, u32>,
+    /// [`Waypoint::visits`]). Shared with the waypoints before it: writing
+    /// a waypoint per superstep must not copy one entry per node of the
+    /// graph each time (see `Visits`).
+    pub(crate) visits: Visits,
     /// The fingerprint of the graph that wrote it.
     pub fingerprint: String,
     /// The shape of the graph that wrote it (node kinds, field rules), so a
@@ -209,7 +210,7 @@ impl Waypoint {
             completed: Vector::new(),
             records: Vec::new(),
             parley: None,
-            visits: OrdMap::new(),
+            visits: Visits::default(),
             fingerprint: String::new(),
             manifest: None,
             previous_graph: None,
@@ -242,12 +243,12 @@ impl Waypoint {
 
     /// How often each node has been activated in this thread, by node id.
     pub fn visits(&self) -> impl ExactSizeIterator<Item = (&NodeId, u32)> + '_ {
-        self.visits.iter().map(|(node, count)| (node, *count))
+        self.visits.iter()
     }
 
     /// How often `node` has been activated in this thread (0 if never).
     pub fn visit_count(&self, node: &NodeId) -> u32 {
-        self.visits.get(node).copied().unwrap_or(0)
+        self.visits.get(node)
     }
 }
 

@@ -101,6 +101,9 @@ impl<S: WaypointStore> WarEngine<S> {
     ) -> ActivationResult {
         let node_id = &activation.node_id;
         let mut rec = Recorder::new(node_id, act.task);
+        if matches!(act.spec, NodeSpec::Paladin { .. }) {
+            rec = rec.recording_served();
+        }
         // A hit executes nothing: no interceptor, no attempt.
         let key = self.cache_key(act, state, node_id);
         if let Some(hit) = self.cache_hit(act, key.as_ref(), node_id, &mut rec).await {

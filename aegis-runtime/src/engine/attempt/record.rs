@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
+use tracing::Level;
 
 use super::{ActivationCtx, ActivationResult, AttemptEnd};
 use crate::engine::WarEngine;
@@ -42,6 +43,13 @@ impl Recorder {
             served: ServedSlot::default(),
             streamed: None,
         }
+    }
+
+    /// This recorder keeping who served each attempt's answer: a Paladin
+    /// node's (no other kind reports it, so no other pays for the slot).
+    pub(super) fn recording_served(mut self) -> Self {
+        self.served = ServedSlot::recording();
+        self
     }
 
     /// Who produced the successful `attempt`, for the cache entry it is
@@ -154,7 +162,7 @@ impl<S: WaypointStore> WarEngine<S> {
         rec: &mut Recorder,
     ) -> AttemptEnd {
         let task_key = || act.task.map(|t| t.task_key.clone());
-        self.emit(TraceEvent::NodeStarted {
+        self.emit_with(Level::DEBUG, || TraceEvent::NodeStarted {
             thread_id: act.thread_id.to_string(),
             superstep: act.superstep,
             node_id: node_id.clone(),
@@ -187,7 +195,12 @@ impl<S: WaypointStore> WarEngine<S> {
             tap.close((!done).then(|| status.clone()));
             rec.streamed = done.then_some(tap);
         }
-        self.emit(TraceEvent::NodeFinished {
+        // A failed attempt is logged as a warning (see `log_event`).
+        let level = match status {
+            AttemptStatus::Failed(_) => Level::WARN,
+            _ => Level::DEBUG,
+        };
+        self.emit_with(level, || TraceEvent::NodeFinished {
             thread_id: act.thread_id.to_string(),
             superstep: act.superstep,
             node_id: node_id.clone(),

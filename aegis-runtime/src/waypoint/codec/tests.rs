@@ -4,6 +4,7 @@
 use super::*;
 use crate::error::{NodeError, NodeErrorSource, Transience};
 use crate::graph::{Directive, NextStep};
+use crate::id::NodeId;
 use crate::state::initial_state;
 use crate::waypoint::{AttemptRecord, NodeStatus};
 use serde_json::json;
@@ -49,7 +50,7 @@ fn waypoint(seq: u64, state: Battlefield) -> Waypoint {
         completed: Default::default(),
         records: Vec::new(),
         parley: None,
-        visits: imbl::OrdMap::from_iter([(NodeId::new("n"), seq as u32)]),
+        visits: [(NodeId::new("n"), seq as u32)].into_iter().collect(),
         fingerprint: "fp".into(),
         manifest: None,
         previous_graph: None,
@@ -361,7 +362,7 @@ fn fixture_thread_v1() -> Vec<Waypoint> {
         completed: Default::default(),
         records: Vec::new(),
         parley: None,
-        visits: imbl::OrdMap::new(),
+        visits: Default::default(),
         fingerprint: "v1:0123456789abcdef".into(),
         manifest: None,
         previous_graph: None,
@@ -375,7 +376,7 @@ fn fixture_thread_v1() -> Vec<Waypoint> {
         vanguard: vec![Activation::node("b"), Activation::node("c")].into(),
         records: vec![record("a", NodeStatus::Succeeded, Vec::new())],
         parley: None,
-        visits: imbl::OrdMap::from_iter([(NodeId::new("a"), 1u32)]),
+        visits: Visits::from_iter([(NodeId::new("a"), 1u32)]),
         created_at: at(1_700_000_001),
         ..w0.clone()
     };
@@ -408,7 +409,7 @@ fn fixture_thread_v1() -> Vec<Waypoint> {
             }],
         )],
         parley: None,
-        visits: imbl::OrdMap::from_iter([
+        visits: Visits::from_iter([
             (NodeId::new("a"), 1u32),
             (NodeId::new("b"), 1),
             (NodeId::new("c"), 1),

@@ -157,7 +157,7 @@ fn waypoint(thread: &str, seq: u64) -> Waypoint {
         completed: Default::default(),
         records: Vec::new(),
         parley: None,
-        visits: imbl::OrdMap::new(),
+        visits: Default::default(),
         fingerprint: "fp".into(),
         manifest: None,
         previous_graph: None,

@@ -46,7 +46,7 @@ fn waypoint(thread: &str, seq: u64, state: serde_json::Value) -> Waypoint {
         completed: Default::default(),
         records: Vec::new(),
         parley: None,
-        visits: imbl::OrdMap::new(),
+        visits: Default::default(),
         fingerprint: "fp".into(),
         manifest: None,
         previous_graph: None,
