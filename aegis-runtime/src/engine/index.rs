@@ -1,35 +1,64 @@
-//! A per-call index of the graph, so each superstep looks nodes up in O(1).
+//! The engine's index of a graph, so each superstep looks nodes up in O(1):
+//! built on a graph's first run and kept in the graph's memo until a
+//! builder method changes the graph, so a `start` costs nothing per node.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::Arc;
 
 use crate::aegis::Aegis;
 use crate::graph::{ConditionalEdges, NodeSpec, WarGraph};
 use crate::id::{END, NodeId, START};
 use crate::waypoint::Activation;
 
+/// One node as a superstep needs it.
 pub(crate) struct NodeEntry<'g> {
     pub(crate) spec: &'g NodeSpec,
     /// Static successors, END excluded, deduplicated.
-    pub(crate) successors: Vec<NodeId>,
-    pub(crate) conditionals: Vec<&'g ConditionalEdges>,
+    pub(crate) successors: &'g [NodeId],
+    conditionals: &'g [usize],
+    graph: &'g WarGraph,
     pub(crate) aegis: Option<&'g Aegis>,
 }
 
-pub(crate) struct GraphIndex<'g> {
-    pub(crate) graph: &'g WarGraph,
-    nodes: HashMap<&'g str, NodeEntry<'g>>,
+impl<'g> NodeEntry<'g> {
+    /// The node's conditional edges, in declaration order.
+    pub(crate) fn conditionals(&self) -> impl Iterator<Item = &'g ConditionalEdges> + 'g {
+        let graph = self.graph;
+        self.conditionals
+            .iter()
+            .filter_map(move |&i| graph.conditional.get(i))
+    }
+}
+
+/// What the index keeps of one node: owned, so the graph can keep it.
+struct NodeSlot {
+    /// Where the node's spec sits in `WarGraph::nodes`.
+    position: usize,
+    successors: Vec<NodeId>,
+    /// Positions in `WarGraph::conditional`.
+    conditionals: Vec<usize>,
+    /// The node's Aegis: its own, else the graph's default.
+    aegis: Option<Aegis>,
+}
+
+/// The index kept in the graph's memo.
+struct IndexData {
+    nodes: HashMap<NodeId, NodeSlot, BuildHasherDefault<Fnv>>,
     entry: Vec<NodeId>,
 }
 
-impl<'g> GraphIndex<'g> {
-    pub(crate) fn new(graph: &'g WarGraph) -> Self {
-        let mut nodes: HashMap<&str, NodeEntry<'g>> = HashMap::with_capacity(graph.nodes.len());
-        for (id, spec) in &graph.nodes {
-            nodes.entry(id.as_str()).or_insert_with(|| NodeEntry {
-                spec,
+impl IndexData {
+    fn build(graph: &WarGraph) -> Self {
+        let mut nodes: HashMap<NodeId, NodeSlot, BuildHasherDefault<Fnv>> =
+            HashMap::with_capacity_and_hasher(graph.nodes.len(), Default::default());
+        for (position, (id, _)) in graph.nodes.iter().enumerate() {
+            // A duplicate id is a validation error; the first one is indexed.
+            nodes.entry(id.clone()).or_insert_with(|| NodeSlot {
+                position,
                 successors: Vec::new(),
                 conditionals: Vec::new(),
-                aegis: graph.aegis_for(id),
+                aegis: graph.aegis_for(id).cloned(),
             });
         }
         let mut entry = Vec::new();
@@ -48,24 +77,115 @@ impl<'g> GraphIndex<'g> {
                 list.push(to.clone());
             }
         }
-        for c in &graph.conditional {
+        for (i, c) in graph.conditional.iter().enumerate() {
             if let Some(e) = nodes.get_mut(c.from.as_str()) {
-                e.conditionals.push(c);
+                e.conditionals.push(i);
             }
         }
         entry.sort();
-        GraphIndex {
-            graph,
-            nodes,
-            entry,
-        }
+        IndexData { nodes, entry }
+    }
+}
+
+/// A graph with its index, for one `start`/`resume` call.
+pub(crate) struct GraphIndex<'g> {
+    pub(crate) graph: &'g WarGraph,
+    data: Arc<IndexData>,
+}
+
+impl<'g> GraphIndex<'g> {
+    /// The index of `graph`, built on its first run.
+    pub(crate) fn of(graph: &'g WarGraph) -> Self {
+        let memo = graph
+            .memo
+            .run_index
+            .get_or_init(|| Arc::new(IndexData::build(graph)))
+            .clone();
+        // Only this module fills the slot, so the type always matches; were
+        // it ever not to, a fresh index is still right.
+        let data = memo
+            .downcast::<IndexData>()
+            .unwrap_or_else(|_| Arc::new(IndexData::build(graph)));
+        GraphIndex { graph, data }
     }
 
-    pub(crate) fn node(&self, id: &str) -> Option<&NodeEntry<'g>> {
-        self.nodes.get(id)
+    pub(crate) fn node(&self, id: &str) -> Option<NodeEntry<'_>> {
+        let slot = self.data.nodes.get(id)?;
+        let (_, spec) = self.graph.nodes.get(slot.position)?;
+        Some(NodeEntry {
+            spec,
+            successors: &slot.successors,
+            conditionals: &slot.conditionals,
+            graph: self.graph,
+            aegis: slot.aegis.as_ref(),
+        })
     }
 
     pub(crate) fn entry_activations(&self) -> Vec<Activation> {
-        self.entry.iter().cloned().map(Activation::node).collect()
+        self.data
+            .entry
+            .iter()
+            .cloned()
+            .map(Activation::node)
+            .collect()
+    }
+}
+
+/// FNV-1a: node ids are short and chosen by the graph's author, so a keyed
+/// hash buys no protection here and costs more than the lookup it serves.
+#[derive(Default)]
+pub(crate) struct Fnv(u64);
+
+impl Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        let mut h = if self.0 == 0 {
+            0xcbf2_9ce4_8422_2325
+        } else {
+            self.0
+        };
+        for b in bytes {
+            h ^= u64::from(*b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+        self.0 = h;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::{Directive, EngineLimits};
+    use crate::state::{BattlefieldSchema, StateDelta};
+
+    fn noop() -> NodeSpec {
+        NodeSpec::from_fn("noop", |_, _| {
+            Box::pin(async { Ok(Directive::edges(StateDelta::new())) })
+        })
+    }
+
+    #[test]
+    fn built_once_per_graph_and_again_after_a_change() {
+        let mut g = WarGraph::new(BattlefieldSchema::new(vec![]), EngineLimits::default());
+        g.add_node("a", noop())
+            .add_edge(START, "a")
+            .add_edge("a", END);
+        let first = GraphIndex::of(&g).data;
+        assert!(Arc::ptr_eq(&first, &GraphIndex::of(&g).data));
+        assert!(
+            GraphIndex::of(&g)
+                .node("a")
+                .is_some_and(|e| e.successors.is_empty())
+        );
+        g.add_node("b", noop()).add_edge("a", "b");
+        let second = GraphIndex::of(&g);
+        assert!(!Arc::ptr_eq(&first, &second.data));
+        assert_eq!(
+            second.node("a").map(|e| e.successors.to_vec()),
+            Some(vec![NodeId::new("b")])
+        );
     }
 }

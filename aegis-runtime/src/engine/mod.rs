@@ -10,6 +10,7 @@ mod outcome;
 mod presets;
 mod run;
 mod stream;
+mod tally;
 
 pub use config::EngineConfig;
 pub use hooks::{
@@ -405,12 +406,12 @@ impl<S: WaypointStore> WarEngine<S> {
             });
         }
         let state = initial_state(&graph.schema, &input).map_err(EngineError::InvalidInput)?;
-        let index = GraphIndex::new(graph);
+        let index = GraphIndex::of(graph);
         let vanguard = index.entry_activations();
         let run_deadline = RunDeadline::new(graph.limits.run_timeout);
         let cursor = Cursor {
             thread_id: Arc::from(thread_id),
-            fingerprint: graph.fingerprint(),
+            fingerprint: graph.shared_fingerprint(),
             seq: 0,
             superstep: 0,
             state,
@@ -418,8 +419,8 @@ impl<S: WaypointStore> WarEngine<S> {
             interrupted: false,
             completed: Default::default(),
             parley: None,
-            visits: Default::default(),
-            manifest: Some(Arc::new(graph.manifest())),
+            visits: tally::VisitTally::from_visits(Default::default()),
+            manifest: Some(graph.shared_manifest()),
             previous_graph: None,
             handled: Vec::new(),
         };
@@ -477,7 +478,7 @@ impl<S: WaypointStore> WarEngine<S> {
         // A changed graph takes the thread over only if it is compatible
         // with where the thread waits (or migrates it).
         let latest = evolve::onto(graph, latest)?;
-        let index = GraphIndex::new(graph);
+        let index = GraphIndex::of(graph);
         let run_deadline = RunDeadline::new(graph.limits.run_timeout);
         let created_at = latest.created_at;
         let requests = match &latest.status {

@@ -10,6 +10,7 @@ use tracing::Instrument;
 
 use super::attempt::{ActivationCtx, ActivationResult, NO_POLICIES, RunDeadline};
 use super::index::GraphIndex;
+use super::tally::VisitTally;
 use super::{RunOutcome, WarEngine};
 use crate::aegis::ErrorHandlerSpec;
 use crate::error::{EngineError, NodeError};
@@ -19,14 +20,14 @@ use crate::state::{Battlefield, Writer, merge};
 use crate::trace::TraceEvent;
 use crate::waypoint::NodeExecutionRecord;
 use crate::waypoint::{
-    Activation, CompletedActivation, HandledFailure, ParleyDelivery, PreviousGraph, Visits,
-    Waypoint, WaypointStatus, WaypointStore,
+    Activation, CompletedActivation, HandledFailure, ParleyDelivery, PreviousGraph, Waypoint,
+    WaypointStatus, WaypointStore,
 };
 
 /// Where a thread stands between two waypoint writes.
 pub(crate) struct Cursor {
     pub(crate) thread_id: Arc<str>,
-    pub(crate) fingerprint: String,
+    pub(crate) fingerprint: Arc<str>,
     /// The sequence number of the last waypoint written.
     pub(crate) seq: u64,
     pub(crate) superstep: u32,
@@ -37,7 +38,7 @@ pub(crate) struct Cursor {
     pub(crate) interrupted: bool,
     pub(crate) completed: Vector<Arc<CompletedActivation>>,
     pub(crate) parley: Option<ParleyDelivery>,
-    pub(crate) visits: Visits,
+    pub(crate) visits: VisitTally,
     pub(crate) manifest: Option<Arc<GraphManifest>>,
     pub(crate) previous_graph: Option<PreviousGraph>,
     /// The thread's handled failures so far (see [`Waypoint::handled`]).
@@ -48,7 +49,7 @@ impl Cursor {
     pub(crate) fn from_waypoint(w: Waypoint) -> Self {
         Cursor {
             thread_id: Arc::from(w.thread_id.as_str()),
-            fingerprint: w.fingerprint,
+            fingerprint: Arc::from(w.fingerprint),
             seq: w.seq,
             superstep: w.superstep,
             state: w.state,
@@ -56,7 +57,7 @@ impl Cursor {
             interrupted: w.interrupted,
             completed: w.completed,
             parley: w.parley,
-            visits: w.visits,
+            visits: VisitTally::from_visits(w.visits),
             manifest: w.manifest,
             previous_graph: w.previous_graph,
             handled: w.handled,
@@ -80,8 +81,8 @@ impl Cursor {
             completed: self.completed.clone(),
             records,
             parley: self.parley.clone(),
-            visits: self.visits.clone(),
-            fingerprint: self.fingerprint.clone(),
+            visits: self.visits.snapshot(),
+            fingerprint: self.fingerprint.to_string(),
             manifest: self.manifest.clone(),
             previous_graph: self.previous_graph.clone(),
             handled: self.handled.clone(),
@@ -97,8 +98,22 @@ struct StepEnv {
     superstep: u32,
     state: Battlefield,
     parley: Option<ParleyDelivery>,
-    fingerprint: String,
-    visits: Visits,
+    fingerprint: Arc<str>,
+}
+
+/// The activations of the superstep still to run (a resumed superstep
+/// already finished some), each with its node's visit count.
+fn todo(cur: &Cursor) -> Vec<(Activation, u32)> {
+    let with_visit = |a: &Activation| (a.clone(), cur.visits.get(&a.node_id).max(1));
+    if cur.completed.is_empty() {
+        return cur.vanguard.iter().map(with_visit).collect();
+    }
+    let done: BTreeSet<&Activation> = cur.completed.iter().map(|c| &c.activation).collect();
+    cur.vanguard
+        .iter()
+        .filter(|a| !done.contains(a))
+        .map(with_visit)
+        .collect()
 }
 
 /// Why a thread stops: the outcome still to be written and returned.
@@ -206,13 +221,7 @@ impl<S: WaypointStore> WarEngine<S> {
                 superstep: cur.superstep,
                 vanguard: cur.vanguard.iter().map(|a| a.node_id.clone()).collect(),
             });
-            let done: BTreeSet<&Activation> = cur.completed.iter().map(|c| &c.activation).collect();
-            let todo: Vec<Activation> = cur
-                .vanguard
-                .iter()
-                .filter(|a| !done.contains(a))
-                .cloned()
-                .collect();
+            let todo = todo(&cur);
             let span = tracing::debug_span!("aegis.superstep", superstep = cur.superstep);
             let unfinished = self
                 .run_vanguard(index, &mut cur, run_deadline, todo)
@@ -414,10 +423,7 @@ impl<S: WaypointStore> WarEngine<S> {
             // The re-run after the answer continues the same visit (a
             // Battalion finds its child thread by it).
             for (node, _) in &requests {
-                let v = cur.visits.get(node);
-                if v > 0 {
-                    cur.visits.set(node.clone(), v - 1);
-                }
+                cur.visits.decrement(node);
             }
             next.extend(requests.iter().map(|(n, _)| Activation::node(n.clone())));
             next.sort();
@@ -459,7 +465,7 @@ impl<S: WaypointStore> WarEngine<S> {
         index: &GraphIndex<'_>,
         cur: &mut Cursor,
         run_deadline: RunDeadline,
-        todo: Vec<Activation>,
+        todo: Vec<(Activation, u32)>,
     ) -> Result<Vec<(Activation, ActivationResult)>, EngineError> {
         let limits = &index.graph.limits;
         // A Battalion child's attempts get no more grace than its parent's.
@@ -472,10 +478,9 @@ impl<S: WaypointStore> WarEngine<S> {
             state: cur.state.clone(),
             parley: cur.parley.clone(),
             fingerprint: cur.fingerprint.clone(),
-            visits: cur.visits.clone(),
         };
         let env = &env;
-        let one = |activation: Activation| async move {
+        let one = |(activation, visit): (Activation, u32)| async move {
             let Some(entry) = index.node(activation.node_id.as_str()) else {
                 // Only a waypoint store returning another graph's vanguard
                 // could get here; fail the activation, not the process.
@@ -497,7 +502,7 @@ impl<S: WaypointStore> WarEngine<S> {
                 schema: &index.graph.schema,
                 task: activation.task.as_ref(),
                 parley_response,
-                visit: env.visits.get(&activation.node_id).max(1),
+                visit,
                 shutdown_grace,
             };
             let result = self.run_activation(&act, &env.state, &activation).await;
@@ -513,7 +518,7 @@ impl<S: WaypointStore> WarEngine<S> {
             }
             return Ok(unfinished);
         }
-        let tasks = todo.iter().filter(|a| a.task.is_some()).count();
+        let tasks = todo.iter().filter(|(a, _)| a.task.is_some()).count();
         let progress_every = if tasks > 0 {
             tasks.div_ceil(16).max(1)
         } else {
@@ -573,7 +578,7 @@ impl<S: WaypointStore> WarEngine<S> {
             match &c.directive.next {
                 NextStep::Edges => {
                     next.extend(entry.successors.iter().cloned());
-                    for cond in &entry.conditionals {
+                    for cond in entry.conditionals() {
                         let Some(evaluator) = self.edge_evaluators.get(&cond.evaluator) else {
                             continue; // registration is checked at start/resume
                         };

@@ -3,6 +3,7 @@
 use super::{NodeSpec, WarGraph};
 use crate::canon::Canon;
 use crate::state::{CacheMarker, DispatchRule};
+use std::sync::Arc;
 
 /// The fingerprint scheme's version, the prefix of every fingerprint.
 ///
@@ -27,7 +28,15 @@ impl WarGraph {
     ///
     /// Computed once and kept until the graph changes.
     pub fn fingerprint(&self) -> String {
-        self.memo.fingerprint.get_or_init(|| self.digest()).clone()
+        self.shared_fingerprint().to_string()
+    }
+
+    /// The fingerprint as every waypoint of a run shares it.
+    pub(crate) fn shared_fingerprint(&self) -> Arc<str> {
+        self.memo
+            .fingerprint
+            .get_or_init(|| Arc::from(self.digest()))
+            .clone()
     }
 
     pub(super) fn digest(&self) -> String {

@@ -5,6 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use super::{NodeSpec, WarGraph};
 use crate::error::GraphChange;
@@ -60,6 +61,19 @@ pub(crate) fn node_kind(spec: &NodeSpec) -> String {
 impl WarGraph {
     /// This graph's manifest: what is stored with each thread it runs.
     pub fn manifest(&self) -> GraphManifest {
+        GraphManifest::clone(&self.shared_manifest())
+    }
+
+    /// The manifest every waypoint of a run shares, built once per graph
+    /// (until a builder method changes it) rather than once per run.
+    pub(crate) fn shared_manifest(&self) -> Arc<GraphManifest> {
+        self.memo
+            .manifest
+            .get_or_init(|| Arc::new(self.build_manifest()))
+            .clone()
+    }
+
+    fn build_manifest(&self) -> GraphManifest {
         GraphManifest {
             nodes: self
                 .nodes

@@ -1,10 +1,11 @@
 //! `WarGraph`: the schema, nodes, edges and Aegis sidecar the engine runs.
 
+use std::any::Any;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
-use super::NodeSpec;
+use super::{GraphManifest, NodeSpec};
 use crate::aegis::Aegis;
 use crate::error::EngineError;
 use crate::graph::EngineLimits;
@@ -78,13 +79,18 @@ pub struct WarGraph {
     pub(crate) memo: Memo,
 }
 
-/// The graph's own check results and fingerprint, computed on first use and
-/// forgotten by every builder method: an engine starting many runs of one
-/// graph validates and hashes it once, not once per `start`/`resume`.
+/// What is derived from the graph, computed on first use and forgotten by
+/// every builder method: an engine starting many runs of one graph
+/// validates, hashes and indexes it once, not once per `start`/`resume`.
 #[derive(Clone, Default)]
 pub(crate) struct Memo {
     pub(crate) problems: OnceLock<Vec<EngineError>>,
-    pub(crate) fingerprint: OnceLock<String>,
+    pub(crate) fingerprint: OnceLock<Arc<str>>,
+    pub(crate) manifest: OnceLock<Arc<GraphManifest>>,
+    /// What a layer above derives from the graph to run it (the engine's
+    /// lookup index, with each node's successors and cache key seed). Typed
+    /// by that layer: this one only keeps it, and forgets it with the rest.
+    pub(crate) run_index: OnceLock<Arc<dyn Any + Send + Sync>>,
 }
 
 impl fmt::Debug for Memo {
@@ -92,6 +98,8 @@ impl fmt::Debug for Memo {
         f.debug_struct("Memo")
             .field("checked", &self.problems.get().is_some())
             .field("fingerprinted", &self.fingerprint.get().is_some())
+            .field("manifest", &self.manifest.get().is_some())
+            .field("indexed", &self.run_index.get().is_some())
             .finish()
     }
 }
@@ -376,8 +384,10 @@ mod tests {
             assert_eq!(g.fingerprint(), fresh.digest(), "{name}");
         }
         let mut g = base();
-        let _ = (g.problems(), g.fingerprint());
+        let _ = (g.problems(), g.fingerprint(), g.shared_manifest());
+        let _ = g.memo.run_index.set(Arc::new(()));
         g.set_limits(EngineLimits::default());
         assert!(g.memo.problems.get().is_none() && g.memo.fingerprint.get().is_none());
+        assert!(g.memo.manifest.get().is_none() && g.memo.run_index.get().is_none());
     }
 }

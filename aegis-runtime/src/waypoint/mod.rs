@@ -13,10 +13,10 @@ pub use record::{
     AttemptRecord, HandledFailure, HandlerKind, NodeExecutionRecord, NodeStatus, RetrySkip,
 };
 pub use store::WaypointStore;
-pub(crate) use visits::Visits;
 pub use types::{
     Activation, CompletedActivation, ParleyDelivery, PreviousGraph, Waypoint, WaypointStatus,
 };
+pub(crate) use visits::Visits;
 
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod codec;

@@ -243,7 +243,7 @@ impl Waypoint {
 
     /// How often each node has been activated in this thread, by node id.
     pub fn visits(&self) -> impl ExactSizeIterator<Item = (&NodeId, u32)> + '_ {
-        self.visits.iter()
+        self.visits.counts().into_iter()
     }
 
     /// How often `node` has been activated in this thread (0 if never).
