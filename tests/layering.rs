@@ -16,6 +16,7 @@ const LEVELS: &[(&str, u32)] = &[
     ("config", 0),
     ("deadline", 0),
     ("canon", 0),
+    ("few", 0),
     ("error", 0),
     ("aegis", 1),
     ("graph", 2),

@@ -14,6 +14,7 @@ mod config;
 mod deadline;
 pub mod engine;
 pub mod error;
+mod few;
 pub mod graph;
 pub mod id;
 pub mod llm;

@@ -98,7 +98,7 @@ impl<S: WaypointStore> WarEngine<S> {
         );
         // A timed-out parent attempt drops this future; the guard then
         // cancels the child's token too.
-        let _guard = engine.cancellation.clone().drop_guard();
+        let _guard = tokio_util::sync::CancellationToken::clone(&engine.cancellation).drop_guard();
         let latest = engine
             .store
             .latest(&thread)

@@ -1,6 +1,7 @@
 //! The `WarEngine`: the superstep loop and the Aegis attempt loop.
 
 mod attempt;
+mod barrier;
 mod battalion;
 mod config;
 mod evolve;
@@ -58,7 +59,9 @@ pub struct WarEngine<S = InMemoryWaypointStore> {
     pub(crate) error_handlers: HashMap<String, Arc<dyn ErrorHandler>>,
     pub(crate) trace_sinks: Vec<Arc<dyn TraceSink>>,
     pub(crate) interceptors: Vec<Arc<dyn NodeInterceptor>>,
-    pub(crate) cancellation: CancellationToken,
+    /// Shared with every attempt's `NodeContext`, so handing it over is
+    /// a reference count, not a clone of the token (which locks its tree).
+    pub(crate) cancellation: Arc<CancellationToken>,
     pub(crate) node_cache: Option<NodeCacheHandle>,
     /// Beaten after every superstep: a Battalion child beats its parent
     /// attempt's heartbeat this way.
@@ -123,7 +126,7 @@ impl<S: WaypointStore> WarEngine<S> {
             error_handlers: HashMap::new(),
             trace_sinks: Vec::new(),
             interceptors: Vec::new(),
-            cancellation: CancellationToken::new(),
+            cancellation: Arc::new(CancellationToken::new()),
             node_cache: None,
             superstep_beat: None,
             jitter_seed: None,
@@ -148,7 +151,7 @@ impl<S: WaypointStore> WarEngine<S> {
             error_handlers: self.error_handlers.clone(),
             trace_sinks: self.trace_sinks.clone(),
             interceptors: self.interceptors.clone(),
-            cancellation: self.cancellation.child_token(),
+            cancellation: Arc::new(self.cancellation.child_token()),
             node_cache: self.node_cache.clone(),
             superstep_beat: self.superstep_beat.clone(),
             jitter_seed: self.jitter_seed,
@@ -239,7 +242,7 @@ impl<S: WaypointStore> WarEngine<S> {
     /// `EngineLimits::shutdown_grace`, backoff waits end at once, and the run
     /// halts; resume it with an engine holding an uncancelled token.
     pub fn with_cancellation(mut self, token: CancellationToken) -> Self {
-        self.cancellation = token;
+        self.cancellation = Arc::new(token);
         self
     }
 

@@ -18,6 +18,7 @@ use futures::Stream;
 use tokio::task::JoinHandle;
 use tokio_util::sync::DropGuard;
 
+use super::barrier::Finished;
 use super::run::Cursor;
 use super::{RunOutcome, WarEngine};
 use crate::error::EngineError;
@@ -530,7 +531,7 @@ impl<S: WaypointStore> WarEngine<S> {
         options: StreamOptions,
     ) -> RunStream {
         let (engine, tap) = self.streaming(options);
-        let halt = engine.cancellation.clone().drop_guard();
+        let halt = tokio_util::sync::CancellationToken::clone(&engine.cancellation).drop_guard();
         let (graph, id) = (graph.clone(), thread_id.to_string());
         let run = tokio::spawn(async move { engine.start(&graph, &id, input).await });
         RunStream::new(thread_id, tap, run, halt)
@@ -555,7 +556,7 @@ impl<S: WaypointStore> WarEngine<S> {
         options: StreamOptions,
     ) -> RunStream {
         let (engine, tap) = self.streaming(options);
-        let halt = engine.cancellation.clone().drop_guard();
+        let halt = tokio_util::sync::CancellationToken::clone(&engine.cancellation).drop_guard();
         let (graph, id) = (graph.clone(), thread_id.to_string());
         let run = tokio::spawn(async move { engine.resume(&graph, &id, response).await });
         RunStream::new(thread_id, tap, run, halt)
@@ -564,7 +565,12 @@ impl<S: WaypointStore> WarEngine<S> {
     /// A superstep merged (its state is `cur.state`, its completed
     /// activations still listed): the parleys it raised, and for a stream
     /// its writes and the merged state.
-    pub(crate) fn superstep_merged(&self, cur: &Cursor, requests: &[(NodeId, ParleyRequest)]) {
+    pub(crate) fn superstep_merged(
+        &self,
+        cur: &Cursor,
+        finished: &[Finished<'_>],
+        requests: &[(NodeId, ParleyRequest)],
+    ) {
         for (node_id, request) in requests {
             self.emit(TraceEvent::ParleyRaised {
                 thread_id: cur.thread_id.to_string(),
@@ -579,14 +585,13 @@ impl<S: WaypointStore> WarEngine<S> {
         tap.push_with(StreamMode::Updates, || StreamEvent::Updates {
             thread_id: cur.thread_id.to_string(),
             superstep: cur.superstep,
-            writes: cur
-                .completed
+            writes: finished
                 .iter()
-                .filter(|c| !matches!(c.directive.next, NextStep::Parley(_)))
-                .map(|c| NodeUpdate {
-                    node_id: c.activation.node_id.clone(),
-                    task_key: c.activation.task_key().map(str::to_string),
-                    delta: c.directive.delta.clone(),
+                .filter(|f| !matches!(f.directive.next, NextStep::Parley(_)))
+                .map(|f| NodeUpdate {
+                    node_id: f.activation.node_id.clone(),
+                    task_key: f.activation.task_key().map(str::to_string),
+                    delta: f.directive.delta.clone(),
                 })
                 .collect(),
         });

@@ -186,7 +186,7 @@ pub struct NodeContext {
     pub(crate) superstep: u32,
     pub(crate) attempt: u32,
     pub(crate) heartbeat: HeartbeatHandle,
-    pub(crate) cancellation: CancellationToken,
+    pub(crate) cancellation: Arc<CancellationToken>,
     pub(crate) parley_response: Option<ParleyResponse>,
     pub(crate) task: Option<MusterTask>,
     /// Where [`NodeContext::emit`] and [`NodeContext::emit_token`] send.
@@ -243,7 +243,7 @@ impl NodeContext {
             superstep: 1,
             attempt: 1,
             heartbeat: HeartbeatHandle::noop(),
-            cancellation: CancellationToken::new(),
+            cancellation: Arc::new(CancellationToken::new()),
             parley_response: None,
             task: None,
             served: ServedSlot::default(),

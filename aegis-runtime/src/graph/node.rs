@@ -360,12 +360,20 @@ impl<F> StateNode for FnNode<F>
 where
     F: for<'a> Fn(&'a Battlefield, &'a NodeContext) -> NodeFuture<'a> + Send + Sync + 'static,
 {
-    async fn run(
-        &self,
-        state: &Battlefield,
-        ctx: &NodeContext,
-    ) -> Result<Directive, StateNodeError> {
-        (self.f)(state, ctx).await
+    // Written out rather than `async fn`: the closure's future is boxed
+    // already, and `async_trait` would box it once more per attempt.
+    fn run<'life0, 'life1, 'life2, 'async_trait>(
+        &'life0 self,
+        state: &'life1 Battlefield,
+        ctx: &'life2 NodeContext,
+    ) -> NodeFuture<'async_trait>
+    where
+        'life0: 'async_trait,
+        'life1: 'async_trait,
+        'life2: 'async_trait,
+        Self: 'async_trait,
+    {
+        (self.f)(state, ctx)
     }
 
     fn kind_name(&self) -> &str {

@@ -149,12 +149,6 @@ impl Battlefield {
         self.fields.get(field)
     }
 
-    pub(crate) fn with_slot(&self, field: FieldName, slot: Slot) -> Battlefield {
-        Battlefield {
-            fields: self.fields.update(field, slot),
-        }
-    }
-
     pub(crate) fn insert_slot(&mut self, field: FieldName, slot: Slot) {
         self.fields.insert(field, slot);
     }

@@ -2,12 +2,12 @@
 
 use imbl::Vector;
 use serde_json::{Map, Number, Value};
-use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
 use super::battlefield::Slot;
 use super::{Battlefield, BattlefieldSchema, DispatchRule, FieldName, StateDelta};
+use crate::few::Few;
 
 /// Who wrote a delta: a node, and the task key when it ran as a mustered task.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -176,6 +176,19 @@ pub fn initial_state(schema: &BattlefieldSchema, input: &Value) -> Result<Battle
     Ok(state)
 }
 
+/// Who wrote a delta, for a merge's error: built only when a merge refuses
+/// a write, so the barrier of every superstep formats no writer names.
+pub(crate) trait MergeWriter {
+    /// The writer, as an error names it.
+    fn writer(&self) -> Writer;
+}
+
+impl MergeWriter for Writer {
+    fn writer(&self) -> Writer {
+        self.clone()
+    }
+}
+
 /// Merges a superstep's deltas into `base`, in the order given (vanguard order).
 ///
 /// Checks everything before applying anything, so a refused merge leaves no
@@ -187,12 +200,31 @@ pub fn merge<'a>(
     writes: impl IntoIterator<Item = (Writer, &'a StateDelta)>,
 ) -> Result<Battlefield, MergeError> {
     let writes: Vec<(Writer, &StateDelta)> = writes.into_iter().collect();
-    let mut last_writers: BTreeMap<&FieldName, Vec<Writer>> = BTreeMap::new();
-    for (writer, delta) in &writes {
+    merge_with(schema, base, &writes)
+}
+
+/// A field's value while a merge accumulates its writes.
+enum Pending {
+    Value(Value),
+    List(Vector<Arc<Value>>),
+}
+
+/// [`merge`], naming writers only if it refuses one. Each written field's
+/// writes accumulate into one new value, stored once: a muster of many
+/// tasks appending to one list extends one vector in place rather than
+/// copying its tail once per task.
+pub(crate) fn merge_with<W: MergeWriter>(
+    schema: &BattlefieldSchema,
+    base: &Battlefield,
+    writes: &[(W, &StateDelta)],
+) -> Result<Battlefield, MergeError> {
+    // LastWrite fields and the write that set them, to find conflicts.
+    let mut last_writes: Few<(&FieldName, usize)> = Few::default();
+    for (i, (writer, delta)) in writes.iter().enumerate() {
         for (field, value) in delta.iter() {
             let Some(spec) = schema.field(field.as_str()) else {
                 return Err(MergeError::UndeclaredFieldWrite {
-                    writer: writer.clone(),
+                    writer: writer.writer(),
                     field: field.clone(),
                 });
             };
@@ -203,75 +235,108 @@ pub fn merge<'a>(
             };
             if !ok {
                 return Err(MergeError::DispatchTypeMismatch {
-                    writer: writer.clone(),
+                    writer: writer.writer(),
                     field: field.clone(),
                     rule: spec.dispatch,
                     found: kind(value),
                 });
             }
             if spec.dispatch == DispatchRule::LastWrite {
-                last_writers.entry(field).or_default().push(writer.clone());
+                last_writes.push((field, i));
             }
         }
     }
-    if let Some((field, writers)) = last_writers.into_iter().find(|(_, w)| w.len() > 1) {
-        return Err(MergeError::ConflictingWrites {
-            field: field.clone(),
-            writers,
-        });
+    if last_writes.len() > 1 {
+        // The first conflicting field by name, its writers in vanguard order.
+        last_writes.as_mut_slice().sort_unstable();
+        if let Some(group) = last_writes
+            .as_slice()
+            .chunk_by(|a, b| a.0 == b.0)
+            .find(|group| group.len() > 1)
+        {
+            return Err(MergeError::ConflictingWrites {
+                field: group[0].0.clone(),
+                writers: group.iter().map(|(_, i)| writes[*i].0.writer()).collect(),
+            });
+        }
     }
 
-    let mut state = base.clone();
-    for (writer, delta) in &writes {
+    let mut pending: Few<(&FieldName, Pending)> = Few::default();
+    for (writer, delta) in writes {
         for (field, value) in delta.iter() {
             let Some(spec) = schema.field(field.as_str()) else {
                 continue; // checked above
             };
-            let slot = match spec.dispatch {
-                DispatchRule::LastWrite => Slot::value(value.clone()),
-                DispatchRule::Append => {
-                    let mut items = match state.slot(field.as_str()) {
-                        Some(Slot::List { items, .. }) => items.clone(),
-                        Some(Slot::Value(v)) => match &**v {
-                            Value::Array(a) => a.iter().cloned().map(Arc::new).collect(),
-                            other => Vector::unit(Arc::new(other.clone())),
-                        },
-                        None => Vector::new(),
-                    };
-                    match value {
-                        Value::Array(new) => items.extend(new.iter().cloned().map(Arc::new)),
-                        other => items.push_back(Arc::new(other.clone())),
-                    }
-                    Slot::list(items)
+            let at = match pending.iter().position(|(f, _)| *f == field) {
+                Some(at) => at,
+                None => {
+                    pending.push((field, current(base, field, spec.dispatch)));
+                    pending.len() - 1
                 }
-                DispatchRule::Sum => {
-                    let current = state.get(field.as_str()).cloned();
-                    Slot::value(add(current.as_ref(), value).ok_or_else(|| {
+            };
+            let Some((_, acc)) = pending.as_mut_slice().get_mut(at) else {
+                continue; // `at` is an index into `pending`
+            };
+            match (spec.dispatch, acc) {
+                (DispatchRule::Append, Pending::List(items)) => match value {
+                    Value::Array(new) => items.extend(new.iter().cloned().map(Arc::new)),
+                    other => items.push_back(Arc::new(other.clone())),
+                },
+                (DispatchRule::Sum, Pending::Value(current)) => {
+                    *current = add(Some(&*current), value).ok_or_else(|| {
                         MergeError::DispatchTypeMismatch {
-                            writer: writer.clone(),
+                            writer: writer.writer(),
                             field: field.clone(),
                             rule: spec.dispatch,
                             found: "a sum that is not a finite number",
                         }
-                    })?)
+                    })?;
                 }
-                DispatchRule::Merge => {
-                    let mut obj = match state.get(field.as_str()) {
-                        Some(Value::Object(o)) => o.clone(),
-                        _ => Map::new(),
-                    };
+                (DispatchRule::Merge, Pending::Value(Value::Object(obj))) => {
                     if let Value::Object(new) = value {
                         for (k, v) in new {
                             obj.insert(k.clone(), v.clone());
                         }
                     }
-                    Slot::value(Value::Object(obj))
                 }
-            };
-            state = state.with_slot(field.clone(), slot);
+                (_, acc) => *acc = Pending::Value(value.clone()),
+            }
         }
     }
+
+    let mut state = base.clone();
+    for (field, value) in pending {
+        let slot = match value {
+            Pending::Value(v) => Slot::value(v),
+            Pending::List(items) => Slot::list(items),
+        };
+        state.insert_slot(field.clone(), slot);
+    }
     Ok(state)
+}
+
+/// What a field's writes in a merge start from: its value in `base`, in
+/// the form its rule accumulates (an absent field sums from nothing and
+/// merges into an empty object).
+fn current(base: &Battlefield, field: &FieldName, rule: DispatchRule) -> Pending {
+    match rule {
+        DispatchRule::Append => Pending::List(match base.slot(field.as_str()) {
+            Some(Slot::List { items, .. }) => items.clone(),
+            Some(Slot::Value(v)) => match &**v {
+                Value::Array(a) => a.iter().cloned().map(Arc::new).collect(),
+                other => Vector::unit(Arc::new(other.clone())),
+            },
+            None => Vector::new(),
+        }),
+        DispatchRule::Sum => {
+            Pending::Value(base.get(field.as_str()).cloned().unwrap_or(Value::Null))
+        }
+        DispatchRule::Merge => Pending::Value(Value::Object(match base.get(field.as_str()) {
+            Some(Value::Object(o)) => o.clone(),
+            _ => Map::new(),
+        })),
+        DispatchRule::LastWrite => Pending::Value(Value::Null),
+    }
 }
 
 fn add(current: Option<&Value>, delta: &Value) -> Option<Value> {

@@ -10,6 +10,7 @@ pub use battlefield::Battlefield;
 pub use delta::StateDelta;
 pub use field::{FieldName, IntoFieldName};
 pub use merge::{MergeError, Writer, initial_state, merge};
+pub(crate) use merge::{MergeWriter, merge_with};
 pub use schema::{BattlefieldSchema, CacheMarker, DispatchRule, FieldSpec};
 
 /// An error building state: a bad field name or a value that is not JSON.

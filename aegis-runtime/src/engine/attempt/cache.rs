@@ -66,7 +66,7 @@ impl<S: WaypointStore> WarEngine<S> {
         });
         let mut record = rec.finish(NodeStatus::Succeeded, 1);
         record.cache_hit = true;
-        record.cache_origin = entry.origin;
+        record.cache_origin = entry.origin.map(Box::new);
         Some(ActivationResult::Done {
             directive: Directive::edges(entry.delta),
             record,

@@ -66,7 +66,7 @@ impl<S: WaypointStore> WarEngine<S> {
         ActivationResult::Done {
             directive,
             record,
-            handled: Some(handled),
+            handled: Some(Box::new(handled)),
         }
     }
 }

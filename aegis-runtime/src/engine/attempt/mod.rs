@@ -71,8 +71,9 @@ pub(crate) enum ActivationResult {
     Done {
         directive: Directive,
         record: NodeExecutionRecord,
-        /// Set when the directive is the error handler's.
-        handled: Option<HandledFailure>,
+        /// Set when the directive is the error handler's. Boxed: a rare
+        /// case, and every result is moved through several futures.
+        handled: Option<Box<HandledFailure>>,
     },
     Failed {
         error: NodeError,
@@ -124,9 +125,11 @@ impl<S: WaypointStore> WarEngine<S> {
                 },
                 _,
             ) if matches!(record.status, NodeStatus::Succeeded) => {
-                let origin = rec.origin(act.thread_id, record.attempt);
-                self.cache_store(act, key.as_ref(), &directive, origin)
-                    .await;
+                if key.is_some() {
+                    let origin = rec.origin(act.thread_id, record.attempt);
+                    self.cache_store(act, key.as_ref(), &directive, origin)
+                        .await;
+                }
                 ActivationResult::Done {
                     directive,
                     record,

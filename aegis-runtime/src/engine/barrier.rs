@@ -1,0 +1,398 @@
+//! The barrier: every activation of the superstep has ended. A failure
+//! fails the run and a shutdown halts it; otherwise the deltas merge in
+//! vanguard order, the next vanguard is computed and the superstep's
+//! waypoint written.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use super::WarEngine;
+use super::attempt::{ActivationResult, RunDeadline};
+use super::index::GraphIndex;
+use super::run::{Cursor, Ending};
+use crate::aegis::ErrorHandlerSpec;
+use crate::error::{EngineError, NodeError};
+use crate::few::Few;
+use crate::graph::{Directive, MusterTask, NextStep, NodeSpec, ParleyRequest};
+use crate::id::{END, NodeId};
+use crate::state::{Battlefield, MergeWriter, StateDelta, Writer, merge_with};
+use crate::trace::TraceEvent;
+use crate::waypoint::{
+    Activation, CompletedActivation, HandledFailure, NodeExecutionRecord, NodeStatus,
+    WaypointStatus, WaypointStore,
+};
+
+/// One finished activation as the barrier reads it: finished in this call,
+/// or earlier in a superstep that was interrupted (or wrote progress
+/// waypoints) and is kept in the cursor.
+pub(crate) struct Finished<'a> {
+    pub(crate) activation: &'a Activation,
+    pub(crate) directive: &'a Directive,
+    pub(crate) handled: Option<&'a HandledFailure>,
+    /// The directive is the error handler's (the node itself failed).
+    from_handler: bool,
+}
+
+impl<'a> Finished<'a> {
+    fn kept(c: &'a CompletedActivation) -> Self {
+        Finished {
+            activation: &c.activation,
+            directive: &c.directive,
+            handled: c.handled.as_ref(),
+            from_handler: c.record.status == NodeStatus::Failed,
+        }
+    }
+}
+
+/// A finished activation's part that is not its record (which goes, moved,
+/// into the waypoint).
+struct Fresh<'v> {
+    activation: &'v Activation,
+    directive: Directive,
+    handled: Option<Box<HandledFailure>>,
+    from_handler: bool,
+}
+
+/// Names a writer from its activation, only when a merge refuses a write.
+struct ByActivation<'a>(&'a Activation);
+
+impl MergeWriter for ByActivation<'_> {
+    fn writer(&self) -> Writer {
+        Writer {
+            node: self.0.node_id.to_string(),
+            task_key: self.0.task_key().map(str::to_string),
+        }
+    }
+}
+
+/// The next vanguard from `next`: in vanguard order (node id, then task
+/// index), each node once (tasks are distinct by index).
+fn into_vanguard(next: Few<Activation>) -> Arc<[Activation]> {
+    match next {
+        Few::Zero => Arc::from([]),
+        Few::One(only) => Arc::from([only]),
+        Few::Many(mut next) => {
+            next.sort();
+            next.dedup();
+            next.into()
+        }
+    }
+}
+
+fn by_node_and_task(records: &mut [NodeExecutionRecord]) {
+    if records.len() > 1 {
+        records.sort_by(|a, b| (&a.node_id, &a.task_key).cmp(&(&b.node_id, &b.task_key)));
+    }
+}
+
+impl<S: WaypointStore> WarEngine<S> {
+    /// Closes the superstep whose activations ended in `unfinished` (each
+    /// by its index in the vanguard; those that finished earlier are in
+    /// `cur.completed`). `None` when the run goes on.
+    pub(crate) async fn barrier(
+        &self,
+        index: &GraphIndex<'_>,
+        cur: &mut Cursor,
+        mut unfinished: Few<(usize, ActivationResult)>,
+        run_deadline: RunDeadline,
+    ) -> Result<Option<Ending>, EngineError> {
+        // Completion order is a race; everything reported is in vanguard
+        // order, so the same failures always name the same node.
+        unfinished.as_mut_slice().sort_unstable_by_key(|(i, _)| *i);
+        let vanguard = cur.vanguard.clone();
+
+        let mut failures: Vec<(NodeError, bool)> = Vec::new();
+        let mut pending: Vec<NodeId> = Vec::new();
+        let mut records: Vec<NodeExecutionRecord> = Vec::new();
+        let mut fresh: Few<Fresh<'_>> = Few::default();
+        let mut fresh_records: Few<NodeExecutionRecord> = Few::default();
+        for (i, result) in unfinished {
+            let Some(activation) = vanguard.get(i) else {
+                continue; // indexes come from this vanguard
+            };
+            match result {
+                ActivationResult::Done {
+                    directive,
+                    record,
+                    handled,
+                } => {
+                    fresh.push(Fresh {
+                        activation,
+                        directive,
+                        handled,
+                        from_handler: record.status == NodeStatus::Failed,
+                    });
+                    fresh_records.push(record);
+                }
+                ActivationResult::Failed {
+                    error,
+                    record,
+                    budget_exhausted,
+                } => {
+                    records.push(record);
+                    failures.push((error, budget_exhausted));
+                }
+                ActivationResult::Shutdown { record } => {
+                    records.push(record);
+                    pending.push(activation.node_id.clone());
+                }
+            }
+        }
+
+        if !failures.is_empty() || !pending.is_empty() {
+            // The superstep is interrupted: what finished is kept, so a
+            // resume runs only the rest and then merges as this would have.
+            for (f, record) in fresh.into_iter().zip(fresh_records) {
+                cur.completed.push_back(Arc::new(CompletedActivation {
+                    activation: f.activation.clone(),
+                    directive: f.directive,
+                    record,
+                    handled: f.handled.map(|h| *h),
+                }));
+            }
+            cur.completed
+                .sort_by(|a, b| a.activation.cmp(&b.activation));
+            records.extend(cur.completed.iter().map(|c| c.record.clone()));
+            by_node_and_task(&mut records);
+            if let Some((error, _)) = failures.first() {
+                let run_error = if failures.iter().any(|(_, out_of_time)| *out_of_time) {
+                    run_deadline.error()
+                } else {
+                    EngineError::NodeFailed(error.clone())
+                };
+                let node_error = Some(error.clone());
+                return Ok(Some(Ending::failed(run_error, node_error, records)));
+            }
+            return Ok(Some(Ending::Halted { pending, records }));
+        }
+
+        let mut finished: Few<Finished<'_>> =
+            cur.completed.iter().map(|c| Finished::kept(c)).collect();
+        let kept = finished.len();
+        finished.extend(fresh.iter().map(|f| Finished {
+            activation: f.activation,
+            directive: &f.directive,
+            handled: f.handled.as_deref(),
+            from_handler: f.from_handler,
+        }));
+        if kept > 0 {
+            finished
+                .as_mut_slice()
+                .sort_by(|a, b| a.activation.cmp(b.activation));
+            records.extend(cur.completed.iter().map(|c| c.record.clone()));
+        }
+        records.extend(fresh_records);
+        by_node_and_task(&mut records);
+
+        if let Some(e) = task_violation(finished.as_slice()) {
+            return Ok(Some(Ending::failed(e, None, records)));
+        }
+
+        // A parleying activation's delta is discarded: it runs again, with
+        // the answer, after resume.
+        let requests: Vec<(NodeId, ParleyRequest)> = finished
+            .iter()
+            .filter_map(|f| match &f.directive.next {
+                NextStep::Parley(r) => Some((f.activation.node_id.clone(), r.clone())),
+                _ => None,
+            })
+            .collect();
+        let writes: Few<(ByActivation<'_>, &StateDelta)> = finished
+            .iter()
+            .filter(|f| !matches!(f.directive.next, NextStep::Parley(_)))
+            .map(|f| (ByActivation(f.activation), &f.directive.delta))
+            .collect();
+        let merged = match merge_with(&index.graph.schema, &cur.state, writes.as_slice()) {
+            Ok(s) => s,
+            Err(e) => return Ok(Some(Ending::failed(e.into(), None, records))),
+        };
+        let mut next = match self.successors(index, finished.as_slice(), &merged).await {
+            Ok(n) => n,
+            Err(e) => return Ok(Some(Ending::failed(e, None, records))),
+        };
+        cur.state = merged;
+        self.superstep_merged(cur, finished.as_slice(), &requests);
+        // Only a superstep that merged counts its compensations: one that
+        // failed or halted is re-run (its completed part reused) on resume.
+        cur.handled
+            .extend(finished.iter().filter_map(|f| f.handled.cloned()));
+        drop(writes);
+        drop(finished);
+        cur.completed.clear();
+        cur.interrupted = false;
+        cur.parley = None;
+
+        if !requests.is_empty() {
+            // The re-run after the answer continues the same visit (a
+            // Battalion finds its child thread by it).
+            for (node, _) in &requests {
+                cur.visits.decrement(node);
+            }
+            next.extend(requests.iter().map(|(n, _)| Activation::node(n.clone())));
+            cur.vanguard = into_vanguard(next);
+            let status = WaypointStatus::AwaitingInput {
+                requests: requests.clone(),
+            };
+            self.write(cur, status, records).await?;
+            return Ok(Some(Ending::AwaitingInput(requests)));
+        }
+
+        cur.vanguard = into_vanguard(next);
+        let status = if cur.vanguard.is_empty() {
+            WaypointStatus::Completed
+        } else {
+            WaypointStatus::Running
+        };
+        self.write(cur, status, records).await?;
+        if let Some(beat) = &self.superstep_beat {
+            beat.beat();
+        }
+        self.emit_with(tracing::Level::DEBUG, || TraceEvent::SuperstepFinished {
+            thread_id: cur.thread_id.to_string(),
+            superstep: cur.superstep,
+            next: cur.vanguard.iter().map(|a| a.node_id.clone()).collect(),
+        });
+        Ok(None)
+    }
+
+    /// The next vanguard: every finished activation's successors in
+    /// vanguard order (node id, then task index), each node once, plus the
+    /// tasks of any muster.
+    async fn successors(
+        &self,
+        index: &GraphIndex<'_>,
+        finished: &[Finished<'_>],
+        merged: &Battlefield,
+    ) -> Result<Few<Activation>, EngineError> {
+        let mut next: Few<Activation> = Few::default();
+        // Each worker's task keys so far, to refuse a repeated one.
+        let mut task_keys: HashMap<&NodeId, HashSet<&str>> = HashMap::new();
+        for f in finished {
+            let node = &f.activation.node_id;
+            let Some(entry) = index.node(node.as_str()) else {
+                continue;
+            };
+            match &f.directive.next {
+                NextStep::Edges => {
+                    next.extend(entry.successors.iter().cloned().map(Activation::node));
+                    for cond in entry.conditionals() {
+                        let Some(evaluator) = self.edge_evaluators.get(&cond.evaluator) else {
+                            continue; // registration is checked at start/resume
+                        };
+                        let chosen = evaluator.evaluate(merged).await.map_err(|e| {
+                            EngineError::EdgeEvaluatorFailed {
+                                node: node.clone(),
+                                evaluator: cond.evaluator.clone(),
+                                message: e.message,
+                            }
+                        })?;
+                        for target in chosen {
+                            if target.as_str() == END {
+                                continue;
+                            }
+                            if !cond.targets.contains(&target) {
+                                return Err(EngineError::ConditionalTargetNotDeclared {
+                                    node: node.clone(),
+                                    evaluator: cond.evaluator.clone(),
+                                    target,
+                                });
+                            }
+                            next.push(Activation::node(target));
+                        }
+                    }
+                }
+                NextStep::Goto(target) => {
+                    if target.as_str() == END {
+                        continue;
+                    }
+                    // Route and Gate targets are eligible by declaration.
+                    let routed = matches!(
+                        entry.aegis.and_then(|a| a.on_error.as_ref()),
+                        Some(ErrorHandlerSpec::Route { to, .. }) if to == target
+                    );
+                    let gated = matches!(
+                        entry.spec,
+                        NodeSpec::Gate { approve, reject, .. } if approve == target || reject == target
+                    );
+                    let allowed = routed
+                        || gated
+                        || entry.successors.contains(target)
+                        || index.graph.dynamic_targets.contains(target);
+                    if !allowed {
+                        return Err(EngineError::InvalidGoto {
+                            node: node.clone(),
+                            target: target.clone(),
+                        });
+                    }
+                    next.push(Activation::node(target.clone()));
+                }
+                NextStep::Muster {
+                    worker,
+                    tasks: list,
+                } => {
+                    if !index.graph.is_worker_template(worker) {
+                        return Err(EngineError::MusterWorkerNotTemplate {
+                            node: node.clone(),
+                            worker: worker.clone(),
+                        });
+                    }
+                    if !index.graph.muster_allowed(node, worker) {
+                        return Err(EngineError::MusterUndeclared {
+                            node: node.clone(),
+                            worker: worker.clone(),
+                        });
+                    }
+                    let keys = task_keys.entry(worker).or_default();
+                    keys.reserve(list.len());
+                    for (key, payload) in list {
+                        let task_index = u32::try_from(keys.len()).unwrap_or(u32::MAX);
+                        if !keys.insert(key.as_str()) {
+                            return Err(EngineError::DuplicateTaskKey {
+                                node: node.clone(),
+                                worker: worker.clone(),
+                                task_key: key.clone(),
+                            });
+                        }
+                        next.push(Activation::task(
+                            worker.clone(),
+                            MusterTask {
+                                task_key: key.clone(),
+                                payload: payload.clone(),
+                                index: task_index,
+                            },
+                        ));
+                    }
+                }
+                NextStep::End | NextStep::Parley(_) => {}
+            }
+        }
+        Ok(next)
+    }
+}
+
+/// A mustered task contributes a delta only: anything but Edges from the
+/// task itself, or from its error handler, fails the run before any routing.
+fn task_violation(finished: &[Finished<'_>]) -> Option<EngineError> {
+    finished.iter().find_map(|f| {
+        let task = f.activation.task.as_ref()?;
+        if matches!(f.directive.next, NextStep::Edges) {
+            return None;
+        }
+        let node = f.activation.node_id.clone();
+        let task_key = task.task_key.clone();
+        let returned = f.directive.next.name().to_string();
+        Some(if f.from_handler {
+            EngineError::MusterHandlerMustBeDeltaOnly {
+                node,
+                task_key,
+                returned,
+            }
+        } else {
+            EngineError::MusterTaskMustReturnEdges {
+                node,
+                task_key,
+                returned,
+            }
+        })
+    })
+}
