@@ -116,7 +116,7 @@ async fn a_hit_reports_who_produced_it(cache: Arc<dyn NodeCache>) {
     let hit = &records(&e, "t2").await[0];
     let expected = origin("t1", 2, "openai", 0);
     assert!(hit.cache_hit);
-    assert_eq!(hit.cache_origin.as_ref(), Some(&expected));
+    assert_eq!(hit.cache_origin.as_deref(), Some(&expected));
     assert_eq!(hit_origins(&sink), vec![Some(expected.clone())]);
 
     let line = sink
@@ -257,7 +257,7 @@ async fn cache_fallback_results_caches_a_fallback_answer_and_says_so() {
     let hit = &records(&e, "t2").await[0];
     let expected = origin("t1", 1, "ollama", 1);
     assert!(expected.fallback);
-    assert_eq!(hit.cache_origin.as_ref(), Some(&expected));
+    assert_eq!(hit.cache_origin.as_deref(), Some(&expected));
     assert_eq!(hit_origins(&sink), vec![Some(expected)]);
 }
 

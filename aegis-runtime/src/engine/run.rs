@@ -46,7 +46,7 @@ pub(crate) struct Cursor {
 }
 
 impl Cursor {
-    pub(crate) fn from_waypoint(w: Waypoint) -> Self {
+    pub(crate) fn from_waypoint(w: Waypoint, nodes: usize) -> Self {
         Cursor {
             thread_id: Arc::from(w.thread_id.as_str()),
             fingerprint: Arc::from(w.fingerprint),
@@ -57,7 +57,7 @@ impl Cursor {
             interrupted: w.interrupted,
             completed: w.completed,
             parley: w.parley,
-            visits: VisitTally::from_visits(w.visits),
+            visits: VisitTally::from_visits(w.visits, nodes),
             manifest: w.manifest,
             previous_graph: w.previous_graph,
             handled: w.handled,

@@ -16,13 +16,13 @@ pub(crate) struct VisitTally {
 }
 
 impl VisitTally {
-    /// The counts a waypoint recorded, to go on from.
-    pub(crate) fn from_visits(log: Visits) -> Self {
-        let counts = log
-            .counts()
-            .into_iter()
-            .map(|(n, c)| (n.clone(), c))
-            .collect();
+    /// The counts a waypoint recorded, to go on from, for a graph of
+    /// `nodes` nodes (so a run that visits each grows no table).
+    pub(crate) fn from_visits(log: Visits, nodes: usize) -> Self {
+        let recorded = log.counts();
+        let mut counts =
+            HashMap::with_capacity_and_hasher(nodes.max(recorded.len()), Default::default());
+        counts.extend(recorded.into_iter().map(|(n, c)| (n.clone(), c)));
         VisitTally { counts, log }
     }
 

@@ -2,6 +2,8 @@
 //! timeout and the run deadline, its idle window, and cancellation plus the
 //! shutdown grace. A result that arrives past a bound is no result.
 
+use std::future::Future;
+use std::task::Poll;
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -172,6 +174,12 @@ impl<S: WaypointStore> WarEngine<S> {
 
         let fut = self.execute_caught(act, state, ctx);
         tokio::pin!(fut);
+        // Most attempts finish on their first poll: they need no timers.
+        // The bounds are still checked after the fact, as below.
+        if let Poll::Ready(r) = std::future::poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx))).await
+        {
+            return overdue(None).unwrap_or_else(|| finish(r));
+        }
         tokio::select! {
             biased;
             r = &mut fut => return overdue(None).unwrap_or_else(|| finish(r)),

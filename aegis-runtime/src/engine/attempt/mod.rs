@@ -182,7 +182,9 @@ impl<S: WaypointStore> WarEngine<S> {
             if self.cancellation.is_cancelled() {
                 return rec.shutdown(attempt);
             }
-            if let Some(stop) = self.intercept_before(node_id, state, attempt, rec).await {
+            if !self.interceptors.is_empty()
+                && let Some(stop) = self.intercept_before(node_id, state, attempt, rec).await
+            {
                 return stop;
             }
             let error = match self.traced_attempt(act, state, node_id, attempt, rec).await {
