@@ -219,10 +219,12 @@ impl<S: WaypointStore> WarEngine<S> {
             });
             let todo = todo(&cur);
             let span = tracing::debug_span!("aegis.superstep", superstep = cur.superstep);
-            let unfinished = self
-                .run_vanguard(index, &mut cur, run_deadline, todo)
-                .instrument(span)
-                .await?;
+            // Pinned in place: the span wraps a pointer, not a move of the
+            // whole superstep's future.
+            let unfinished = {
+                let step = std::pin::pin!(self.run_vanguard(index, &mut cur, run_deadline, todo));
+                step.instrument(span).await?
+            };
             if let Some(ending) = self
                 .barrier(index, &mut cur, unfinished, run_deadline)
                 .await?

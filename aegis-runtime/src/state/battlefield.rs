@@ -1,13 +1,14 @@
 //! `Battlefield`: the graph state every node reads, as shared persistent
 //! values.
 
-use imbl::{OrdMap, Vector};
+use imbl::Vector;
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::Value;
 use std::fmt;
 use std::sync::{Arc, OnceLock};
 
 use super::FieldName;
+use super::fields::Fields;
 
 /// One field's stored value.
 ///
@@ -35,7 +36,7 @@ impl Slot {
         }
     }
 
-    fn get(&self) -> &Value {
+    pub(super) fn get(&self) -> &Value {
         match self {
             Slot::Value(v) => v,
             Slot::List {
@@ -53,7 +54,7 @@ impl Slot {
 /// a superstep costs in proportion to its delta, not to the whole state.
 #[derive(Clone, Default)]
 pub struct Battlefield {
-    fields: OrdMap<FieldName, Slot>,
+    fields: Fields,
 }
 
 impl Battlefield {

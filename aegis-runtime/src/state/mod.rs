@@ -3,6 +3,7 @@
 mod battlefield;
 mod delta;
 mod field;
+mod fields;
 mod merge;
 mod schema;
 

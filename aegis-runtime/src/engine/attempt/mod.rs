@@ -112,10 +112,12 @@ impl<S: WaypointStore> WarEngine<S> {
         }
         let span =
             tracing::debug_span!("aegis.node", node_id = %node_id, superstep = act.superstep);
-        let result = self
-            .attempts(act, state, node_id, &mut rec)
-            .instrument(span)
-            .await;
+        // Pinned in place: the span wraps a pointer, not a move of the
+        // whole attempt future.
+        let result = {
+            let attempts = std::pin::pin!(self.attempts(act, state, node_id, &mut rec));
+            attempts.instrument(span).await
+        };
         match (result, &act.aegis.on_error) {
             (
                 ActivationResult::Done {
