@@ -113,7 +113,7 @@ impl Thread {
         .with_visits([(NodeId::new("n"), self.seq as u32)]);
         w.superstep = self.seq as u32;
         w.vanguard = vec![Activation::node("n")].into();
-        w.fingerprint = "bench".to_string();
+        w.fingerprint = "bench".into();
         self.seq += 1;
         w
     }

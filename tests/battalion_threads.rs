@@ -265,7 +265,7 @@ async fn a_child_halted_under_the_old_name_starts_again_and_the_old_thread_is_le
     let old_child = halted.history("p>sub").await.unwrap();
     assert_eq!(old_child.last().unwrap().status.name(), "Halted");
     for mut w in old_child.clone() {
-        w.thread_id = "p/sub".to_string();
+        w.thread_id = "p/sub".into();
         legacy.put(w).await.unwrap();
     }
 

@@ -588,7 +588,7 @@ async fn resume_the_previous_versions_thread<S: WaypointStore>(store: Arc<S>) {
     assert_eq!(
         latest.previous_graph,
         Some(PreviousGraph {
-            fingerprint: before.fingerprint,
+            fingerprint: before.fingerprint.into(),
             migrated: false
         })
     );

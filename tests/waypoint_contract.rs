@@ -31,7 +31,7 @@ fn waypoint(thread: &str, seq: u64, state: Battlefield) -> Waypoint {
         .with_visits([(NodeId::new("next"), seq as u32)]);
     w.superstep = seq as u32;
     w.vanguard = vec![Activation::node("next")].into();
-    w.fingerprint = "fingerprint-v1".to_string();
+    w.fingerprint = "fingerprint-v1".into();
     // Whole microseconds: some databases keep no more, and the store must
     // hand back exactly what it was given.
     w.created_at = SystemTime::UNIX_EPOCH + Duration::from_micros(1_700_000_000_123_456 + seq);
@@ -210,7 +210,7 @@ mod suite {
         assert_eq!(branch.len(), 3);
         for (b, o) in branch.iter().zip(&original) {
             let mut renamed = o.clone();
-            renamed.thread_id = "branch".to_string();
+            renamed.thread_id = "branch".into();
             assert_eq!(view(b), view(&renamed));
         }
         // The branch goes its own way; the trunk is untouched.
@@ -422,7 +422,7 @@ mod suite {
             assert!(history.iter().all(|w| &w.thread_id == id), "{id:?}");
             assert_eq!(history[1].state.to_json(), json!({"n": n, "id": id}));
             let latest = store.latest(id).await.unwrap().unwrap();
-            assert_eq!((&latest.thread_id, latest.seq), (id, 1));
+            assert_eq!((latest.thread_id.as_str(), latest.seq), (id.as_str(), 1));
         }
         for (id, expected) in refused_ids() {
             let refused = StoreError::InvalidThreadId(expected.clone());

@@ -225,7 +225,7 @@ impl RunQueue for Recording {
         self.inner.waypoints()
     }
     async fn put_fenced(&self, lease: &Lease, waypoint: Waypoint) -> Result<(), StoreError> {
-        let (thread, seq) = (waypoint.thread_id.clone(), waypoint.seq as i64);
+        let (thread, seq) = (waypoint.thread_id.to_string(), waypoint.seq as i64);
         self.inner.put_fenced(lease, waypoint).await?;
         let _ = self
             .log

@@ -67,14 +67,14 @@ pub(super) fn onto(graph: &WarGraph, mut latest: Waypoint) -> Result<Waypoint, E
     let Some(state) = state else {
         return Err(EngineError::GraphMismatch {
             changes: old.map(|o| o.changes_to(&new)).unwrap_or_default(),
-            expected: latest.fingerprint,
+            expected: latest.fingerprint.to_string(),
             found,
             reasons,
         });
     };
     latest.state = state;
     latest.previous_graph = Some(PreviousGraph {
-        fingerprint: std::mem::replace(&mut latest.fingerprint, found),
+        fingerprint: std::mem::replace(&mut latest.fingerprint, found.into()).to_string(),
         migrated: migration.is_some(),
     });
     latest.manifest = Some(Arc::new(new));

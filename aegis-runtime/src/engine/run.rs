@@ -48,8 +48,8 @@ pub(crate) struct Cursor {
 impl Cursor {
     pub(crate) fn from_waypoint(w: Waypoint, nodes: usize) -> Self {
         Cursor {
-            thread_id: Arc::from(w.thread_id.as_str()),
-            fingerprint: Arc::from(w.fingerprint),
+            thread_id: w.thread_id.into(),
+            fingerprint: w.fingerprint.into(),
             seq: w.seq,
             superstep: w.superstep,
             state: w.state,
@@ -71,7 +71,7 @@ impl Cursor {
         records: Vec<NodeExecutionRecord>,
     ) -> Waypoint {
         Waypoint {
-            thread_id: self.thread_id.to_string(),
+            thread_id: self.thread_id.clone().into(),
             seq,
             superstep: self.superstep,
             status,
@@ -82,7 +82,7 @@ impl Cursor {
             records,
             parley: self.parley.clone(),
             visits: self.visits.snapshot(),
-            fingerprint: self.fingerprint.to_string(),
+            fingerprint: self.fingerprint.clone().into(),
             manifest: self.manifest.clone(),
             previous_graph: self.previous_graph.clone(),
             handled: self.handled.clone(),

@@ -56,7 +56,7 @@ impl<S: WaypointStore> Chronicle<S> {
         }
         let mut last = None;
         for mut w in history.into_iter().take(seq as usize + 1) {
-            w.thread_id = new_thread.to_string();
+            w.thread_id = new_thread.into();
             self.store.put(w.clone()).await?;
             last = Some(w);
         }

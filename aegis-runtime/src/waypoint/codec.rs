@@ -27,6 +27,7 @@ use super::{
 };
 use crate::error::StoreError;
 use crate::graph::GraphManifest;
+use crate::id::GraphFingerprint;
 use crate::state::{
     Battlefield, BattlefieldSchema, DispatchRule, FieldName, FieldSpec, StateDelta, Writer, merge,
 };
@@ -83,7 +84,7 @@ struct Row {
     parley: Option<ParleyDelivery>,
     /// Absent in a delta row whose graph fingerprint is the previous row's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    fingerprint: Option<String>,
+    fingerprint: Option<GraphFingerprint>,
     /// The graph's manifest, beside the fingerprint when that is written
     /// (absent in format 1 rows).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -187,7 +188,7 @@ pub(crate) fn encode(
         created_at,
     };
     let payload = serde_json::to_vec(&row).map_err(|e| StoreError::Corrupt {
-        thread_id: thread_id.clone(),
+        thread_id: thread_id.to_string(),
         seq,
         message: format!("cannot encode: {e}"),
     })?;
@@ -298,7 +299,7 @@ impl ChainDecoder {
         };
         self.tip = Some(tip);
         Ok(Waypoint {
-            thread_id: self.thread_id.clone(),
+            thread_id: self.thread_id.as_str().into(),
             seq,
             superstep: row.superstep,
             status: row.status,

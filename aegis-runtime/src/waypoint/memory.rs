@@ -34,7 +34,7 @@ impl Thread {
     fn append(&mut self, waypoint: Waypoint) -> Result<(), StoreError> {
         if waypoint.seq != self.len {
             return Err(StoreError::Conflict {
-                thread_id: waypoint.thread_id,
+                thread_id: waypoint.thread_id.to_string(),
                 expected_seq: waypoint.seq,
                 actual_next: self.len,
             });
@@ -82,7 +82,7 @@ impl WaypointStore for InMemoryWaypointStore {
         if let Some(thread) = threads.get_mut(waypoint.thread_id.as_str()) {
             return thread.append(waypoint);
         }
-        let thread = threads.entry(waypoint.thread_id.clone()).or_default();
+        let thread = threads.entry(waypoint.thread_id.to_string()).or_default();
         thread.append(waypoint)
     }
 

@@ -313,7 +313,7 @@ impl PostgresWaypointStore {
         fence: Option<PgFence<'_>>,
     ) -> Result<(), StoreError> {
         validate_thread_id(&waypoint.thread_id).map_err(StoreError::InvalidThreadId)?;
-        let thread_id = waypoint.thread_id.clone();
+        let thread_id = waypoint.thread_id.to_string();
         let seq = waypoint.seq;
         let seq_sql = to_sql(seq)?;
         let superstep = i64::from(waypoint.superstep);

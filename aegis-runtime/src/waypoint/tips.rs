@@ -9,6 +9,7 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
 
+use crate::id::GraphFingerprint;
 use crate::state::Battlefield;
 
 /// A thread's last row as the encoder needs it.
@@ -16,7 +17,7 @@ use crate::state::Battlefield;
 pub(crate) struct Tip {
     pub(crate) seq: u64,
     pub(crate) state: Battlefield,
-    pub(crate) fingerprint: String,
+    pub(crate) fingerprint: GraphFingerprint,
     pub(crate) manifest: Option<std::sync::Arc<crate::graph::GraphManifest>>,
     /// Delta rows since the last snapshot row.
     pub(crate) chain_len: u32,

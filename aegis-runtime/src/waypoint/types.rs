@@ -8,7 +8,7 @@ use std::time::SystemTime;
 
 use crate::error::NodeError;
 use crate::graph::{Directive, GraphManifest, MusterTask, ParleyRequest, ParleyResponse};
-use crate::id::NodeId;
+use crate::id::{GraphFingerprint, NodeId, ThreadId};
 use crate::state::Battlefield;
 use crate::waypoint::{HandledFailure, NodeExecutionRecord, Visits};
 
@@ -138,7 +138,7 @@ impl WaypointStatus {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Waypoint {
     /// The thread.
-    pub thread_id: String,
+    pub thread_id: ThreadId,
     /// The position of this waypoint in its thread: 0, 1, 2, ...
     pub seq: u64,
     /// The superstep this waypoint closes (or interrupts); 0 for the input.
@@ -167,7 +167,7 @@ pub struct Waypoint {
     /// graph each time (see `Visits`).
     pub(crate) visits: Visits,
     /// The fingerprint of the graph that wrote it.
-    pub fingerprint: String,
+    pub fingerprint: GraphFingerprint,
     /// The shape of the graph that wrote it (node kinds, field rules), so a
     /// resume on a changed graph can tell what changed. `None` in waypoints
     /// written before manifests were stored (format 1).
@@ -194,7 +194,7 @@ impl Waypoint {
     /// the public fields and use the `with_` methods for the rest: for a
     /// store's tests, or a store that decodes its rows by hand.
     pub fn new(
-        thread_id: impl Into<String>,
+        thread_id: impl Into<ThreadId>,
         seq: u64,
         status: WaypointStatus,
         state: Battlefield,
@@ -211,7 +211,7 @@ impl Waypoint {
             records: Vec::new(),
             parley: None,
             visits: Visits::default(),
-            fingerprint: String::new(),
+            fingerprint: GraphFingerprint::default(),
             manifest: None,
             previous_graph: None,
             handled: Vec::new(),

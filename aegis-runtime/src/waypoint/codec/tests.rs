@@ -185,7 +185,7 @@ fn a_snapshot_comes_when_the_chain_is_long_or_outweighs_the_last_snapshot() {
     let tip = |chain_len, chain_bytes| Tip {
         seq: 0,
         state: Battlefield::new(),
-        fingerprint: String::new(),
+        fingerprint: Default::default(),
         manifest: None,
         chain_len,
         chain_bytes,

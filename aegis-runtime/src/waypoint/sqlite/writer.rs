@@ -108,7 +108,7 @@ fn write_one(
     rule: SnapshotRule,
 ) -> Result<(), StoreError> {
     let sp = tx.savepoint().map_err(backend)?;
-    let thread_id = waypoint.thread_id.clone();
+    let thread_id = waypoint.thread_id.to_string();
     let seq = waypoint.seq;
     let (next, snapshot_seq) = sp
         .query_row(
