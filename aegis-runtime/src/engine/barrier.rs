@@ -9,7 +9,7 @@ use std::sync::Arc;
 use super::WarEngine;
 use super::attempt::{ActivationResult, RunDeadline};
 use super::index::GraphIndex;
-use super::run::{Cursor, Ending};
+use super::run::{Cursor, Ending, sort_completed};
 use crate::aegis::ErrorHandlerSpec;
 use crate::error::{EngineError, NodeError};
 use crate::few::Few;
@@ -150,8 +150,7 @@ impl<S: WaypointStore> WarEngine<S> {
                     handled: f.handled.map(|h| *h),
                 }));
             }
-            cur.completed
-                .sort_by(|a, b| a.activation.cmp(&b.activation));
+            sort_completed(&mut cur.completed);
             records.extend(cur.completed.iter().map(|c| c.record.clone()));
             by_node_and_task(&mut records);
             if let Some((error, _)) = failures.first() {

@@ -2,9 +2,12 @@
 //! barrier in vanguard order, write a waypoint, compute the next vanguard.
 
 use futures::StreamExt;
+use futures::stream::FuturesUnordered;
 use imbl::Vector;
 use std::collections::BTreeSet;
+use std::future::Future;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::SystemTime;
 use tracing::Instrument;
 
@@ -14,7 +17,7 @@ use super::tally::VisitTally;
 use super::{RunOutcome, WarEngine};
 use crate::error::{EngineError, NodeError};
 use crate::few::Few;
-use crate::graph::{GraphManifest, ParleyRequest};
+use crate::graph::{GraphManifest, MusterTask, ParleyRequest, TaskRef, TaskSource};
 use crate::id::NodeId;
 use crate::state::Battlefield;
 use crate::trace::TraceEvent;
@@ -96,10 +99,21 @@ impl Cursor {
 struct StepEnv {
     thread_id: Arc<str>,
     vanguard: Arc<[Activation]>,
+    /// The vanguard as its tasks' contexts read it; `None` without tasks.
+    tasks: Option<Arc<dyn TaskSource>>,
     superstep: u32,
     state: Battlefield,
     parley: Option<ParleyDelivery>,
     fingerprint: Arc<str>,
+}
+
+/// A superstep's vanguard as the attempts of its tasks read them.
+struct VanguardTasks(Arc<[Activation]>);
+
+impl TaskSource for VanguardTasks {
+    fn task(&self, index: usize) -> Option<&MusterTask> {
+        self.0.get(index)?.task.as_ref()
+    }
 }
 
 /// The activations of the superstep still to run (a resumed superstep
@@ -338,6 +352,11 @@ impl<S: WaypointStore> WarEngine<S> {
         let env = StepEnv {
             thread_id: cur.thread_id.clone(),
             vanguard: cur.vanguard.clone(),
+            tasks: cur
+                .vanguard
+                .iter()
+                .any(|a| a.task.is_some())
+                .then(|| Arc::new(VanguardTasks(cur.vanguard.clone())) as Arc<dyn TaskSource>),
             superstep: cur.superstep,
             state: cur.state.clone(),
             parley: cur.parley.clone(),
@@ -368,6 +387,11 @@ impl<S: WaypointStore> WarEngine<S> {
                 fingerprint: &env.fingerprint,
                 schema: &index.graph.schema,
                 task: activation.task.as_ref(),
+                task_ref: activation
+                    .task
+                    .as_ref()
+                    .and(env.tasks.as_ref())
+                    .map(|tasks| TaskRef::new(tasks.clone(), i)),
                 parley_response,
                 visit,
                 shutdown_grace,
@@ -389,10 +413,44 @@ impl<S: WaypointStore> WarEngine<S> {
         };
         let mut since_progress = 0;
         let mut unfinished = Few::default();
-        let mut results = futures::stream::iter(todo)
-            .map(one)
-            .buffer_unordered(limits.max_concurrency.max(1));
-        while let Some((i, result)) = results.next().await {
+        // Whether `cur.completed` is in vanguard order: tasks mostly finish
+        // in the order they started, so a progress waypoint rarely needs a
+        // sort, and never a sort of the persistent vector in place.
+        let mut in_order = cur
+            .completed
+            .iter()
+            .zip(cur.completed.iter().skip(1))
+            .all(|(a, b)| a.activation <= b.activation);
+        let limit = limits.max_concurrency.max(1);
+        let mut running = FuturesUnordered::new();
+        let mut todo = todo.into_iter();
+        loop {
+            // Start activations while there is room. One that finishes on
+            // its first poll (most do) never enters the set, whose
+            // bookkeeping costs more than the activation itself; the others
+            // run concurrently there, at most `limit` at once.
+            let (i, result) = if running.len() < limit
+                && let Some(next) = todo.next()
+            {
+                let mut activation = Box::pin(one(next));
+                match std::future::poll_fn(|cx| Poll::Ready(activation.as_mut().poll(cx))).await {
+                    Poll::Ready(done) => {
+                        // Finishing inline never yields: give the runtime
+                        // its turn once this task's budget is spent.
+                        tokio::task::consume_budget().await;
+                        done
+                    }
+                    Poll::Pending => {
+                        running.push(activation);
+                        continue;
+                    }
+                }
+            } else {
+                match running.next().await {
+                    Some(done) => done,
+                    None => break,
+                }
+            };
             let task = env.vanguard.get(i).filter(|a| a.task.is_some());
             match (result, task) {
                 (
@@ -403,6 +461,10 @@ impl<S: WaypointStore> WarEngine<S> {
                     },
                     Some(activation),
                 ) => {
+                    in_order &= cur
+                        .completed
+                        .last()
+                        .is_none_or(|last| last.activation <= *activation);
                     cur.completed.push_back(Arc::new(CompletedActivation {
                         activation: activation.clone(),
                         directive,
@@ -412,8 +474,10 @@ impl<S: WaypointStore> WarEngine<S> {
                     since_progress += 1;
                     if since_progress >= progress_every {
                         since_progress = 0;
-                        cur.completed
-                            .sort_by(|a, b| a.activation.cmp(&b.activation));
+                        if !in_order {
+                            sort_completed(&mut cur.completed);
+                            in_order = true;
+                        }
                         self.write(cur, WaypointStatus::Running, Vec::new()).await?;
                     }
                 }
@@ -422,4 +486,13 @@ impl<S: WaypointStore> WarEngine<S> {
         }
         Ok(unfinished)
     }
+}
+
+/// Puts finished activations in vanguard order. Sorted as a plain vector
+/// and rebuilt: sorting a persistent vector in place walks its tree for
+/// every element it touches.
+pub(crate) fn sort_completed(completed: &mut Vector<Arc<CompletedActivation>>) {
+    let mut items: Vec<Arc<CompletedActivation>> = completed.iter().cloned().collect();
+    items.sort_by(|a, b| a.activation.cmp(&b.activation));
+    *completed = items.into_iter().collect();
 }

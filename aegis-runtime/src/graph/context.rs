@@ -1,5 +1,6 @@
 //! What a node sees of the engine while it runs.
 
+use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -188,11 +189,41 @@ pub struct NodeContext {
     pub(crate) heartbeat: HeartbeatHandle,
     pub(crate) cancellation: Arc<CancellationToken>,
     pub(crate) parley_response: Option<ParleyResponse>,
-    pub(crate) task: Option<MusterTask>,
+    pub(crate) task: Option<TaskRef>,
     /// Where [`NodeContext::emit`] and [`NodeContext::emit_token`] send.
     pub(crate) emitter: NodeEmitter,
     /// Where a Paladin attempt reports who served its answer.
     pub(crate) served: ServedSlot,
+}
+
+/// A superstep's mustered tasks, as the attempts running them read them.
+pub(crate) trait TaskSource: Send + Sync + 'static {
+    /// The task at `index`, if there is one.
+    fn task(&self, index: usize) -> Option<&MusterTask>;
+}
+
+/// One task of a [`TaskSource`]: an attempt's context points at its task in
+/// the superstep's shared list rather than copying its key and payload.
+#[derive(Clone)]
+pub(crate) struct TaskRef {
+    source: Arc<dyn TaskSource>,
+    index: usize,
+}
+
+impl TaskRef {
+    pub(crate) fn new(source: Arc<dyn TaskSource>, index: usize) -> Self {
+        TaskRef { source, index }
+    }
+
+    fn task(&self) -> Option<&MusterTask> {
+        self.source.task(self.index)
+    }
+}
+
+impl fmt::Debug for TaskRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.task(), f)
+    }
 }
 
 /// Who served a Paladin attempt's answer, as its port reported it.
@@ -293,7 +324,7 @@ impl NodeContext {
 
     /// The task, when this node runs as a mustered task of a worker template.
     pub fn task(&self) -> Option<&MusterTask> {
-        self.task.as_ref()
+        self.task.as_ref().and_then(TaskRef::task)
     }
 
     /// Sends a progress payload of the node's own to the run's stream (a

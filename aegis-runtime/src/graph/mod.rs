@@ -24,7 +24,7 @@ pub use aegis_node::{
 };
 pub(crate) use cache_rules::missing_backend_error;
 pub use context::{HeartbeatHandle, IdleHold, NodeContext};
-pub(crate) use context::{Served, ServedSlot};
+pub(crate) use context::{Served, ServedSlot, TaskRef, TaskSource};
 pub(crate) use emit::{EmitTarget, NodeEmitter};
 pub use fingerprint::FINGERPRINT_VERSION;
 pub use input::{InputMapping, TemplateError};

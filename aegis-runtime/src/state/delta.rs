@@ -1,8 +1,10 @@
 //! `StateDelta`: the writes one node makes in one superstep.
 
-use serde::{Deserialize, Serialize};
+use serde::de::{MapAccess, Visitor};
+use serde::ser::SerializeMap;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
-use std::collections::BTreeMap;
+use std::fmt;
 
 use super::{FieldName, IntoFieldName, StateError};
 
@@ -18,9 +20,12 @@ use super::{FieldName, IntoFieldName, StateError};
 /// assert_eq!(delta.get("answer"), Some(&serde_json::json!(42)));
 /// # Ok::<(), aegis_runtime::StateError>(())
 /// ```
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Default, PartialEq)]
 pub struct StateDelta {
-    writes: BTreeMap<FieldName, Value>,
+    /// Sorted by field name, each name once. A node writes a field or two:
+    /// a sorted vector of them is one small allocation, where an ordered
+    /// map allocates a whole node (eleven slots) for the first write.
+    writes: Vec<(FieldName, Value)>,
 }
 
 impl StateDelta {
@@ -40,18 +45,28 @@ impl StateDelta {
             field: field.to_string(),
             message: e.to_string(),
         })?;
-        self.writes.insert(field, value);
+        self.insert(field, value);
         Ok(self)
+    }
+
+    fn insert(&mut self, field: FieldName, value: Value) {
+        match self.writes.binary_search_by(|(f, _)| f.cmp(&field)) {
+            Ok(i) => self.writes[i].1 = value,
+            Err(i) => self.writes.insert(i, (field, value)),
+        }
     }
 
     /// The value written to `field`, if any.
     pub fn get(&self, field: &str) -> Option<&Value> {
-        self.writes.get(field)
+        self.writes
+            .binary_search_by(|(f, _)| f.as_str().cmp(field))
+            .ok()
+            .map(|i| &self.writes[i].1)
     }
 
     /// Every write, ordered by field name.
     pub fn iter(&self) -> impl Iterator<Item = (&FieldName, &Value)> {
-        self.writes.iter()
+        self.writes.iter().map(|(f, v)| (f, v))
     }
 
     /// Whether the delta writes nothing.
@@ -62,5 +77,122 @@ impl StateDelta {
     /// How many fields the delta writes.
     pub fn len(&self) -> usize {
         self.writes.len()
+    }
+}
+
+impl fmt::Debug for StateDelta {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StateDelta")
+            .field("writes", &WritesDebug(self))
+            .finish()
+    }
+}
+
+struct WritesDebug<'a>(&'a StateDelta);
+
+impl fmt::Debug for WritesDebug<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_map().entries(self.0.iter()).finish()
+    }
+}
+
+/// Stored as `{"writes": {field: value, ..}}`, exactly as the ordered map
+/// it replaced: cache entries and waypoints written before still read.
+impl Serialize for StateDelta {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        struct Writes<'a>(&'a StateDelta);
+        impl Serialize for Writes<'_> {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                let mut map = s.serialize_map(Some(self.0.len()))?;
+                for (k, v) in self.0.iter() {
+                    map.serialize_entry(k, v)?;
+                }
+                map.end()
+            }
+        }
+        use serde::ser::SerializeStruct;
+        let mut st = s.serialize_struct("StateDelta", 1)?;
+        st.serialize_field("writes", &Writes(self))?;
+        st.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for StateDelta {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        /// The stored writes, a map read into the sorted vector (a repeated
+        /// field keeps its last value, as a map would).
+        struct Writes(StateDelta);
+        impl<'de> Deserialize<'de> for Writes {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                struct V;
+                impl<'de> Visitor<'de> for V {
+                    type Value = Writes;
+                    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                        f.write_str("a map of field names to values")
+                    }
+                    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Writes, A::Error> {
+                        let mut delta = StateDelta::new();
+                        while let Some((k, v)) = map.next_entry::<FieldName, Value>()? {
+                            delta.insert(k, v);
+                        }
+                        Ok(Writes(delta))
+                    }
+                }
+                d.deserialize_map(V)
+            }
+        }
+        #[derive(Deserialize)]
+        struct Stored {
+            writes: Writes,
+        }
+        Ok(Stored::deserialize(d)?.writes.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn a_later_write_wins_and_writes_read_in_name_order() {
+        let mut d = StateDelta::new();
+        d.set("b", 1)
+            .unwrap()
+            .set("a", 2)
+            .unwrap()
+            .set("b", 3)
+            .unwrap();
+        assert_eq!(d.len(), 2);
+        assert_eq!(
+            (d.get("a"), d.get("b"), d.get("c")),
+            (Some(&json!(2)), Some(&json!(3)), None)
+        );
+        let names: Vec<&str> = d.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(names, ["a", "b"]);
+    }
+
+    #[test]
+    fn stored_exactly_as_the_map_it_replaced() {
+        #[derive(Serialize, Deserialize)]
+        struct Before {
+            writes: BTreeMap<FieldName, Value>,
+        }
+        let mut d = StateDelta::new();
+        d.set("zeta", "z")
+            .unwrap()
+            .set("alpha", json!({"k": [1]}))
+            .unwrap();
+        let before = Before {
+            writes: d.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        };
+        let json = serde_json::to_string(&d).unwrap();
+        assert_eq!(json, serde_json::to_string(&before).unwrap());
+        assert_eq!(json, r#"{"writes":{"alpha":{"k":[1]},"zeta":"z"}}"#);
+        let back: StateDelta = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, d);
+        // An invalid field name is refused as it always was.
+        assert!(serde_json::from_str::<StateDelta>(r#"{"writes":{"no way":1}}"#).is_err());
     }
 }

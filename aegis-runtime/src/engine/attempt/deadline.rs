@@ -116,7 +116,7 @@ impl<S: WaypointStore> WarEngine<S> {
             heartbeat: heartbeat.clone(),
             cancellation: self.cancellation.clone(),
             parley_response: act.parley_response.cloned(),
-            task: act.task.cloned(),
+            task: act.task_ref.clone(),
             served,
             emitter,
         };

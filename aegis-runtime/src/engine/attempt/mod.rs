@@ -28,7 +28,7 @@ use tracing::Instrument;
 use super::WarEngine;
 use crate::aegis::Aegis;
 use crate::error::NodeError;
-use crate::graph::{Directive, MusterTask, NodeSpec, ParleyResponse};
+use crate::graph::{Directive, MusterTask, NodeSpec, ParleyResponse, TaskRef};
 use crate::id::NodeId;
 use crate::state::{Battlefield, BattlefieldSchema};
 use crate::waypoint::{Activation, HandledFailure, NodeExecutionRecord, NodeStatus, WaypointStore};
@@ -50,6 +50,8 @@ pub(crate) struct ActivationCtx<'a> {
     pub(crate) fingerprint: &'a str,
     pub(crate) schema: &'a BattlefieldSchema,
     pub(crate) task: Option<&'a MusterTask>,
+    /// The same task as the attempt's context holds it (shared, not copied).
+    pub(crate) task_ref: Option<TaskRef>,
     pub(crate) parley_response: Option<&'a ParleyResponse>,
     /// How often this node has been activated in the thread (1 = first).
     pub(crate) visit: u32,
@@ -128,7 +130,7 @@ impl<S: WaypointStore> WarEngine<S> {
                 _,
             ) if matches!(record.status, NodeStatus::Succeeded) => {
                 if key.is_some() {
-                    let origin = rec.origin(act.thread_id, record.attempt);
+                    let origin = rec.origin(act.thread_id, &record);
                     self.cache_store(act, key.as_ref(), &directive, origin)
                         .await;
                 }

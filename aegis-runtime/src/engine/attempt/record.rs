@@ -52,15 +52,15 @@ impl Recorder {
         self
     }
 
-    /// Who produced the successful `attempt`, for the cache entry it is
-    /// stored as.
-    pub(super) fn origin(&self, thread_id: &str, attempt: u32) -> CacheOrigin {
+    /// Who produced the successful activation `record` ends, for the
+    /// cache entry it is stored as.
+    pub(super) fn origin(&self, thread_id: &str, record: &NodeExecutionRecord) -> CacheOrigin {
         let served = self.served.take().unwrap_or_default();
         CacheOrigin {
             node_id: self.node_id.clone(),
-            task_key: self.task_key.clone(),
+            task_key: record.task_key.clone(),
             thread_id: Some(thread_id.to_string()),
-            attempt,
+            attempt: record.attempt,
             served_by: served.served_by,
             model: served.model,
             chain_position: served.chain_position,
@@ -81,11 +81,12 @@ impl Recorder {
         self.started.elapsed()
     }
 
-    /// The record so far, ending in `status` at `attempt`.
+    /// The record so far, ending in `status` at `attempt`: the activation's
+    /// last word (the task key moves into it).
     pub(super) fn finish(&mut self, status: NodeStatus, attempt: u32) -> NodeExecutionRecord {
         NodeExecutionRecord {
             node_id: self.node_id.clone(),
-            task_key: self.task_key.clone(),
+            task_key: self.task_key.take(),
             status,
             attempt,
             attempts: std::mem::take(&mut self.failed),
