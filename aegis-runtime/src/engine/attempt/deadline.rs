@@ -97,9 +97,10 @@ impl<S: WaypointStore> WarEngine<S> {
         state: &Battlefield,
         node_id: &NodeId,
         attempt: u32,
+        started: Instant,
         served: ServedSlot,
         emitter: NodeEmitter,
-    ) -> AttemptEnd {
+    ) -> (AttemptEnd, Instant) {
         let timeout = act.aegis.timeout.as_ref();
         let idle = timeout.and_then(|t| t.idle_timeout);
         let heartbeat = if idle.is_some() {
@@ -122,7 +123,7 @@ impl<S: WaypointStore> WarEngine<S> {
         };
         let run_timeout = timeout
             .and_then(|t| t.run_timeout)
-            .and_then(|d| deadline_after(Instant::now(), d))
+            .and_then(|d| deadline_after(started, d))
             .map(|d| (d, TimeoutKind::Run));
         // The run deadline wins ties: when both pass together the run is
         // out of time.
@@ -154,8 +155,7 @@ impl<S: WaypointStore> WarEngine<S> {
         // firing, but its attempt still overran: it is cut after the fact, by
         // the bound that passed first. A result at exactly a deadline is in
         // time.
-        let overdue = |grace_end: Option<Instant>| {
-            let now = Instant::now();
+        let overdue = |grace_end: Option<Instant>, now: Instant| {
             let idle_end = idle.and_then(|i| heartbeat.idle_deadline(i));
             [
                 hard.map(|(d, k)| (d, Some(k))),
@@ -178,15 +178,19 @@ impl<S: WaypointStore> WarEngine<S> {
         // The bounds are still checked after the fact, as below.
         if let Poll::Ready(r) = std::future::poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx))).await
         {
-            return overdue(None).unwrap_or_else(|| finish(r));
+            let now = Instant::now();
+            return (overdue(None, now).unwrap_or_else(|| finish(r)), now);
         }
         tokio::select! {
             biased;
-            r = &mut fut => return overdue(None).unwrap_or_else(|| finish(r)),
-            _ = sleep_opt(hard.map(|h| h.0)) => {
-                return timed_out(hard.map_or(TimeoutKind::Run, |h| h.1));
+            r = &mut fut => {
+                let now = Instant::now();
+                return (overdue(None, now).unwrap_or_else(|| finish(r)), now);
             }
-            _ = idle_opt(&heartbeat, idle) => return timed_out(TimeoutKind::Idle),
+            _ = sleep_opt(hard.map(|h| h.0)) => {
+                return (timed_out(hard.map_or(TimeoutKind::Run, |h| h.1)), Instant::now());
+            }
+            _ = idle_opt(&heartbeat, idle) => return (timed_out(TimeoutKind::Idle), Instant::now()),
             _ = self.cancellation.cancelled() => {}
         }
 
@@ -207,14 +211,15 @@ impl<S: WaypointStore> WarEngine<S> {
             (Some((d, k)), None) => (Some(d), Some(k)),
             (None, None) => (None, None),
         };
-        tokio::select! {
+        let end = tokio::select! {
             biased;
-            r = &mut fut => overdue(grace_end).unwrap_or_else(|| finish(r)),
+            r = &mut fut => overdue(grace_end, Instant::now()).unwrap_or_else(|| finish(r)),
             _ = sleep_opt(until) => match kind {
                 Some(k) => timed_out(k),
                 None => AttemptEnd::Shutdown,
             },
             _ = idle_opt(&heartbeat, idle) => timed_out(TimeoutKind::Idle),
-        }
+        };
+        (end, Instant::now())
     }
 }

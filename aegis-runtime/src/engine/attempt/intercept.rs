@@ -38,6 +38,9 @@ impl<S: WaypointStore> WarEngine<S> {
         attempt: u32,
         rec: &mut Recorder,
     ) -> ActivationResult {
+        if !self.interceptors.is_empty() {
+            rec.touch();
+        }
         for i in &self.interceptors {
             match i.after(node_id, &directive).await {
                 InterceptorDecision::Continue => {}

@@ -109,6 +109,9 @@ impl<S: WaypointStore> WarEngine<S> {
         }
         // A hit executes nothing: no interceptor, no attempt.
         let key = self.cache_key(act, state, node_id);
+        if key.is_some() {
+            rec.touch();
+        }
         if let Some(hit) = self.cache_hit(act, key.as_ref(), node_id, &mut rec).await {
             return hit;
         }
@@ -186,10 +189,11 @@ impl<S: WaypointStore> WarEngine<S> {
             if self.cancellation.is_cancelled() {
                 return rec.shutdown(attempt);
             }
-            if !self.interceptors.is_empty()
-                && let Some(stop) = self.intercept_before(node_id, state, attempt, rec).await
-            {
-                return stop;
+            if !self.interceptors.is_empty() {
+                rec.touch();
+                if let Some(stop) = self.intercept_before(node_id, state, attempt, rec).await {
+                    return stop;
+                }
             }
             let error = match self.traced_attempt(act, state, node_id, attempt, rec).await {
                 AttemptEnd::Done(directive) => {
