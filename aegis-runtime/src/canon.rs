@@ -90,18 +90,14 @@ impl Canon {
             }
             Value::Number(n) => {
                 self.tag(b'#');
-                self.bytes(canonical_number(n).as_bytes());
+                self.number(n);
             }
             Value::String(s) => {
                 self.tag(b'"');
                 self.bytes(s.as_bytes());
             }
             Value::Array(items) => {
-                self.tag(b'[');
-                self.len(items.len());
-                for item in items {
-                    self.json(item);
-                }
+                self.array(items.len(), items.iter());
             }
             Value::Object(map) => {
                 self.tag(b'{');
@@ -115,6 +111,36 @@ impl Canon {
             }
         }
         self
+    }
+
+    fn array<'a>(&mut self, len: usize, items: impl Iterator<Item = &'a Value>) -> &mut Self {
+        self.tag(b'[');
+        self.len(len);
+        for item in items {
+            self.json(item);
+        }
+        self
+    }
+
+    /// A number's canonical text ([`canonical_number`]), integers written
+    /// without an allocation: they are most of the numbers a key meets.
+    fn number(&mut self, n: &Number) {
+        let (negative, magnitude) = match (n.as_u64(), n.as_i64()) {
+            (Some(u), _) => (false, u),
+            // as_u64 took every non-negative integer.
+            (None, Some(i)) => (true, i.unsigned_abs()),
+            (None, None) => {
+                self.bytes(canonical_number(n).as_bytes());
+                return;
+            }
+        };
+        let mut buf = [0u8; 21];
+        let mut at = decimal(magnitude, &mut buf);
+        if negative {
+            at -= 1;
+            buf[at] = b'-';
+        }
+        self.bytes(&buf[at..]);
     }
 
     /// A serialisable value, through its JSON form (so through [`Canon::json`]
@@ -134,7 +160,25 @@ impl Canon {
 
     /// The digest, as 64 lowercase hex digits.
     pub(crate) fn hex(self) -> String {
-        hex(&self.0.finalize())
+        hex(&self.digest())
+    }
+
+    fn digest(self) -> [u8; 32] {
+        self.0.finalize().into()
+    }
+}
+
+/// Writes `n` in decimal at the end of `buf` (20 digits at most), and
+/// returns where it starts.
+fn decimal(mut n: u64, buf: &mut [u8; 21]) -> usize {
+    let mut at = buf.len();
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            return at;
+        }
     }
 }
 
@@ -174,13 +218,20 @@ fn canonical_number(n: &Number) -> String {
 
 /// Lowercase hex of `bytes`.
 pub(crate) fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    bytes
-        .iter()
-        .fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
-            let _ = write!(s, "{b:02x}");
-            s
-        })
+    let mut s = String::with_capacity(bytes.len() * 2);
+    push_hex(&mut s, bytes);
+    s
+}
+
+/// Appends lowercase hex of `bytes` to `s`, by table: `core::fmt` per byte
+/// cost more than the SHA-256 it printed.
+fn push_hex(s: &mut String, bytes: &[u8]) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    s.reserve(bytes.len() * 2);
+    for b in bytes {
+        s.push(char::from(DIGITS[usize::from(b >> 4)]));
+        s.push(char::from(DIGITS[usize::from(b & 0xf)]));
+    }
 }
 
 #[cfg(test)]
@@ -270,6 +321,38 @@ mod tests {
         assert_eq!(t(json!(1e300)), "1e300");
         assert_eq!(t(json!(i64::MIN)), i64::MIN.to_string());
         assert_eq!(t(json!(u64::MAX)), u64::MAX.to_string());
+    }
+
+    #[test]
+    fn hex_is_lowercase_two_digits_per_byte() {
+        let all: Vec<u8> = (0..=255).collect();
+        let expected: String = all.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(hex(&all), expected);
+        assert_eq!(hex(&[]), "");
+    }
+
+    /// The allocation-free integer path writes exactly the text
+    /// `canonical_number` does, so digests stored before it still match.
+    #[test]
+    fn integers_hash_as_their_canonical_text() {
+        let by_text = |n: &Number| {
+            let mut h = Canon::new("test");
+            h.tag(b'#');
+            h.bytes(canonical_number(n).as_bytes());
+            h.hex()
+        };
+        let mut ints: Vec<Value> = vec![json!(u64::MAX), json!(i64::MIN), json!(i64::MAX)];
+        for p in 0..20u32 {
+            let n = 10u64.pow(p);
+            ints.extend([json!(n), json!(n - 1), json!(n + 1)]);
+            if let Ok(i) = i64::try_from(n) {
+                ints.extend([json!(-i), json!(1 - i), json!(-i - 1)]);
+            }
+        }
+        for v in ints {
+            let Value::Number(n) = &v else { unreachable!() };
+            assert_eq!(of(v.clone()), by_text(n), "{v}");
+        }
     }
 
     #[test]
