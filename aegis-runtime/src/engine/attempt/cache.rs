@@ -3,7 +3,7 @@
 
 use super::record::Recorder;
 use super::{ActivationCtx, ActivationResult};
-use crate::cache::{CacheKey, derive_key};
+use crate::cache::{CacheKey, KeySeed, derive_key_seeded};
 use crate::engine::WarEngine;
 use crate::graph::Directive;
 use crate::id::NodeId;
@@ -23,8 +23,11 @@ impl<S: WaypointStore> WarEngine<S> {
     ) -> Option<CacheKey> {
         let policy = act.aegis.cache.as_ref()?;
         self.node_cache.as_ref()?;
-        match derive_key(
-            act.fingerprint,
+        // Made per activation until the activation carries its node's seed,
+        // made once per graph and node.
+        let seed = KeySeed::new(act.fingerprint, node_id);
+        match derive_key_seeded(
+            &seed,
             node_id,
             act.spec,
             &policy.key,
