@@ -16,8 +16,9 @@ use crate::trace::CacheOrigin;
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum CacheLookup {
-    /// A fresh entry: merge its delta, run nothing.
-    Hit(CacheEntry),
+    /// A fresh entry: merge its delta, run nothing. Shared with the
+    /// backend when it holds decoded entries (no copy per hit).
+    Hit(Arc<CacheEntry>),
     /// Nothing stored under the key.
     Miss,
     /// The backend served an entry this handle's clock says has expired.
@@ -35,7 +36,7 @@ pub enum CacheLookup {
 
 impl CacheLookup {
     /// The entry, on a hit.
-    pub fn into_hit(self) -> Option<CacheEntry> {
+    pub fn into_hit(self) -> Option<Arc<CacheEntry>> {
         match self {
             CacheLookup::Hit(entry) => Some(entry),
             _ => None,
@@ -116,7 +117,7 @@ impl NodeCacheHandle {
     /// - a backend error is [`CacheLookup::Failed`], logged at `warn`.
     pub async fn lookup(&self, schema: &BattlefieldSchema, key: &CacheKey) -> CacheLookup {
         let backend = self.backend.backend_name();
-        let entry = match self.backend.get(key).await {
+        let entry = match self.backend.get_shared(key).await {
             Ok(None) => return CacheLookup::Miss,
             Ok(Some(entry)) => entry,
             Err(e) => {

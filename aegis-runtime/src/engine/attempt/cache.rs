@@ -1,6 +1,8 @@
 //! The cache rule: consulted once, before attempt 1 and outside the
 //! interceptor chain; only the node's own success is stored.
 
+use std::sync::Arc;
+
 use super::record::Recorder;
 use super::{ActivationCtx, ActivationResult};
 use crate::cache::{CacheKey, KeySeed, derive_key_seeded};
@@ -53,7 +55,13 @@ impl<S: WaypointStore> WarEngine<S> {
         let (key, cache) = (key?, self.node_cache.as_ref()?);
         let entry = cache.lookup(act.schema, key).await.into_hit()?;
         let duration = rec.elapsed();
-        if let Some(origin) = &entry.origin {
+        // A backend holding decoded entries shares its copy: take only the
+        // delta and the origin from it; an entry of our own is moved.
+        let (delta, origin) = match Arc::try_unwrap(entry) {
+            Ok(own) => (own.delta, own.origin),
+            Err(shared) => (shared.delta.clone(), shared.origin.clone()),
+        };
+        if let Some(origin) = &origin {
             tracing::debug!(node_id = %node_id, origin = %origin, "served from the node cache");
         }
         self.emit(TraceEvent::NodeFinished {
@@ -64,14 +72,14 @@ impl<S: WaypointStore> WarEngine<S> {
             attempt: 1,
             status: AttemptStatus::Succeeded,
             cache_hit: true,
-            cache_origin: entry.origin.clone().map(Box::new),
+            cache_origin: origin.clone().map(Box::new),
             duration,
         });
         let mut record = rec.finish(NodeStatus::Succeeded, 1);
         record.cache_hit = true;
-        record.cache_origin = entry.origin;
+        record.cache_origin = origin;
         Some(ActivationResult::Done {
-            directive: Directive::edges(entry.delta),
+            directive: Directive::edges(delta),
             record,
             handled: None,
         })
