@@ -293,13 +293,24 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
 }
 
 /// Appends lowercase hex of `bytes` to `s`, by table: `core::fmt` per byte
-/// cost more than the SHA-256 it printed.
+/// cost more than the SHA-256 it printed, and a `String::push` per digit
+/// several times what one UTF-8 check of a stack buffer costs.
 pub(crate) fn push_hex(s: &mut String, bytes: &[u8]) {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut buf = [0u8; 64];
     s.reserve(bytes.len() * 2);
-    for b in bytes {
-        s.push(char::from(DIGITS[usize::from(b >> 4)]));
-        s.push(char::from(DIGITS[usize::from(b & 0xf)]));
+    for chunk in bytes.chunks(buf.len() / 2) {
+        let out = &mut buf[..chunk.len() * 2];
+        for (pair, b) in out.chunks_exact_mut(2).zip(chunk) {
+            pair[0] = DIGITS[usize::from(b >> 4)];
+            pair[1] = DIGITS[usize::from(b & 0xf)];
+        }
+        match std::str::from_utf8(out) {
+            Ok(text) => s.push_str(text),
+            // Never taken (every byte is an ASCII digit); the same text
+            // digit by digit, rather than a panic.
+            Err(_) => s.extend(out.iter().copied().map(char::from)),
+        }
     }
 }
 

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::record::Recorder;
 use super::{ActivationCtx, ActivationResult};
-use crate::cache::{CacheKey, KeySeed, derive_key_seeded};
+use crate::cache::CacheKey;
 use crate::engine::WarEngine;
 use crate::graph::Directive;
 use crate::id::NodeId;
@@ -24,12 +24,9 @@ impl<S: WaypointStore> WarEngine<S> {
         node_id: &NodeId,
     ) -> Option<CacheKey> {
         let policy = act.aegis.cache.as_ref()?;
-        self.node_cache.as_ref()?;
-        // Made per activation until the activation carries its node's seed,
-        // made once per graph and node.
-        let seed = KeySeed::new(act.fingerprint, node_id);
-        match derive_key_seeded(
-            &seed,
+        let cache = self.node_cache.as_ref()?;
+        match cache.derive_key(
+            act.fingerprint,
             node_id,
             act.spec,
             &policy.key,
