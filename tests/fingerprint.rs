@@ -1,6 +1,7 @@
 //! The graph fingerprint is stable: pinned by a golden value, the same in a
 //! build where serde_json's `preserve_order` is on, and the same after a
-//! node's code moves to another module.
+//! node's code moves to another module. So is a node cache key over a
+//! snapshot.
 
 #![allow(unreachable_pub, clippy::unwrap_used, clippy::expect_used)]
 
@@ -8,7 +9,7 @@
 mod golden;
 
 use aegis::FINGERPRINT_VERSION;
-use golden::{GOLDEN_FINGERPRINT, golden_graph};
+use golden::{GOLDEN_CACHE_KEY, GOLDEN_FINGERPRINT, golden_cache_key, golden_graph};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -16,6 +17,12 @@ use std::process::Command;
 fn the_golden_graph_has_the_pinned_fingerprint() {
     assert!(GOLDEN_FINGERPRINT.starts_with(&format!("{FINGERPRINT_VERSION}:")));
     assert_eq!(golden_graph().fingerprint(), GOLDEN_FINGERPRINT);
+}
+
+#[test]
+fn the_golden_cache_key_is_pinned() {
+    assert_eq!(golden_cache_key(), GOLDEN_CACHE_KEY);
+    assert!(GOLDEN_CACHE_KEY.starts_with(&format!("{}:", aegis::CACHE_KEY_VERSION)));
 }
 
 /// Builds and runs `tests/preserve_order`, a project depending on this crate
@@ -73,6 +80,8 @@ fn a_build_with_serde_json_preserve_order_computes_the_same_fingerprint() {
     assert_eq!(line("map-order "), "b,a");
     assert_eq!(line("fingerprint "), GOLDEN_FINGERPRINT);
     assert_eq!(line("fingerprint "), golden_graph().fingerprint());
+    // Cache keys hash state values through the same canonical encoding.
+    assert_eq!(line("cache-key "), GOLDEN_CACHE_KEY);
 }
 
 /// The same nodes, as the code sat before a refactor...

@@ -13,7 +13,7 @@ use rand::rngs::StdRng;
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Duration;
-use support::fixtures::field;
+use support::fixtures::{field, field_name};
 
 fn paused_runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
@@ -313,6 +313,117 @@ proptest! {
     fn any_single_changed_component_changes_the_key(k in key_inputs(), which in 0usize..9) {
         if let Some(m) = mutate(&k, which) {
             prop_assert_ne!(key_of(&k), key_of(&m), "component {} did not reach the key", which);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Cache keys over evolving snapshots: each stored value's digest is memoised
+// on the snapshot and shared by later ones, and must give exactly the key
+// hashing the values afresh gives.
+
+fn json_value() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::from),
+        any::<i64>().prop_map(Value::from),
+        (-1e6f64..1e6).prop_map(Value::from),
+        "[a-z]{0,6}".prop_map(Value::from),
+    ];
+    leaf.prop_recursive(3, 24, 4, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+            prop::collection::btree_map("[a-c]{1,2}", inner, 0..4)
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+        ]
+    })
+}
+
+/// One superstep's writes: `(field, value)` pairs fitting each field's rule.
+fn step() -> impl Strategy<Value = Vec<(&'static str, Value)>> {
+    prop::collection::vec(
+        prop_oneof![
+            json_value().prop_map(|v| ("last", v)),
+            json_value().prop_map(|v| ("log", v)),
+            (-1000i64..1000).prop_map(|n| ("total", Value::from(n))),
+            prop::collection::btree_map("[a-c]", json_value(), 0..3)
+                .prop_map(|m| ("obj", Value::Object(m.into_iter().collect()))),
+        ],
+        0..4,
+    )
+}
+
+/// `v` spelled otherwise: integers as floats where exact, object keys
+/// inserted in reverse (the order a `preserve_order` map would keep).
+fn respelled(v: &Value) -> Value {
+    match v {
+        Value::Number(n) => match n.as_i64() {
+            Some(i) if i.unsigned_abs() < (1 << 53) => json!(i as f64),
+            _ => v.clone(),
+        },
+        Value::Array(items) => Value::Array(items.iter().map(respelled).collect()),
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .rev()
+                .map(|(k, v)| (k.clone(), respelled(v)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    #[test]
+    fn memoised_keys_equal_keys_of_the_same_values_afresh(
+        initial_log in prop::collection::vec(json_value(), 0..3),
+        steps in prop::collection::vec(step(), 1..6),
+        task in proptest::option::of(("[a-z]{0,3}", json_value())),
+    ) {
+        let schema = BattlefieldSchema::new(vec![
+            field("last", DispatchRule::LastWrite),
+            field("log", DispatchRule::Append),
+            field("total", DispatchRule::Sum),
+            field("obj", DispatchRule::Merge),
+        ]);
+        let node = NodeId::new("n");
+        let spec = NodeSpec::from_fn("n", |_, _| Box::pin(async { Ok(StateDelta::new().into()) }));
+        let specs = [
+            CacheKeySpec::Default,
+            CacheKeySpec::Fields(vec![field_name("log"), field_name("obj"), field_name("last")]),
+        ];
+        let task = task.as_ref().map(|(k, p)| (k.as_str(), p));
+        let key = |state: &Battlefield, key: &CacheKeySpec| {
+            derive_key("v7:props", &node, &spec, key, state, task).unwrap()
+        };
+        let mut state = initial_state(&schema, &json!({"log": initial_log})).unwrap();
+        for writes in steps {
+            let mut delta = StateDelta::new();
+            for (f, v) in &writes {
+                delta.set(*f, v).unwrap();
+            }
+            // Keys of the older snapshot first, so the newer one shares
+            // whatever digests it did not rewrite.
+            let before: Vec<CacheKey> = specs.iter().map(|k| key(&state, k)).collect();
+            let older = state.clone();
+            state = merge(&schema, &state, [(Writer::node("w"), &delta)]).unwrap();
+            let restored: Battlefield =
+                serde_json::from_value(serde_json::to_value(&state).unwrap()).unwrap();
+            let respelled_state = initial_state(&schema, &respelled(&state.to_json())).unwrap();
+            for (k, old) in specs.iter().zip(&before) {
+                let memoised = key(&state, k);
+                prop_assert_eq!(&memoised, &key(&state, k));
+                prop_assert_eq!(&memoised, &key(&restored, k));
+                prop_assert_eq!(&memoised, &key(&respelled_state, k));
+                // The key changed exactly when a keyed value did.
+                let keyed: &[&str] = match k {
+                    CacheKeySpec::Default => &["last", "log", "total", "obj"],
+                    _ => &["last", "log", "obj"],
+                };
+                let changed = keyed.iter().any(|f| older.get(f) != state.get(f));
+                prop_assert_eq!(changed, &memoised != old);
+            }
         }
     }
 }

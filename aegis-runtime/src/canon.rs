@@ -22,28 +22,51 @@ use serde_json::{Number, Value};
 use sha2::{Digest, Sha256};
 
 /// A SHA-256 hasher fed through the canonical encoding.
-pub(crate) struct Canon(Sha256);
+///
+/// Cloning copies the hasher's state, so a stream's common beginning (a
+/// cache key's domain, version, graph and node) is fed once and each key
+/// continues from a copy.
+#[derive(Clone)]
+pub(crate) struct Canon {
+    sha: Sha256,
+    /// Bytes fed so far, for [`Canon::align`].
+    fed: u64,
+}
+
+/// A SHA-256 digest.
+pub(crate) type Digest32 = [u8; 32];
+
+/// The domain of [`value_digest`].
+const VALUE_DOMAIN: &str = "aegis/json-value";
 
 impl Canon {
     /// A hasher whose stream starts with `domain`, so digests made for
     /// different purposes never coincide.
     pub(crate) fn new(domain: &str) -> Self {
-        let mut c = Canon(Sha256::new());
+        let mut c = Canon {
+            sha: Sha256::new(),
+            fed: 0,
+        };
         c.str(domain);
         c
     }
 
+    fn feed(&mut self, b: &[u8]) {
+        self.fed += b.len() as u64;
+        self.sha.update(b);
+    }
+
     fn tag(&mut self, tag: u8) {
-        self.0.update([tag]);
+        self.feed(&[tag]);
     }
 
     fn len(&mut self, n: usize) {
-        self.0.update((n as u64).to_le_bytes());
+        self.feed(&(n as u64).to_le_bytes());
     }
 
     fn bytes(&mut self, b: &[u8]) {
         self.len(b.len());
-        self.0.update(b);
+        self.feed(b);
     }
 
     /// A length-prefixed UTF-8 string.
@@ -63,14 +86,14 @@ impl Canon {
     /// An unsigned integer.
     pub(crate) fn u64(&mut self, n: u64) -> &mut Self {
         self.tag(b'u');
-        self.0.update(n.to_le_bytes());
+        self.feed(&n.to_le_bytes());
         self
     }
 
     /// A flag.
     pub(crate) fn bool(&mut self, b: bool) -> &mut Self {
         self.tag(b'b');
-        self.0.update([u8::from(b)]);
+        self.feed(&[u8::from(b)]);
         self
     }
 
@@ -86,22 +109,18 @@ impl Canon {
             Value::Null => self.tag(b'0'),
             Value::Bool(b) => {
                 self.tag(b'?');
-                self.0.update([u8::from(*b)]);
+                self.feed(&[u8::from(*b)]);
             }
             Value::Number(n) => {
                 self.tag(b'#');
-                self.bytes(canonical_number(n).as_bytes());
+                self.number(n);
             }
             Value::String(s) => {
                 self.tag(b'"');
                 self.bytes(s.as_bytes());
             }
             Value::Array(items) => {
-                self.tag(b'[');
-                self.len(items.len());
-                for item in items {
-                    self.json(item);
-                }
+                self.array(items.len(), items.iter());
             }
             Value::Object(map) => {
                 self.tag(b'{');
@@ -115,6 +134,64 @@ impl Canon {
             }
         }
         self
+    }
+
+    /// A JSON array of `len` items, given one by one: exactly the bytes
+    /// [`Canon::json`] writes for `Value::Array` of them, so an array held
+    /// in another container (a persistent list) encodes alike.
+    pub(crate) fn array<'a>(
+        &mut self,
+        len: usize,
+        items: impl Iterator<Item = &'a Value>,
+    ) -> &mut Self {
+        self.tag(b'[');
+        self.len(len);
+        for item in items {
+            self.json(item);
+        }
+        self
+    }
+
+    /// A value's digest ([`value_digest`]) in its place: fixed length, so
+    /// it needs no length prefix.
+    pub(crate) fn digest32(&mut self, d: &Digest32) -> &mut Self {
+        self.tag(b'=');
+        self.feed(d);
+        self
+    }
+
+    /// Pads the stream with a tagged filler item up to SHA-256's 64-byte
+    /// block boundary, so every clone continues on a fresh block and a
+    /// short continuation costs one compression, whatever came before.
+    pub(crate) fn align(&mut self) -> &mut Self {
+        const BLOCK: u64 = 64;
+        // The filler's own tag and length prefix count towards the boundary.
+        let filler = (BLOCK - (self.fed + 9) % BLOCK) % BLOCK;
+        self.tag(b'_');
+        self.len(filler as usize);
+        self.feed(&[0; 64][..filler as usize]);
+        self
+    }
+
+    /// A number's canonical text ([`canonical_number`]), integers written
+    /// without an allocation: they are most of the numbers a key meets.
+    fn number(&mut self, n: &Number) {
+        let (negative, magnitude) = match (n.as_u64(), n.as_i64()) {
+            (Some(u), _) => (false, u),
+            // as_u64 took every non-negative integer.
+            (None, Some(i)) => (true, i.unsigned_abs()),
+            (None, None) => {
+                self.bytes(canonical_number(n).as_bytes());
+                return;
+            }
+        };
+        let mut buf = [0u8; 21];
+        let mut at = decimal(magnitude, &mut buf);
+        if negative {
+            at -= 1;
+            buf[at] = b'-';
+        }
+        self.bytes(&buf[at..]);
     }
 
     /// A serialisable value, through its JSON form (so through [`Canon::json`]
@@ -134,7 +211,43 @@ impl Canon {
 
     /// The digest, as 64 lowercase hex digits.
     pub(crate) fn hex(self) -> String {
-        hex(&self.0.finalize())
+        hex(&self.digest())
+    }
+
+    /// The digest.
+    pub(crate) fn digest(self) -> Digest32 {
+        self.sha.finalize().into()
+    }
+}
+
+/// The digest of one JSON value's canonical encoding ([`Canon::json`]):
+/// equal values (objects in any key order, numbers in any spelling) have
+/// one digest, and a value's digest can stand in for the value in a longer
+/// stream ([`Canon::digest32`]) without re-reading it.
+pub(crate) fn value_digest(v: &Value) -> Digest32 {
+    let mut c = Canon::new(VALUE_DOMAIN);
+    c.json(v);
+    c.digest()
+}
+
+/// [`value_digest`] of the array of `items`, without building the array.
+pub(crate) fn array_digest<'a>(len: usize, items: impl Iterator<Item = &'a Value>) -> Digest32 {
+    let mut c = Canon::new(VALUE_DOMAIN);
+    c.array(len, items);
+    c.digest()
+}
+
+/// Writes `n` in decimal at the end of `buf` (20 digits at most), and
+/// returns where it starts.
+fn decimal(mut n: u64, buf: &mut [u8; 21]) -> usize {
+    let mut at = buf.len();
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            return at;
+        }
     }
 }
 
@@ -174,13 +287,31 @@ fn canonical_number(n: &Number) -> String {
 
 /// Lowercase hex of `bytes`.
 pub(crate) fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    bytes
-        .iter()
-        .fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
-            let _ = write!(s, "{b:02x}");
-            s
-        })
+    let mut s = String::with_capacity(bytes.len() * 2);
+    push_hex(&mut s, bytes);
+    s
+}
+
+/// Appends lowercase hex of `bytes` to `s`, by table: `core::fmt` per byte
+/// cost more than the SHA-256 it printed, and a `String::push` per digit
+/// several times what one UTF-8 check of a stack buffer costs.
+pub(crate) fn push_hex(s: &mut String, bytes: &[u8]) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut buf = [0u8; 64];
+    s.reserve(bytes.len() * 2);
+    for chunk in bytes.chunks(buf.len() / 2) {
+        let out = &mut buf[..chunk.len() * 2];
+        for (pair, b) in out.chunks_exact_mut(2).zip(chunk) {
+            pair[0] = DIGITS[usize::from(b >> 4)];
+            pair[1] = DIGITS[usize::from(b & 0xf)];
+        }
+        match std::str::from_utf8(out) {
+            Ok(text) => s.push_str(text),
+            // Never taken (every byte is an ASCII digit); the same text
+            // digit by digit, rather than a panic.
+            Err(_) => s.extend(out.iter().copied().map(char::from)),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -270,6 +401,73 @@ mod tests {
         assert_eq!(t(json!(1e300)), "1e300");
         assert_eq!(t(json!(i64::MIN)), i64::MIN.to_string());
         assert_eq!(t(json!(u64::MAX)), u64::MAX.to_string());
+    }
+
+    #[test]
+    fn hex_is_lowercase_two_digits_per_byte() {
+        let all: Vec<u8> = (0..=255).collect();
+        let expected: String = all.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(hex(&all), expected);
+        assert_eq!(hex(&[]), "");
+    }
+
+    /// The allocation-free integer path writes exactly the text
+    /// `canonical_number` does, so digests stored before it still match.
+    #[test]
+    fn integers_hash_as_their_canonical_text() {
+        let by_text = |n: &Number| {
+            let mut h = Canon::new("test");
+            h.tag(b'#');
+            h.bytes(canonical_number(n).as_bytes());
+            h.hex()
+        };
+        let mut ints: Vec<Value> = vec![json!(u64::MAX), json!(i64::MIN), json!(i64::MAX)];
+        for p in 0..20u32 {
+            let n = 10u64.pow(p);
+            ints.extend([json!(n), json!(n - 1), json!(n + 1)]);
+            if let Ok(i) = i64::try_from(n) {
+                ints.extend([json!(-i), json!(1 - i), json!(-i - 1)]);
+            }
+        }
+        for v in ints {
+            let Value::Number(n) = &v else { unreachable!() };
+            assert_eq!(of(v.clone()), by_text(n), "{v}");
+        }
+    }
+
+    #[test]
+    fn align_ends_on_a_block_boundary_and_is_an_item() {
+        for n in 0..200 {
+            let mut h = Canon::new("test");
+            h.str(&"x".repeat(n)).align();
+            assert_eq!(h.fed % 64, 0, "after a {n}-byte string");
+            let once = h.fed;
+            h.align();
+            assert_eq!(h.fed, once + 64, "a filler item even when aligned");
+        }
+        assert_ne!(
+            digest(|h| {
+                h.str("a").align();
+            }),
+            digest(|h| {
+                h.str("a");
+            })
+        );
+    }
+
+    #[test]
+    fn an_array_given_item_by_item_digests_as_the_array() {
+        let items = vec![json!(1), json!({"b": [2.0], "a": null}), json!("s")];
+        assert_eq!(
+            value_digest(&Value::Array(items.clone())),
+            array_digest(items.len(), items.iter())
+        );
+        assert_eq!(
+            value_digest(&json!([])),
+            array_digest(0, std::iter::empty())
+        );
+        assert_ne!(value_digest(&json!([1])), value_digest(&json!(1)));
+        assert_ne!(value_digest(&Value::Null), value_digest(&json!(false)));
     }
 
     #[test]

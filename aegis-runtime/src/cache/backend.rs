@@ -1,6 +1,7 @@
 //! The `NodeCache` trait every backend implements, and its error.
 
 use async_trait::async_trait;
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::{CacheClock, CacheEntry, CacheKey};
@@ -76,6 +77,14 @@ pub enum NodeCacheError {
 pub trait NodeCache: Send + Sync + 'static {
     /// The fresh entry under `key`, if any.
     async fn get(&self, key: &CacheKey) -> Result<Option<CacheEntry>, NodeCacheError>;
+
+    /// [`NodeCache::get`], shared: what the engine's lookups call. A backend
+    /// that holds decoded entries (the in-memory one) serves them without
+    /// copying; the default wraps `get`'s entry, so a backend need not
+    /// implement it. Same contract as `get`.
+    async fn get_shared(&self, key: &CacheKey) -> Result<Option<Arc<CacheEntry>>, NodeCacheError> {
+        Ok(self.get(key).await?.map(Arc::new))
+    }
 
     /// Stores `entry` under `key` until its `expires_at`.
     async fn put(&self, key: &CacheKey, entry: &CacheEntry) -> Result<(), NodeCacheError>;

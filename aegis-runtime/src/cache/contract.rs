@@ -68,10 +68,23 @@ fn entry_for(h: &impl Harness, k: &CacheKey, value: Value, ttl: Duration) -> Cac
 
 const TTL: Duration = Duration::from_secs(600);
 
+/// What `get` serves under `k`, checked to be exactly what `get_shared`
+/// serves: the engine's hits go through the one, the contract through both.
+async fn got(cache: &Arc<dyn NodeCache>, k: &CacheKey) -> Option<CacheEntry> {
+    let owned = cache.get(k).await.unwrap();
+    let shared = cache.get_shared(k).await.unwrap();
+    assert_eq!(
+        owned.as_ref(),
+        shared.as_deref(),
+        "get and get_shared differ"
+    );
+    owned
+}
+
 pub(crate) async fn round_trip(h: impl Harness) {
     let cache = h.cache();
     let k = key("v6:g", "answerer", 1);
-    assert_eq!(cache.get(&k).await.unwrap(), None);
+    assert_eq!(got(&cache, &k).await, None);
 
     let first = entry_for(
         &h,
@@ -80,13 +93,13 @@ pub(crate) async fn round_trip(h: impl Harness) {
         TTL,
     );
     cache.put(&k, &first).await.unwrap();
-    assert_eq!(cache.get(&k).await.unwrap(), Some(first));
+    assert_eq!(got(&cache, &k).await, Some(first));
 
     let second = entry_for(&h, &k, json!("replaced"), TTL);
     cache.put(&k, &second).await.unwrap();
-    assert_eq!(cache.get(&k).await.unwrap(), Some(second));
+    assert_eq!(got(&cache, &k).await, Some(second));
 
-    assert_eq!(cache.get(&key("v6:g", "answerer", 2)).await.unwrap(), None);
+    assert_eq!(got(&cache, &key("v6:g", "answerer", 2)).await, None);
 }
 
 pub(crate) async fn expiry(h: impl Harness) {
@@ -97,9 +110,9 @@ pub(crate) async fn expiry(h: impl Harness) {
         .await
         .unwrap();
     h.advance(Duration::from_secs(5)).await;
-    assert!(cache.get(&k).await.unwrap().is_some());
+    assert!(got(&cache, &k).await.is_some());
     h.advance(Duration::from_secs(60)).await;
-    assert_eq!(cache.get(&k).await.unwrap(), None);
+    assert_eq!(got(&cache, &k).await, None);
 
     // An entry already expired when stored is never served.
     let late = key("v6:g", "n", 2);
@@ -109,7 +122,7 @@ pub(crate) async fn expiry(h: impl Harness) {
         h.clock().now() - Duration::from_secs(1),
     );
     cache.put(&late, &stale).await.unwrap();
-    assert_eq!(cache.get(&late).await.unwrap(), None);
+    assert_eq!(got(&cache, &late).await, None);
 }
 
 pub(crate) async fn closed_boundary(h: impl Harness) {
@@ -120,10 +133,10 @@ pub(crate) async fn closed_boundary(h: impl Harness) {
     cache.put(&k, &entry).await.unwrap();
 
     h.advance(ttl - Duration::from_nanos(1)).await;
-    assert_eq!(cache.get(&k).await.unwrap(), Some(entry.clone()));
+    assert_eq!(got(&cache, &k).await, Some(entry.clone()));
     h.advance(Duration::from_nanos(1)).await;
     assert_eq!(h.clock().now(), entry.expires_at);
-    assert_eq!(cache.get(&k).await.unwrap(), None);
+    assert_eq!(got(&cache, &k).await, None);
 }
 
 pub(crate) async fn invalidation(h: impl Harness) {
@@ -147,10 +160,10 @@ pub(crate) async fn invalidation(h: impl Harness) {
     let node_prefix = CacheKey::node_prefix(ga, &NodeId::new("one"));
     assert_eq!(cache.invalidate_prefix(&node_prefix).await.unwrap(), 5);
     for k in &a1 {
-        assert_eq!(cache.get(k).await.unwrap(), None);
+        assert_eq!(got(&cache, k).await, None);
     }
     for k in a2.iter().chain(&b1) {
-        assert!(cache.get(k).await.unwrap().is_some());
+        assert!(got(&cache, k).await.is_some());
     }
     // A prefix matching nothing removes nothing.
     assert_eq!(cache.invalidate_prefix(&node_prefix).await.unwrap(), 0);
@@ -165,12 +178,12 @@ pub(crate) async fn invalidation(h: impl Harness) {
         5
     );
     for k in &b1 {
-        assert!(cache.get(k).await.unwrap().is_some());
+        assert!(got(&cache, k).await.is_some());
     }
 
     assert_eq!(cache.invalidate_all().await.unwrap(), 5);
     for k in &b1 {
-        assert_eq!(cache.get(k).await.unwrap(), None);
+        assert_eq!(got(&cache, k).await, None);
     }
     assert_eq!(cache.invalidate_all().await.unwrap(), 0);
 }
@@ -203,7 +216,7 @@ pub(crate) async fn concurrent_writers(h: impl Harness) {
         .flat_map(|w| (0..ROUNDS).map(move |r| (w, r)))
         .collect();
     for k in 0..KEYS {
-        let got = cache.get(&key("v6:g", "shared", k)).await.unwrap().unwrap();
+        let got = got(&cache, &key("v6:g", "shared", k)).await.unwrap();
         let v = got.delta.get("answer").unwrap();
         let (w, r) = (v["writer"].as_u64().unwrap(), v["round"].as_u64().unwrap());
         // Whole, and one of the entries actually written under this key.
@@ -222,7 +235,7 @@ pub(crate) async fn large_values(h: impl Harness) {
     let list: Vec<u64> = (0..50_000).collect();
     let entry = entry_for(&h, &k, json!({"text": big, "list": list}), TTL);
     cache.put(&k, &entry).await.unwrap();
-    assert_eq!(cache.get(&k).await.unwrap(), Some(entry));
+    assert_eq!(got(&cache, &k).await, Some(entry));
 }
 
 pub(crate) async fn corrupt_entry(h: impl Harness) {
@@ -235,12 +248,12 @@ pub(crate) async fn corrupt_entry(h: impl Harness) {
         b"",
     ] {
         h.plant_raw(&k, garbage).await;
-        assert_eq!(cache.get(&k).await.unwrap(), None, "{garbage:?}");
+        assert_eq!(got(&cache, &k).await, None, "{garbage:?}");
     }
     // The miss's re-run stores over it.
     let entry = entry_for(&h, &k, json!("fresh"), TTL);
     cache.put(&k, &entry).await.unwrap();
-    assert_eq!(cache.get(&k).await.unwrap(), Some(entry));
+    assert_eq!(got(&cache, &k).await, Some(entry));
 }
 
 /// Instantiates every contract case as a test, with `$attr` as its test

@@ -3,9 +3,10 @@
 
 use serde_json::Value;
 use std::fmt;
+use std::sync::OnceLock;
 
 use crate::aegis::CacheKeySpec;
-use crate::canon::Canon;
+use crate::canon::{Canon, push_hex};
 use crate::graph::{NodeSpec, TemplateError};
 use crate::id::NodeId;
 use crate::state::{Battlefield, FieldName};
@@ -13,16 +14,37 @@ use crate::state::{Battlefield, FieldName};
 /// The key scheme's version, the first segment of every [`CacheKey`].
 ///
 /// Bumped whenever the encoding below changes, so entries written under an
-/// older scheme can never be read under a newer one.
-pub const CACHE_KEY_VERSION: &str = "v2";
+/// older scheme can never be read under a newer one. `v3` hashes each
+/// state field's value as the digest of its canonical encoding, where `v2`
+/// hashed the encoding itself.
+pub const CACHE_KEY_VERSION: &str = "v3";
+
+/// The domain of the key digest's stream.
+const KEY_DOMAIN: &str = "aegis-node-cache/key";
+
+/// What the rest of a key's stream encodes, one code each: a number costs
+/// fewer bytes to hash than a label, and a key that fits one SHA-256 block
+/// after its seed costs one compression.
+const PALADIN_INPUT: u64 = 1;
+const PALADIN_INPUT_AND_FIELDS: u64 = 2;
+const FUNCTION_SNAPSHOT: u64 = 3;
+const FUNCTION_FIELDS: u64 = 4;
 
 /// How many hex digits of a digest the scoping segments of a key keep. They
 /// only scope invalidation; uniqueness rests on the full digest.
 const SCOPE_HEX: usize = 16;
 
+/// A key's text length: `v3:`, two scopes and their colons, the digest.
+const KEY_TEXT_LEN: usize = CACHE_KEY_VERSION.len() + 1 + 2 * (SCOPE_HEX + 1) + 64;
+
+/// The labels continuing a seed's stream into its scope segment; a key's
+/// own stream continues with a node id or a numeric code, never a label.
+const GRAPH_SCOPE: &str = "graph-scope";
+const NODE_SCOPE: &str = "node-scope";
+
 /// The key one node activation's result is cached under.
 ///
-/// Its text is `v2:{graph}:{node}:{digest}`: `graph` and `node` are short
+/// Its text is `v3:{graph}:{node}:{digest}`: `graph` and `node` are short
 /// digests of the graph fingerprint and of the node id within it (so
 /// [`NodeCache::invalidate_prefix`](super::NodeCache::invalidate_prefix) with
 /// [`CacheKey::graph_prefix`] or [`CacheKey::node_prefix`] drops one graph's
@@ -40,17 +62,13 @@ impl CacheKey {
 
     /// The prefix every key of the graph with this fingerprint starts with.
     pub fn graph_prefix(graph_fingerprint: &str) -> String {
-        format!("{CACHE_KEY_VERSION}:{}:", graph_scope(graph_fingerprint))
+        GraphKeySeed::new(graph_fingerprint).prefix
     }
 
     /// The prefix every key of `node_id` in the graph with this fingerprint
     /// starts with.
     pub fn node_prefix(graph_fingerprint: &str, node_id: &NodeId) -> String {
-        format!(
-            "{CACHE_KEY_VERSION}:{}:{}:",
-            graph_scope(graph_fingerprint),
-            node_scope(graph_fingerprint, node_id)
-        )
+        KeySeed::new(graph_fingerprint, node_id).prefix
     }
 
     /// A key from its text, as an entry records it (and as tests plant it).
@@ -96,20 +114,96 @@ pub enum CacheKeyError {
     },
 }
 
-fn graph_scope(graph_fingerprint: &str) -> String {
-    let mut h = Canon::new("aegis-node-cache/graph-scope");
-    h.str(graph_fingerprint);
-    let mut s = h.hex();
-    s.truncate(SCOPE_HEX);
-    s
+/// What every key of one graph starts from, computed once per graph (per
+/// fingerprint) rather than once per key: the key text's first segments
+/// (`v3:{graph}:`) and the key digest's stream already fed with its domain,
+/// the key version and the graph fingerprint, padded to a block boundary.
+///
+/// The scope segments are digests of the same stream continued by a label,
+/// so a graph costs one pass over its fingerprint and a node one block.
+#[derive(Clone)]
+pub(crate) struct GraphKeySeed {
+    prefix: String,
+    canon: Canon,
 }
 
-fn node_scope(graph_fingerprint: &str, node_id: &NodeId) -> String {
-    let mut h = Canon::new("aegis-node-cache/node-scope");
-    h.str(graph_fingerprint).str(node_id.as_str());
-    let mut s = h.hex();
-    s.truncate(SCOPE_HEX);
-    s
+impl GraphKeySeed {
+    /// The seed of every key of the graph with this fingerprint.
+    pub(crate) fn new(graph_fingerprint: &str) -> GraphKeySeed {
+        let mut canon = Canon::new(KEY_DOMAIN);
+        canon.str(CACHE_KEY_VERSION).str(graph_fingerprint).align();
+        let mut prefix = String::with_capacity(KEY_TEXT_LEN);
+        prefix.push_str(CACHE_KEY_VERSION);
+        prefix.push(':');
+        push_scope(&mut prefix, &canon, GRAPH_SCOPE);
+        GraphKeySeed { prefix, canon }
+    }
+
+    /// The seed of `node_id`'s keys in this graph.
+    pub(crate) fn node(&self, node_id: &NodeId) -> KeySeed {
+        let mut canon = self.canon.clone();
+        canon.str(node_id.as_str()).align();
+        let mut prefix = String::with_capacity(KEY_TEXT_LEN);
+        prefix.push_str(&self.prefix);
+        push_scope(&mut prefix, &canon, NODE_SCOPE);
+        KeySeed {
+            prefix,
+            canon,
+            node: node_id.clone(),
+            paladin_config: OnceLock::new(),
+        }
+    }
+}
+
+impl fmt::Debug for GraphKeySeed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GraphKeySeed")
+            .field("prefix", &self.prefix)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Appends `{scope}:` to `prefix`: the first [`SCOPE_HEX`] hex digits of
+/// `stream` continued by `label`.
+fn push_scope(prefix: &mut String, stream: &Canon, label: &str) {
+    let mut scope = stream.clone();
+    scope.str(label);
+    push_hex(prefix, &scope.digest()[..SCOPE_HEX / 2]);
+    prefix.push(':');
+}
+
+/// What every key of one node of one graph starts from, computed once per
+/// graph and node rather than once per key: the key's text prefix
+/// (`v3:{graph}:{node}:`) and the key digest's stream already fed with its
+/// domain, the key version, the graph fingerprint and the node id, padded to
+/// a block boundary so a short key costs one compression.
+///
+/// A seed belongs to one node of the graph whose fingerprint it was made
+/// with: the fingerprint covers the node's spec, so the seed also keeps a
+/// Paladin node's configuration fingerprint once it is first computed.
+#[derive(Clone)]
+pub(crate) struct KeySeed {
+    prefix: String,
+    canon: Canon,
+    node: NodeId,
+    paladin_config: OnceLock<String>,
+}
+
+impl KeySeed {
+    /// The seed of `node_id`'s keys in the graph with this fingerprint
+    /// ([`GraphKeySeed::node`] reuses the graph's part for every node).
+    pub(crate) fn new(graph_fingerprint: &str, node_id: &NodeId) -> KeySeed {
+        GraphKeySeed::new(graph_fingerprint).node(node_id)
+    }
+}
+
+impl fmt::Debug for KeySeed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KeySeed")
+            .field("prefix", &self.prefix)
+            .field("node", &self.node)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Derives the cache key of one activation of `node_id`.
@@ -126,8 +220,17 @@ fn node_scope(graph_fingerprint: &str, node_id: &NodeId) -> String {
 /// - for a Function node, the whole snapshot under [`CacheKeySpec::Default`],
 ///   or only the named fields' values under [`CacheKeySpec::Fields`].
 ///
+/// A state field enters the digest as its name and the SHA-256 of its
+/// value's canonical encoding (objects by sorted key, numbers by value, so
+/// `1`, `1.0` and `1e0` agree, whatever serde_json features the build
+/// enables). That digest is memoised on the stored value: a snapshot hashes
+/// each value at most once, and later snapshots that did not rewrite a field
+/// reuse its digest, so a key costs in proportion to what changed.
+///
 /// A named field that is not set is encoded as absent, distinct from `null`.
 /// The same field set named in any order, or repeated, gives the same key.
+///
+/// The key's text is `v3:{graph}:{node}:{digest}` ([`CacheKey`]).
 ///
 /// ```
 /// use aegis_runtime::*;
@@ -148,6 +251,7 @@ fn node_scope(graph_fingerprint: &str, node_id: &NodeId) -> String {
 ///                &CacheKeySpec::Fields(vec![question.clone()]), state, None)
 /// };
 /// assert_eq!(key(&state)?, key(&state)?);
+/// assert!(key(&state)?.as_str().starts_with("v3:"));
 /// let other = initial_state(&schema, &json!({"question": "how?"}))?;
 /// assert_ne!(key(&state)?, key(&other)?);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -161,10 +265,22 @@ pub fn derive_key(
     state: &Battlefield,
     task: Option<(&str, &Value)>,
 ) -> Result<CacheKey, CacheKeyError> {
-    let mut h = Canon::new("aegis-node-cache/key");
-    h.str(CACHE_KEY_VERSION)
-        .str(graph_fingerprint)
-        .str(node_id.as_str());
+    let seed = KeySeed::new(graph_fingerprint, node_id);
+    derive_key_seeded(&seed, node_id, spec, key, state, task)
+}
+
+/// [`derive_key`] from the node's [`KeySeed`]: the same key, without
+/// re-deriving what every key of the node shares.
+pub(crate) fn derive_key_seeded(
+    seed: &KeySeed,
+    node_id: &NodeId,
+    spec: &NodeSpec,
+    key: &CacheKeySpec,
+    state: &Battlefield,
+    task: Option<(&str, &Value)>,
+) -> Result<CacheKey, CacheKeyError> {
+    debug_assert_eq!(&seed.node, node_id, "a KeySeed derives its own node's keys");
+    let mut h = seed.canon.clone();
 
     match spec {
         NodeSpec::Battalion { .. } | NodeSpec::Gate { .. } => {
@@ -180,58 +296,50 @@ pub fn derive_key(
                     source,
                 }
             })?;
-            h.str("paladin")
-                .str(&paladin.config_fingerprint())
-                .str(&rendered);
+            let config = seed
+                .paladin_config
+                .get_or_init(|| paladin.config_fingerprint());
+            debug_assert_eq!(
+                *config,
+                paladin.config_fingerprint(),
+                "a KeySeed serves one node of one graph"
+            );
             match key {
                 CacheKeySpec::Default => {
-                    h.str("default");
+                    h.u64(PALADIN_INPUT).str(config).str(&rendered);
                 }
                 CacheKeySpec::Fields(fields) => {
-                    h.str("fields");
+                    h.u64(PALADIN_INPUT_AND_FIELDS).str(config).str(&rendered);
                     hash_fields(&mut h, fields, state);
                 }
             }
         }
-        NodeSpec::Function(_) => {
-            h.str("function");
-            match key {
-                CacheKeySpec::Default => {
-                    // Field by field in name order: the canonical encoding of
-                    // `Battlefield::to_json()` without materialising it.
-                    h.str("snapshot");
-                    let names: Vec<&FieldName> = state.field_names().collect();
-                    h.count(names.len());
-                    for name in names {
-                        h.str(name.as_str());
-                        match state.get(name.as_str()) {
-                            Some(v) => h.json(v),
-                            None => h.absent(),
-                        };
-                    }
-                }
-                CacheKeySpec::Fields(fields) => {
-                    h.str("fields");
-                    hash_fields(&mut h, fields, state);
+        NodeSpec::Function(_) => match key {
+            CacheKeySpec::Default => {
+                // Every set field in name order, each by its memoised
+                // digest: unchanged fields are not re-read.
+                h.u64(FUNCTION_SNAPSHOT).count(state.field_count());
+                for (name, digest) in state.field_digests() {
+                    h.str(name.as_str()).digest32(digest);
                 }
             }
-        }
+            CacheKeySpec::Fields(fields) => {
+                h.u64(FUNCTION_FIELDS);
+                hash_fields(&mut h, fields, state);
+            }
+        },
     }
 
+    // Absent and a task's key are told apart by their tags.
     match task {
-        None => {
-            h.str("no-task");
-        }
-        Some((task_key, payload)) => {
-            h.str("task").str(task_key).json(payload);
-        }
-    }
+        None => h.absent(),
+        Some((task_key, payload)) => h.str(task_key).json(payload),
+    };
 
-    Ok(CacheKey(format!(
-        "{}{}",
-        CacheKey::node_prefix(graph_fingerprint, node_id),
-        h.hex()
-    )))
+    let mut text = String::with_capacity(KEY_TEXT_LEN);
+    text.push_str(&seed.prefix);
+    push_hex(&mut text, &h.digest());
+    Ok(CacheKey(text))
 }
 
 fn hash_fields(h: &mut Canon, fields: &[FieldName], state: &Battlefield) {
@@ -241,8 +349,8 @@ fn hash_fields(h: &mut Canon, fields: &[FieldName], state: &Battlefield) {
     h.count(names.len());
     for name in names {
         h.str(name);
-        match state.get(name) {
-            Some(v) => h.json(v),
+        match state.field_digest(name) {
+            Some(digest) => h.digest32(digest),
             None => h.absent(),
         };
     }
@@ -328,8 +436,8 @@ mod tests {
             pkey(&func, &CacheKeySpec::Default, &base()),
             pkey(&func, &CacheKeySpec::Default, &base())
         );
-        assert!(a.as_str().starts_with("v2:"));
-        assert_eq!(a.as_str().len(), "v2:".len() + 16 + 1 + 16 + 1 + 64);
+        assert!(a.as_str().starts_with("v3:"));
+        assert_eq!(a.as_str().len(), "v3:".len() + 16 + 1 + 16 + 1 + 64);
     }
 
     #[test]
@@ -568,4 +676,257 @@ mod tests {
         );
         assert!(err.to_string().contains("answerer"));
     }
+
+    /// The v3 encoding written out from the materialised snapshot, each
+    /// value hashed afresh: what the memoised digests must reproduce.
+    fn from_scratch(
+        fp: &str,
+        node: &str,
+        spec: &NodeSpec,
+        key: &CacheKeySpec,
+        st: &Battlefield,
+        task: Option<(&str, &Value)>,
+    ) -> String {
+        use crate::canon::value_digest;
+        let field = |h: &mut Canon, name: &str| {
+            h.str(name);
+            match st.get(name) {
+                Some(v) => h.digest32(&value_digest(v)),
+                None => h.absent(),
+            };
+        };
+        let fields = |h: &mut Canon, names: &[FieldName]| {
+            let set: std::collections::BTreeSet<&str> =
+                names.iter().map(FieldName::as_str).collect();
+            h.count(set.len());
+            for name in set {
+                field(h, name);
+            }
+        };
+        let scope = |stream: &Canon, label: &str| {
+            let mut c = stream.clone();
+            c.str(label);
+            crate::canon::hex(&c.digest()[..8])
+        };
+        let mut graph = Canon::new("aegis-node-cache/key");
+        graph.str("v3").str(fp).align();
+        let mut h = graph.clone();
+        h.str(node).align();
+        let prefix = format!(
+            "v3:{}:{}:",
+            scope(&graph, "graph-scope"),
+            scope(&h, "node-scope")
+        );
+        match (spec, key) {
+            (NodeSpec::Paladin { paladin, input, .. }, _) => {
+                let rendered = input.render_task(st, task).unwrap();
+                let code = match key {
+                    CacheKeySpec::Default => 1,
+                    CacheKeySpec::Fields(_) => 2,
+                };
+                h.u64(code)
+                    .str(&paladin.config_fingerprint())
+                    .str(&rendered);
+                if let CacheKeySpec::Fields(names) = key {
+                    fields(&mut h, names);
+                }
+            }
+            (_, CacheKeySpec::Default) => {
+                let names: Vec<&FieldName> = st.field_names().collect();
+                h.u64(3).count(names.len());
+                for name in names {
+                    field(&mut h, name.as_str());
+                }
+            }
+            (_, CacheKeySpec::Fields(names)) => {
+                h.u64(4);
+                fields(&mut h, names);
+            }
+        }
+        match task {
+            None => h.absent(),
+            Some((k, p)) => h.str(k).json(p),
+        };
+        format!("{prefix}{}", h.hex())
+    }
+
+    fn schema_of_all_rules() -> BattlefieldSchema {
+        BattlefieldSchema::new(vec![
+            FieldSpec::new(f("question"), DispatchRule::LastWrite, None, false),
+            FieldSpec::new(f("log"), DispatchRule::Append, None, false),
+            FieldSpec::new(f("total"), DispatchRule::Sum, None, false),
+            FieldSpec::new(f("meta"), DispatchRule::Merge, None, false),
+        ])
+    }
+
+    /// Snapshots after a few merges: lists built by appends, sums, merged
+    /// objects, and fields no superstep touched (sharing their digests).
+    fn evolved() -> Vec<Battlefield> {
+        use crate::state::{StateDelta, Writer, merge};
+        let schema = schema_of_all_rules();
+        let mut st = initial_state(&schema, &json!({"question": "q", "log": [1]})).unwrap();
+        let mut out = vec![st.clone()];
+        let writes = [
+            json!({"log": {"b": 2, "a": [1.0, null]}, "total": 1}),
+            json!({"meta": {"z": 1, "y": {"k": "v"}}, "log": [3, 4]}),
+            json!({"total": 2.5, "question": "q2"}),
+            json!({"log": "x", "meta": {"a": 1e2}}),
+        ];
+        for w in writes {
+            let mut d = StateDelta::new();
+            for (k, v) in w.as_object().unwrap() {
+                d.set(k.as_str(), v).unwrap();
+            }
+            st = merge(&schema, &st, [(Writer::node("w"), &d)]).unwrap();
+            out.push(st.clone());
+        }
+        out
+    }
+
+    #[test]
+    fn memoised_digests_give_the_key_hashed_from_scratch() {
+        let specs = [
+            (function_spec(), CacheKeySpec::Default),
+            (
+                function_spec(),
+                CacheKeySpec::Fields(vec![f("log"), f("meta"), f("absent")]),
+            ),
+            (
+                paladin_spec("Q: {question}", "m"),
+                CacheKeySpec::Fields(vec![f("total"), f("log")]),
+            ),
+            (paladin_spec("Q: {question}", "m"), CacheKeySpec::Default),
+        ];
+        let payload = json!({"b": [1, 2], "a": 1.0});
+        for st in evolved() {
+            for (spec, key) in &specs {
+                for task in [None, Some(("t1", &payload))] {
+                    // Twice: the second derivation reads the memo the first
+                    // filled.
+                    for _ in 0..2 {
+                        let derived = derive_key(FP, &NodeId::new("n"), spec, key, &st, task);
+                        assert_eq!(
+                            derived.unwrap().as_str(),
+                            from_scratch(FP, "n", spec, key, &st, task)
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn one_seed_gives_every_key_derive_key_gives() {
+        let node = NodeId::new("answerer");
+        let seed = KeySeed::new(FP, &node);
+        let payload = json!([1, {"x": null}]);
+        for spec in [paladin_spec("Answer: {question}", "m1"), function_spec()] {
+            // A seed serves one node's spec: a fresh seed per spec, reused
+            // across states, key specs and tasks.
+            let seed = if matches!(spec, NodeSpec::Paladin { .. }) {
+                seed.clone()
+            } else {
+                KeySeed::new(FP, &node)
+            };
+            for st in evolved() {
+                for key in [
+                    CacheKeySpec::Default,
+                    CacheKeySpec::Fields(vec![f("question"), f("log")]),
+                ] {
+                    for task in [None, Some(("t", &payload))] {
+                        assert_eq!(
+                            derive_key_seeded(&seed, &node, &spec, &key, &st, task).unwrap(),
+                            derive_key(FP, &node, &spec, &key, &st, task).unwrap()
+                        );
+                    }
+                }
+            }
+        }
+        assert!(format!("{seed:?}").contains(&CacheKey::node_prefix(FP, &node)));
+    }
+
+    #[test]
+    fn a_list_built_by_appends_keys_like_the_same_list_given_as_input() {
+        let schema = schema_of_all_rules();
+        for st in evolved() {
+            // The same values, every one a fresh plain value (lists too).
+            let fresh = initial_state(&schema, &st.to_json()).unwrap();
+            let restored: Battlefield =
+                serde_json::from_value(serde_json::to_value(&st).unwrap()).unwrap();
+            for key in [
+                CacheKeySpec::Default,
+                CacheKeySpec::Fields(vec![f("log"), f("meta")]),
+            ] {
+                let k = |s: &Battlefield| pkey(&function_spec(), &key, s);
+                assert_eq!(k(&st), k(&fresh));
+                assert_eq!(k(&st), k(&restored));
+            }
+        }
+    }
+
+    #[test]
+    fn equal_values_in_other_spellings_give_one_key() {
+        let a = state(json!({"question": {"b": [1, 2.0], "a": 1e0}, "other": 100}));
+        let b = state(json!({"question": {"a": 1, "b": [1.0, 2]}, "other": 1e2}));
+        for key in [
+            CacheKeySpec::Default,
+            CacheKeySpec::Fields(vec![f("question"), f("other")]),
+        ] {
+            assert_eq!(
+                pkey(&function_spec(), &key, &a),
+                pkey(&function_spec(), &key, &b)
+            );
+        }
+        let c = state(json!({"question": {"a": 1, "b": [1, 2.5]}, "other": 100}));
+        assert_ne!(
+            pkey(&function_spec(), &CacheKeySpec::Default, &a),
+            pkey(&function_spec(), &CacheKeySpec::Default, &c)
+        );
+    }
+
+    #[test]
+    fn a_field_no_superstep_wrote_shares_its_digest() {
+        let states = evolved();
+        let (first, last) = (&states[0], &states[states.len() - 1]);
+        // `question` was rewritten, `log` appended to; `absent` never set.
+        let digest = |s: &Battlefield, n: &str| s.field_digest(n).map(|d| d as *const _);
+        let (q1, q2) = (
+            digest(&states[1], "question"),
+            digest(&states[2], "question"),
+        );
+        assert!(q1.is_some() && q1 == q2, "unchanged: one memo");
+        assert_ne!(digest(first, "log"), digest(last, "log"));
+        assert_ne!(
+            digest(&states[2], "question"),
+            digest(&states[3], "question")
+        );
+        assert_eq!(digest(last, "absent"), None);
+    }
+
+    /// The v3 encoding, pinned: a change to it must bump the version.
+    #[test]
+    fn the_v3_encoding_is_pinned() {
+        let st = state(json!({"question": "why?", "log": [1, "two", {"b": null, "a": 2.5}]}));
+        let payload = json!({"n": 1});
+        assert_eq!(
+            pkey(&function_spec(), &CacheKeySpec::Default, &st).as_str(),
+            GOLDEN_FUNCTION_DEFAULT
+        );
+        assert_eq!(
+            derive_key(
+                FP,
+                &NodeId::new("answerer"),
+                &paladin_spec("Answer: {question}", "m1"),
+                &CacheKeySpec::Fields(vec![f("log"), f("context")]),
+                &st,
+                Some(("t1", &payload)),
+            )
+            .unwrap()
+            .as_str(),
+            GOLDEN_PALADIN_FIELDS_TASK
+        );
+    }
+
+    const GOLDEN_FUNCTION_DEFAULT: &str = "v3:bc8b86b70eb6339b:b809a12d4c049f0e:e0305ae6cf0797b645254b88883e4b48a515f5d87318f06a9d01acc859e4ef5e";
+    const GOLDEN_PALADIN_FIELDS_TASK: &str = "v3:bc8b86b70eb6339b:b809a12d4c049f0e:202d4b8d9f9a227a5f243965ecede8ffbb56ed5317e80cdf40e8c4471429a25d";
 }

@@ -10,9 +10,13 @@ use super::{CacheClock, CacheEntry, CacheKey, NodeCache, NodeCacheError};
 
 /// A process-local node cache holding at most a fixed number of entries.
 ///
-/// Entries are kept in their stored byte form ([`CacheEntry::to_bytes`]),
-/// the same bytes the Redis backend stores, so a hit replays exactly what
-/// a shared backend would. When full, a `put` first drops expired entries,
+/// A `put` encodes the entry to its stored byte form
+/// ([`CacheEntry::to_bytes`], the bytes the Redis backend stores) and keeps
+/// what those bytes decode to, so a hit replays exactly what a shared
+/// backend would (and fails alike to encode), without decoding on every
+/// hit: [`NodeCache::get_shared`] serves the decoded entry itself. Lookups
+/// are one hash-map probe, and a `put`'s bookkeeping O(log n), however many
+/// entries are held. When full, a `put` first drops expired entries,
 /// then the oldest stored ones, so a long-lived process cannot grow without
 /// limit; expired entries are also dropped as later `put`s pass them.
 ///
@@ -30,7 +34,10 @@ pub struct InMemoryNodeCache {
 }
 
 struct Slot {
-    bytes: Arc<[u8]>,
+    /// The stored bytes, decoded once; an error for bytes that do not
+    /// decode (only [`InMemoryNodeCache::plant_raw`] stores such), which
+    /// every read reports as a miss, as a shared backend would.
+    entry: Result<Arc<CacheEntry>, NodeCacheError>,
     expires_at: SystemTime,
     seq: u64,
 }
@@ -73,7 +80,12 @@ impl Store {
         }
     }
 
-    fn insert(&mut self, key: Arc<str>, bytes: Arc<[u8]>, expires_at: SystemTime) {
+    fn insert(
+        &mut self,
+        key: Arc<str>,
+        entry: Result<Arc<CacheEntry>, NodeCacheError>,
+        expires_at: SystemTime,
+    ) {
         let seq = self.next_seq;
         self.next_seq += 1;
         self.by_expiry.insert((expires_at, seq), key.clone());
@@ -81,7 +93,7 @@ impl Store {
         self.slots.insert(
             key,
             Slot {
-                bytes,
+                entry,
                 expires_at,
                 seq,
             },
@@ -140,9 +152,10 @@ impl InMemoryNodeCache {
     /// Stores raw bytes as if a backend had, to test damaged entries.
     #[cfg(test)]
     pub(crate) fn plant_raw(&self, key: &CacheKey, bytes: &[u8], expires_at: SystemTime) {
+        let entry = CacheEntry::from_bytes(bytes).map(Arc::new);
         let mut store = self.lock();
         store.remove(key.as_str());
-        store.insert(Arc::from(key.as_str()), Arc::from(bytes), expires_at);
+        store.insert(Arc::from(key.as_str()), entry, expires_at);
     }
 }
 
@@ -165,24 +178,26 @@ impl fmt::Debug for InMemoryNodeCache {
 #[async_trait]
 impl NodeCache for InMemoryNodeCache {
     async fn get(&self, key: &CacheKey) -> Result<Option<CacheEntry>, NodeCacheError> {
+        Ok(self.get_shared(key).await?.map(Arc::unwrap_or_clone))
+    }
+
+    async fn get_shared(&self, key: &CacheKey) -> Result<Option<Arc<CacheEntry>>, NodeCacheError> {
         let now = self.clock.now();
-        let bytes = {
-            let mut store = self.lock();
-            match store.slots.get(key.as_str()) {
-                None => return Ok(None),
-                Some(slot) if slot.expires_at <= now => {
-                    store.remove(key.as_str());
-                    return Ok(None);
-                }
-                Some(slot) => slot.bytes.clone(),
-            }
+        let mut store = self.lock();
+        let found = match store.slots.get(key.as_str()) {
+            None => return Ok(None),
+            // The slot's expiry is the entry's: it was stored from it.
+            Some(slot) if slot.expires_at <= now => None,
+            Some(slot) => Some(slot.entry.clone()),
         };
-        // Decoded outside the lock: a multi-megabyte entry must not stall
-        // every other lookup.
-        match CacheEntry::from_bytes(&bytes) {
-            Ok(entry) if entry.is_fresh_at(now) => Ok(Some(entry)),
-            Ok(_) => Ok(None),
-            Err(e) => {
+        match found {
+            None => {
+                store.remove(key.as_str());
+                Ok(None)
+            }
+            Some(Ok(entry)) => Ok(Some(entry)),
+            Some(Err(e)) => {
+                drop(store);
                 tracing::warn!(backend = "memory", key = %key, error = %e, "corrupt node cache entry treated as a miss");
                 Ok(None)
             }
@@ -194,14 +209,18 @@ impl NodeCache for InMemoryNodeCache {
         if !entry.is_fresh_at(now) {
             return Ok(());
         }
-        let bytes: Arc<[u8]> = Arc::from(entry.to_bytes()?);
+        // Through the stored form and back, outside the lock: what a hit
+        // serves is what a shared backend's would (bytes that did not
+        // decode would be its miss too), and a multi-megabyte entry must
+        // not stall every other lookup.
+        let decoded = CacheEntry::from_bytes(&entry.to_bytes()?).map(Arc::new);
         let mut store = self.lock();
         store.remove(key.as_str());
         store.drop_expired(now);
         while store.slots.len() >= self.max_entries {
             store.drop_oldest();
         }
-        store.insert(Arc::from(key.as_str()), bytes, entry.expires_at);
+        store.insert(Arc::from(key.as_str()), decoded, entry.expires_at);
         Ok(())
     }
 
@@ -326,6 +345,33 @@ mod tests {
         assert_eq!(cache.get(&key(1)).await.unwrap(), None);
         let hit = cache.get(&key(0)).await.unwrap().unwrap();
         assert_eq!(hit.delta.get("n"), Some(&serde_json::json!(10)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_hit_serves_the_entry_decoded_at_put_without_decoding_it_again() {
+        let cache = InMemoryNodeCache::new();
+        let clock = cache.clock.clone();
+        let stored = entry(7, Duration::from_secs(60), &clock);
+        cache.put(&key(7), &stored).await.unwrap();
+        let first = cache.get_shared(&key(7)).await.unwrap().unwrap();
+        let second = cache.get_shared(&key(7)).await.unwrap().unwrap();
+        assert!(Arc::ptr_eq(&first, &second), "one decoded entry, shared");
+        let replayed = CacheEntry::from_bytes(&stored.to_bytes().unwrap()).unwrap();
+        assert_eq!(*first, replayed);
+        assert_eq!(cache.get(&key(7)).await.unwrap(), Some(replayed));
+
+        // Planted bytes are decoded once too: damaged ones read as a miss
+        // through either call, sound ones are served.
+        let far = clock.now() + Duration::from_secs(60);
+        cache.plant_raw(&key(8), b"{\"format\":2,", far);
+        assert_eq!(cache.get_shared(&key(8)).await.unwrap(), None);
+        assert_eq!(cache.get(&key(8)).await.unwrap(), None);
+        assert_eq!(cache.len(), 2, "kept until a put replaces it");
+        cache.plant_raw(&key(8), &stored.to_bytes().unwrap(), far);
+        assert_eq!(
+            cache.get_shared(&key(8)).await.unwrap().as_deref(),
+            Some(&stored)
+        );
     }
 
     #[test]

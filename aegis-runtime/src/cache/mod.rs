@@ -12,8 +12,9 @@
 //!   versioned SHA-256 over a canonical, length-prefixed encoding of the
 //!   graph fingerprint, the node id, the node's input (a Paladin node's
 //!   rendered prompt and configuration fingerprint; a Function node's
-//!   snapshot or named fields), and the mustered task. Change the prompt, the
-//!   model, the graph or the input and the key changes; two graphs never
+//!   snapshot or named fields, each field by the digest of its value,
+//!   memoised on the snapshot), and the mustered task. Change the prompt,
+//!   the model, the graph or the input and the key changes; two graphs never
 //!   share a key.
 //! - The engine applies its rules around a backend (the hidden
 //!   `NodeCacheHandle`): a lookup re-checks expiry by its [`CacheClock`] (a

@@ -5,45 +5,91 @@ use imbl::Vector;
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::Value;
 use std::fmt;
+use std::ops::Deref;
 use std::sync::{Arc, OnceLock};
 
 use super::FieldName;
 use super::fields::Fields;
+use crate::canon::{Digest32, array_digest, value_digest};
 
 /// One field's stored value.
 ///
 /// Lists (the `Append` dispatch) are persistent vectors of shared items, so
 /// appending is O(log n) and a snapshot never deep-copies earlier items; the
 /// JSON array is materialised lazily, once per snapshot, only when read.
+///
+/// Each stored value also memoises the digest of its canonical encoding
+/// ([`value_digest`]), which node cache keys hash in its place: it is
+/// computed at most once per stored value, the first time a key needs it,
+/// and every later snapshot that did not rewrite the field shares it.
 #[derive(Clone)]
 pub(crate) enum Slot {
-    Value(Arc<Value>),
+    Value(Stored),
     List {
         items: Vector<Arc<Value>>,
-        materialized: Arc<OnceLock<Value>>,
+        memo: Arc<ListMemo>,
     },
+}
+
+/// A plain stored value with its digest memo; reads as the value itself.
+#[derive(Clone)]
+pub(crate) struct Stored(Arc<StoredValue>);
+
+struct StoredValue {
+    value: Value,
+    digest: OnceLock<Digest32>,
+}
+
+impl Deref for Stored {
+    type Target = Value;
+
+    fn deref(&self) -> &Value {
+        &self.0.value
+    }
+}
+
+/// What a list computes lazily, shared by every snapshot holding it.
+pub(crate) struct ListMemo {
+    materialized: OnceLock<Value>,
+    digest: OnceLock<Digest32>,
 }
 
 impl Slot {
     pub(crate) fn value(v: Value) -> Self {
-        Slot::Value(Arc::new(v))
+        Slot::Value(Stored(Arc::new(StoredValue {
+            value: v,
+            digest: OnceLock::new(),
+        })))
     }
 
     pub(crate) fn list(items: Vector<Arc<Value>>) -> Self {
         Slot::List {
             items,
-            materialized: Arc::new(OnceLock::new()),
+            memo: Arc::new(ListMemo {
+                materialized: OnceLock::new(),
+                digest: OnceLock::new(),
+            }),
         }
     }
 
     pub(super) fn get(&self) -> &Value {
         match self {
-            Slot::Value(v) => v,
-            Slot::List {
-                items,
-                materialized,
-            } => materialized
+            Slot::Value(v) => &v.0.value,
+            Slot::List { items, memo } => memo
+                .materialized
                 .get_or_init(|| Value::Array(items.iter().map(|v| Value::clone(v)).collect())),
+        }
+    }
+
+    /// [`value_digest`] of the value, computed on first use. A list is
+    /// hashed item by item, exactly as its materialised array would be, so
+    /// a list built by appends and the same list given as input agree.
+    fn digest(&self) -> &Digest32 {
+        match self {
+            Slot::Value(v) => v.0.digest.get_or_init(|| value_digest(&v.0.value)),
+            Slot::List { items, memo } => memo
+                .digest
+                .get_or_init(|| array_digest(items.len(), items.iter().map(|v| &**v))),
         }
     }
 }
@@ -100,17 +146,12 @@ impl Battlefield {
     /// i.e. a superstep that did not write it did not copy it.
     pub fn shares_field_with(&self, other: &Battlefield, field: &str) -> bool {
         match (self.fields.get(field), other.fields.get(field)) {
-            (Some(Slot::Value(a)), Some(Slot::Value(b))) => Arc::ptr_eq(a, b),
+            (Some(Slot::Value(a)), Some(Slot::Value(b))) => Arc::ptr_eq(&a.0, &b.0),
             // Small persistent vectors live inline, so compare the slot's
             // own shared allocation rather than the vector's.
-            (
-                Some(Slot::List {
-                    materialized: a, ..
-                }),
-                Some(Slot::List {
-                    materialized: b, ..
-                }),
-            ) => Arc::ptr_eq(a, b),
+            (Some(Slot::List { memo: a, .. }), Some(Slot::List { memo: b, .. })) => {
+                Arc::ptr_eq(a, b)
+            }
             _ => false,
         }
     }
@@ -144,6 +185,22 @@ impl Battlefield {
                 .map(|v| Value::clone(v))
                 .collect(),
         )
+    }
+
+    /// How many fields are set.
+    pub(crate) fn field_count(&self) -> usize {
+        self.fields.len()
+    }
+
+    /// The digest of `field`'s value ([`value_digest`]), if it is set;
+    /// computed at most once per stored value.
+    pub(crate) fn field_digest(&self, field: &str) -> Option<&Digest32> {
+        self.fields.get(field).map(Slot::digest)
+    }
+
+    /// Every set field with its value's digest, in name order.
+    pub(crate) fn field_digests(&self) -> impl Iterator<Item = (&FieldName, &Digest32)> {
+        self.fields.iter().map(|(k, v)| (k, v.digest()))
     }
 
     pub(crate) fn slot(&self, field: &str) -> Option<&Slot> {

@@ -8,8 +8,8 @@
 
 use aegis::{
     Aegis, BattlefieldSchema, CacheKeySpec, CacheMarker, CachePolicy, DispatchRule, END,
-    EngineLimits, ErrorHandlerSpec, FieldName, FieldSpec, InputMapping, NodeSpec, Paladin,
-    ParleyExpiry, START, StateDelta, WarGraph,
+    EngineLimits, ErrorHandlerSpec, FieldName, FieldSpec, InputMapping, NodeId, NodeSpec, Paladin,
+    ParleyExpiry, START, StateDelta, WarGraph, Writer, derive_key, initial_state, merge,
 };
 use serde_json::json;
 use std::time::Duration;
@@ -18,6 +18,10 @@ use std::time::Duration;
 /// `FINGERPRINT_VERSION`.
 pub const GOLDEN_FINGERPRINT: &str =
     "v7:913c7c012034fa397d3723c6b703dd27733cb6788843498e9ba164dccedb571f";
+
+/// The node cache key [`golden_cache_key`] derives. Change it only together
+/// with `CACHE_KEY_VERSION`.
+pub const GOLDEN_CACHE_KEY: &str = "v3:520c06414ce9b025:c1b2354ec21357e4:3bcd3b40a7857bb29f63be2a2d219b9c419c83b827f8f73d14e94c478e079558";
 
 fn field(name: &str) -> FieldName {
     FieldName::new(name).unwrap()
@@ -133,4 +137,46 @@ pub fn golden_graph() -> WarGraph {
         .add_conditional_edges("answer", "route_answer", ["review", "plan"])
         .mark_dynamic_target("score");
     g
+}
+
+/// A Function node's key over a whole snapshot and a mustered task, every
+/// object written out of key order and numbers in several spellings, one
+/// list built by appends: each value enters the key as the digest of its
+/// canonical encoding, which must not follow `serde_json::Map`'s order.
+pub fn golden_cache_key() -> String {
+    let schema = BattlefieldSchema::new(vec![
+        FieldSpec::new(field("settings"), DispatchRule::Merge, None, false),
+        FieldSpec::new(field("question"), DispatchRule::LastWrite, None, false),
+        FieldSpec::new(field("log"), DispatchRule::Append, None, false),
+        FieldSpec::new(field("total"), DispatchRule::Sum, None, false),
+    ]);
+    let input = json!({
+        "settings": {"zeta": {"y": 2.0, "x": [1, {"q": null, "p": 1e2}]}, "alpha": true},
+        "question": "why?",
+        "log": [{"b": 1, "a": 0.5}],
+    });
+    let mut state = initial_state(&schema, &input).unwrap();
+    let mut delta = StateDelta::new();
+    delta
+        .set("log", json!({"d": [3.0], "c": "x"}))
+        .unwrap()
+        .set("settings", json!({"mid": {"n": 1, "m": -0.0}}))
+        .unwrap()
+        .set("total", 4.0)
+        .unwrap();
+    state = merge(&schema, &state, [(Writer::node("plan"), &delta)]).unwrap();
+    let spec = NodeSpec::from_fn("plan", |_, _| {
+        Box::pin(async { Ok(StateDelta::new().into()) })
+    });
+    let payload = json!({"z": [1, 2], "a": {"y": 1, "x": 2}});
+    derive_key(
+        "v7:golden",
+        &NodeId::new("plan"),
+        &spec,
+        &CacheKeySpec::Default,
+        &state,
+        Some(("task-1", &payload)),
+    )
+    .unwrap()
+    .to_string()
 }

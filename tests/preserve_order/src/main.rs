@@ -1,4 +1,5 @@
-//! Prints the fingerprint of the golden graph, computed in a build where
+//! Prints the fingerprint of the golden graph and the golden node cache
+//! key, computed in a build where
 //! serde_json's `preserve_order` is on (see `Cargo.toml`). The crate's
 //! `fingerprint` test builds and runs this and compares.
 
@@ -14,4 +15,5 @@ fn main() {
         .unwrap_or_default();
     println!("map-order {}", order.join(","));
     println!("fingerprint {}", golden::golden_graph().fingerprint());
+    println!("cache-key {}", golden::golden_cache_key());
 }

@@ -1,9 +1,11 @@
 //! The cache rule: consulted once, before attempt 1 and outside the
 //! interceptor chain; only the node's own success is stored.
 
+use std::sync::Arc;
+
 use super::record::Recorder;
 use super::{ActivationCtx, ActivationResult};
-use crate::cache::{CacheKey, derive_key};
+use crate::cache::CacheKey;
 use crate::engine::WarEngine;
 use crate::graph::Directive;
 use crate::id::NodeId;
@@ -22,8 +24,8 @@ impl<S: WaypointStore> WarEngine<S> {
         node_id: &NodeId,
     ) -> Option<CacheKey> {
         let policy = act.aegis.cache.as_ref()?;
-        self.node_cache.as_ref()?;
-        match derive_key(
+        let cache = self.node_cache.as_ref()?;
+        match cache.derive_key(
             act.fingerprint,
             node_id,
             act.spec,
@@ -50,10 +52,16 @@ impl<S: WaypointStore> WarEngine<S> {
         let (key, cache) = (key?, self.node_cache.as_ref()?);
         let entry = cache.lookup(act.schema, key).await.into_hit()?;
         let duration = rec.elapsed();
-        if let Some(origin) = &entry.origin {
+        // A backend holding decoded entries shares its copy: take only the
+        // delta and the origin from it; an entry of our own is moved.
+        let (delta, origin) = match Arc::try_unwrap(entry) {
+            Ok(own) => (own.delta, own.origin),
+            Err(shared) => (shared.delta.clone(), shared.origin.clone()),
+        };
+        if let Some(origin) = &origin {
             tracing::debug!(node_id = %node_id, origin = %origin, "served from the node cache");
         }
-        self.emit(TraceEvent::NodeFinished {
+        self.emit_with(tracing::Level::DEBUG, || TraceEvent::NodeFinished {
             thread_id: act.thread_id.to_string(),
             superstep: act.superstep,
             node_id: node_id.clone(),
@@ -61,14 +69,14 @@ impl<S: WaypointStore> WarEngine<S> {
             attempt: 1,
             status: AttemptStatus::Succeeded,
             cache_hit: true,
-            cache_origin: entry.origin.clone().map(Box::new),
+            cache_origin: origin.clone().map(Box::new),
             duration,
         });
         let mut record = rec.finish(NodeStatus::Succeeded, 1);
         record.cache_hit = true;
-        record.cache_origin = entry.origin.map(Box::new);
+        record.cache_origin = origin.map(Box::new);
         Some(ActivationResult::Done {
-            directive: Directive::edges(entry.delta),
+            directive: Directive::edges(delta),
             record,
             handled: None,
         })

@@ -255,6 +255,31 @@ fn main() -> Result<(), BenchError> {
             &nothing,
             &|_| counter(-1),
         )?;
+        // The uncached chain a hit must beat.
+        let g = finish(chain(100).compile()?, 100, memory);
+        r.measure("e_no_cache_100", mode, &g, 100, &nothing, &zero)?;
+
+        // (f): hits with 100 and 10,000 entries held (one per node per
+        // distinct input stored before the timed runs).
+        for entries in [100u32, 10_000] {
+            let agent = cached_chain(100, memory)?;
+            for fill in 0..entries / 100 {
+                r.thread += 1;
+                let config = ExecutionConfig::new(&format!("t{}", r.thread))
+                    .with_recursion_limit(110);
+                let input = counter(i64::from(fill) - 1_000_000);
+                r.rt.block_on(agent.graph().invoke(input, config))?;
+            }
+            let last = i64::from(entries / 100) - 1 - 1_000_000;
+            r.measure(
+                &format!("f_cache_hit_{entries}_entries"),
+                mode,
+                agent.graph(),
+                100,
+                &nothing,
+                &move |_| counter(last),
+            )?;
+        }
     }
     Ok(())
 }
