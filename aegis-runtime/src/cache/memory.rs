@@ -44,12 +44,42 @@ struct Slot {
 
 #[derive(Default)]
 struct Store {
-    slots: HashMap<Arc<str>, Slot>,
+    slots: HashMap<Arc<str>, Slot, KeyTail>,
     /// Expiry order, for dropping expired entries without a scan.
     by_expiry: BTreeMap<(SystemTime, u64), Arc<str>>,
     /// Storage order, for dropping the oldest entries when full.
     by_age: BTreeMap<u64, Arc<str>>,
     next_seq: u64,
+}
+
+/// Hashes only a key's last 16 bytes, with the process's random keys: a
+/// key ends in the hex SHA-256 of everything it covers, so its tail is as
+/// spread as the whole, and SipHash over 16 bytes costs a fraction of it
+/// over the whole 102-byte key (every lookup and store pays it). Keyed,
+/// so inputs chosen to collide in the tail still cannot pile into one
+/// probe sequence.
+#[derive(Clone, Default)]
+struct KeyTail(std::collections::hash_map::RandomState);
+
+impl std::hash::BuildHasher for KeyTail {
+    type Hasher = TailHasher;
+
+    fn build_hasher(&self) -> TailHasher {
+        TailHasher(self.0.build_hasher())
+    }
+}
+
+struct TailHasher(std::collections::hash_map::DefaultHasher);
+
+impl std::hash::Hasher for TailHasher {
+    fn finish(&self) -> u64 {
+        self.0.finish()
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        let tail = bytes.len().saturating_sub(16);
+        self.0.write(&bytes[tail..]);
+    }
 }
 
 impl Store {
@@ -149,6 +179,34 @@ impl InMemoryNodeCache {
         self.store.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// The lookup itself, expiry judged at `now`: one probe under the
+    /// lock, never a wait.
+    fn lookup_at(
+        &self,
+        key: &CacheKey,
+        now: SystemTime,
+    ) -> Result<Option<Arc<CacheEntry>>, NodeCacheError> {
+        let mut store = self.lock();
+        let found = match store.slots.get(key.as_str()) {
+            None => return Ok(None),
+            // The slot's expiry is the entry's: it was stored from it.
+            Some(slot) if slot.expires_at <= now => None,
+            Some(slot) => Some(slot.entry.clone()),
+        };
+        match found {
+            None => {
+                store.remove(key.as_str());
+                Ok(None)
+            }
+            Some(Ok(entry)) => Ok(Some(entry)),
+            Some(Err(e)) => {
+                drop(store);
+                tracing::warn!(backend = "memory", key = %key, error = %e, "corrupt node cache entry treated as a miss");
+                Ok(None)
+            }
+        }
+    }
+
     /// Stores raw bytes as if a backend had, to test damaged entries.
     #[cfg(test)]
     pub(crate) fn plant_raw(&self, key: &CacheKey, bytes: &[u8], expires_at: SystemTime) {
@@ -182,26 +240,15 @@ impl NodeCache for InMemoryNodeCache {
     }
 
     async fn get_shared(&self, key: &CacheKey) -> Result<Option<Arc<CacheEntry>>, NodeCacheError> {
-        let now = self.clock.now();
-        let mut store = self.lock();
-        let found = match store.slots.get(key.as_str()) {
-            None => return Ok(None),
-            // The slot's expiry is the entry's: it was stored from it.
-            Some(slot) if slot.expires_at <= now => None,
-            Some(slot) => Some(slot.entry.clone()),
-        };
-        match found {
-            None => {
-                store.remove(key.as_str());
-                Ok(None)
-            }
-            Some(Ok(entry)) => Ok(Some(entry)),
-            Some(Err(e)) => {
-                drop(store);
-                tracing::warn!(backend = "memory", key = %key, error = %e, "corrupt node cache entry treated as a miss");
-                Ok(None)
-            }
-        }
+        self.lookup_at(key, self.clock.now())
+    }
+
+    fn get_now(
+        &self,
+        key: &CacheKey,
+        now: SystemTime,
+    ) -> Option<Result<Option<Arc<CacheEntry>>, NodeCacheError>> {
+        Some(self.lookup_at(key, now))
     }
 
     async fn put(&self, key: &CacheKey, entry: &CacheEntry) -> Result<(), NodeCacheError> {

@@ -126,6 +126,7 @@ pub use config::{NodeCacheBackend, NodeCacheConfig};
 pub use entry::CacheEntry;
 pub use handle::{CacheLookup, NodeCacheHandle, StoreOutcome};
 pub use key::{CACHE_KEY_VERSION, CacheKey, CacheKeyError, derive_key};
+pub(crate) use key::{GraphKeySeed, KeySeed, derive_key_seeded};
 pub use memory::InMemoryNodeCache;
 #[cfg(feature = "redis-cache")]
 pub use redis::{RedisNodeCache, RedisNodeCacheBuilder};

@@ -7,6 +7,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
 use crate::aegis::Aegis;
+use crate::cache::{GraphKeySeed, KeySeed};
 use crate::graph::{ConditionalEdges, NodeSpec, WarGraph};
 use crate::id::{END, NodeId, START};
 use crate::waypoint::Activation;
@@ -14,6 +15,7 @@ use crate::waypoint::Activation;
 /// One node as a superstep needs it.
 pub(crate) struct NodeEntry<'g> {
     pub(crate) spec: &'g NodeSpec,
+    pub(crate) cache_seed: Option<&'g KeySeed>,
     /// Static successors, END excluded, deduplicated.
     pub(crate) successors: &'g [NodeId],
     conditionals: &'g [usize],
@@ -40,6 +42,9 @@ struct NodeSlot {
     conditionals: Vec<usize>,
     /// The node's Aegis: its own, else the graph's default.
     aegis: Option<Aegis>,
+    /// What every cache key of the node starts from, when it has a cache
+    /// policy: made with the index, so a key costs only its own input.
+    cache_seed: Option<KeySeed>,
 }
 
 /// The index kept in the graph's memo.
@@ -52,13 +57,23 @@ impl IndexData {
     fn build(graph: &WarGraph) -> Self {
         let mut nodes: HashMap<NodeId, NodeSlot, BuildHasherDefault<Fnv>> =
             HashMap::with_capacity_and_hasher(graph.nodes.len(), Default::default());
+        let mut graph_seed: Option<GraphKeySeed> = None;
         for (position, (id, _)) in graph.nodes.iter().enumerate() {
             // A duplicate id is a validation error; the first one is indexed.
-            nodes.entry(id.clone()).or_insert_with(|| NodeSlot {
-                position,
-                successors: Vec::new(),
-                conditionals: Vec::new(),
-                aegis: graph.aegis_for(id).cloned(),
+            nodes.entry(id.clone()).or_insert_with(|| {
+                let aegis = graph.aegis_for(id).cloned();
+                let cache_seed = aegis.as_ref().and_then(|a| a.cache.as_ref()).map(|_| {
+                    graph_seed
+                        .get_or_insert_with(|| GraphKeySeed::new(&graph.shared_fingerprint()))
+                        .node(id)
+                });
+                NodeSlot {
+                    position,
+                    successors: Vec::new(),
+                    conditionals: Vec::new(),
+                    aegis,
+                    cache_seed,
+                }
             });
         }
         let mut entry = Vec::new();
@@ -114,6 +129,7 @@ impl<'g> GraphIndex<'g> {
         let (_, spec) = self.graph.nodes.get(slot.position)?;
         Some(NodeEntry {
             spec,
+            cache_seed: slot.cache_seed.as_ref(),
             successors: &slot.successors,
             conditionals: &slot.conditionals,
             graph: self.graph,

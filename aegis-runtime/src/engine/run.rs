@@ -172,7 +172,11 @@ impl<S: WaypointStore> WarEngine<S> {
         records: Vec<NodeExecutionRecord>,
     ) -> Result<(), EngineError> {
         let seq = cur.seq + 1;
-        self.store.put(cur.waypoint(seq, status, records)).await?;
+        let waypoint = cur.waypoint(seq, status, records);
+        match self.store.try_put(waypoint) {
+            Ok(written) => written?,
+            Err(waypoint) => self.store.put(waypoint).await?,
+        }
         cur.seq = seq;
         Ok(())
     }
@@ -385,6 +389,12 @@ impl<S: WaypointStore> WarEngine<S> {
                 spec: entry.spec,
                 aegis: entry.aegis.unwrap_or(&NO_POLICIES),
                 fingerprint: &env.fingerprint,
+                // The index's seeds are made from this graph's fingerprint;
+                // a run carrying another (never, after a resume's check)
+                // derives its keys from scratch.
+                cache_seed: entry
+                    .cache_seed
+                    .filter(|_| index.graph.shared_fingerprint() == env.fingerprint),
                 schema: &index.graph.schema,
                 task: activation.task.as_ref(),
                 task_ref: activation

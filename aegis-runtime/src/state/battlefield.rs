@@ -94,6 +94,32 @@ impl Slot {
     }
 }
 
+/// One stored field as a cache key reads it: its plain value (not a list),
+/// or the memoised digest of whatever it holds.
+#[derive(Clone, Copy)]
+pub(crate) struct FieldPart<'a>(&'a Slot);
+
+impl<'a> FieldPart<'a> {
+    /// The value, when it is a plain one (a list is only ever read by its
+    /// digest, so it is never materialised for a key).
+    pub(crate) fn plain(self) -> Option<&'a Value> {
+        match self.0 {
+            Slot::Value(v) => Some(&v.0.value),
+            Slot::List { .. } => None,
+        }
+    }
+
+    /// Whether it is a list with no items.
+    pub(crate) fn is_empty_list(self) -> bool {
+        matches!(self.0, Slot::List { items, .. } if items.is_empty())
+    }
+
+    /// The digest of its canonical encoding, computed at most once.
+    pub(crate) fn digest(self) -> &'a Digest32 {
+        self.0.digest()
+    }
+}
+
 /// An immutable snapshot of a run's state.
 ///
 /// Cloning is O(1) and two snapshots share every value neither changed:
@@ -194,13 +220,30 @@ impl Battlefield {
 
     /// The digest of `field`'s value ([`value_digest`]), if it is set;
     /// computed at most once per stored value.
+    /// Whether `field`'s digest has been computed (tests of what a key
+    /// hashes).
+    #[cfg(test)]
+    pub(crate) fn digest_computed(&self, field: &str) -> bool {
+        match self.fields.get(field) {
+            Some(Slot::Value(v)) => v.0.digest.get().is_some(),
+            Some(Slot::List { memo, .. }) => memo.digest.get().is_some(),
+            None => false,
+        }
+    }
+
+    #[cfg(test)]
     pub(crate) fn field_digest(&self, field: &str) -> Option<&Digest32> {
         self.fields.get(field).map(Slot::digest)
     }
 
-    /// Every set field with its value's digest, in name order.
-    pub(crate) fn field_digests(&self) -> impl Iterator<Item = (&FieldName, &Digest32)> {
-        self.fields.iter().map(|(k, v)| (k, v.digest()))
+    /// Every set field, in name order, as a cache key reads it.
+    pub(crate) fn field_parts(&self) -> impl Iterator<Item = (&FieldName, FieldPart<'_>)> {
+        self.fields.iter().map(|(k, v)| (k, FieldPart(v)))
+    }
+
+    /// `field` as a cache key reads it, if it is set.
+    pub(crate) fn field_part(&self, field: &str) -> Option<FieldPart<'_>> {
+        self.fields.get(field).map(FieldPart)
     }
 
     pub(crate) fn slot(&self, field: &str) -> Option<&Slot> {

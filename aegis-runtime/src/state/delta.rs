@@ -5,6 +5,7 @@ use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 use std::fmt;
+use std::sync::Arc;
 
 use super::{FieldName, IntoFieldName, StateError};
 
@@ -20,12 +21,33 @@ use super::{FieldName, IntoFieldName, StateError};
 /// assert_eq!(delta.get("answer"), Some(&serde_json::json!(42)));
 /// # Ok::<(), aegis_runtime::StateError>(())
 /// ```
-#[derive(Clone, Default, PartialEq)]
+#[derive(Clone, Default)]
 pub struct StateDelta {
     /// Sorted by field name, each name once. A node writes a field or two:
     /// a sorted vector of them is one small allocation, where an ordered
     /// map allocates a whole node (eleven slots) for the first write.
-    writes: Vec<(FieldName, Value)>,
+    writes: Writes,
+}
+
+#[derive(Clone)]
+enum Writes {
+    /// A delta being built, or built once and used once (a node's).
+    Own(Vec<(FieldName, Value)>),
+    /// A delta served many times (a cache entry's): a clone is a reference
+    /// count, not a copy of every value.
+    Shared(Arc<[(FieldName, Value)]>),
+}
+
+impl Default for Writes {
+    fn default() -> Self {
+        Writes::Own(Vec::new())
+    }
+}
+
+impl PartialEq for StateDelta {
+    fn eq(&self, other: &Self) -> bool {
+        self.pairs() == other.pairs()
+    }
 }
 
 impl StateDelta {
@@ -50,33 +72,62 @@ impl StateDelta {
     }
 
     fn insert(&mut self, field: FieldName, value: Value) {
-        match self.writes.binary_search_by(|(f, _)| f.cmp(&field)) {
-            Ok(i) => self.writes[i].1 = value,
-            Err(i) => self.writes.insert(i, (field, value)),
+        let writes = match &mut self.writes {
+            Writes::Own(writes) => writes,
+            Writes::Shared(shared) => {
+                self.writes = Writes::Own(shared.to_vec());
+                match &mut self.writes {
+                    Writes::Own(writes) => writes,
+                    Writes::Shared(_) => return,
+                }
+            }
+        };
+        match writes.binary_search_by(|(f, _)| f.cmp(&field)) {
+            Ok(i) => writes[i].1 = value,
+            Err(i) => writes.insert(i, (field, value)),
+        }
+    }
+
+    fn pairs(&self) -> &[(FieldName, Value)] {
+        match &self.writes {
+            Writes::Own(writes) => writes,
+            Writes::Shared(writes) => writes,
+        }
+    }
+
+    /// This delta in the form that is cheap to clone, for one kept and
+    /// served many times (a cache entry's delta).
+    pub(crate) fn into_shared(self) -> StateDelta {
+        match self.writes {
+            Writes::Own(writes) => StateDelta {
+                writes: Writes::Shared(writes.into()),
+            },
+            shared @ Writes::Shared(_) => StateDelta { writes: shared },
         }
     }
 
     /// The value written to `field`, if any.
     pub fn get(&self, field: &str) -> Option<&Value> {
-        self.writes
+        let writes = self.pairs();
+        writes
             .binary_search_by(|(f, _)| f.as_str().cmp(field))
             .ok()
-            .map(|i| &self.writes[i].1)
+            .map(|i| &writes[i].1)
     }
 
     /// Every write, ordered by field name.
     pub fn iter(&self) -> impl Iterator<Item = (&FieldName, &Value)> {
-        self.writes.iter().map(|(f, v)| (f, v))
+        self.pairs().iter().map(|(f, v)| (f, v))
     }
 
     /// Whether the delta writes nothing.
     pub fn is_empty(&self) -> bool {
-        self.writes.is_empty()
+        self.pairs().is_empty()
     }
 
     /// How many fields the delta writes.
     pub fn len(&self) -> usize {
-        self.writes.len()
+        self.pairs().len()
     }
 }
 
@@ -192,6 +243,15 @@ mod tests {
         assert_eq!(json, r#"{"writes":{"alpha":{"k":[1]},"zeta":"z"}}"#);
         let back: StateDelta = serde_json::from_str(&json).unwrap();
         assert_eq!(back, d);
+        // A shared delta reads, compares and stores alike, and copies itself
+        // before a write.
+        let shared = d.clone().into_shared();
+        assert_eq!(shared, d);
+        assert_eq!(serde_json::to_string(&shared).unwrap(), json);
+        let mut changed = shared.clone();
+        changed.set("alpha", 0).unwrap();
+        assert_eq!(shared, d);
+        assert_eq!(changed.get("alpha"), Some(&json!(0)));
         // An invalid field name is refused as it always was.
         assert!(serde_json::from_str::<StateDelta>(r#"{"writes":{"no way":1}}"#).is_err());
     }

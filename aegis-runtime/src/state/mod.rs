@@ -8,6 +8,7 @@ mod merge;
 mod schema;
 
 pub use battlefield::Battlefield;
+pub(crate) use battlefield::FieldPart;
 pub use delta::StateDelta;
 pub use field::{FieldName, IntoFieldName};
 pub use merge::{MergeError, Writer, initial_state, merge};

@@ -66,6 +66,18 @@ impl InMemoryWaypointStore {
         Self::default()
     }
 
+    /// `put`, which never waits.
+    fn append(&self, waypoint: Waypoint) -> Result<(), StoreError> {
+        validate_thread_id(&waypoint.thread_id).map_err(StoreError::InvalidThreadId)?;
+        let mut threads = self.lock()?;
+        // Found without cloning the id: every superstep writes here.
+        if let Some(thread) = threads.get_mut(waypoint.thread_id.as_str()) {
+            return thread.append(waypoint);
+        }
+        let thread = threads.entry(waypoint.thread_id.to_string()).or_default();
+        thread.append(waypoint)
+    }
+
     fn lock(&self) -> Result<std::sync::MutexGuard<'_, HashMap<String, Thread>>, StoreError> {
         self.threads
             .lock()
@@ -76,14 +88,11 @@ impl InMemoryWaypointStore {
 #[async_trait]
 impl WaypointStore for InMemoryWaypointStore {
     async fn put(&self, waypoint: Waypoint) -> Result<(), StoreError> {
-        validate_thread_id(&waypoint.thread_id).map_err(StoreError::InvalidThreadId)?;
-        let mut threads = self.lock()?;
-        // Found without cloning the id: every superstep writes here.
-        if let Some(thread) = threads.get_mut(waypoint.thread_id.as_str()) {
-            return thread.append(waypoint);
-        }
-        let thread = threads.entry(waypoint.thread_id.to_string()).or_default();
-        thread.append(waypoint)
+        self.append(waypoint)
+    }
+
+    fn try_put(&self, waypoint: Waypoint) -> Result<Result<(), StoreError>, Waypoint> {
+        Ok(self.append(waypoint))
     }
 
     async fn latest(&self, thread_id: &str) -> Result<Option<Waypoint>, StoreError> {

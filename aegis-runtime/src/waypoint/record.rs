@@ -57,12 +57,11 @@ pub struct NodeExecutionRecord {
     pub cache_hit: bool,
     /// On a cache hit, who produced the served entry (`None` otherwise, and
     /// for an entry stored before entries recorded it). Absent from
-    /// waypoints written before it existed. Boxed, as on
-    /// `TraceEvent::NodeFinished`: every record of every waypoint would
-    /// otherwise carry its size, and records move through the engine on
-    /// every superstep.
+    /// waypoints written before it existed. Shared with the cache entry
+    /// that served it (no copy of its strings per hit), and pointer-sized:
+    /// records move through the engine on every superstep.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cache_origin: Option<Box<CacheOrigin>>,
+    pub cache_origin: Option<std::sync::Arc<CacheOrigin>>,
     /// When the activation started.
     pub started_at: SystemTime,
     /// How long the activation took, backoff waits included.

@@ -22,6 +22,16 @@ use crate::error::StoreError;
 pub trait WaypointStore: Send + Sync + 'static {
     /// Appends a waypoint to its thread.
     async fn put(&self, waypoint: Waypoint) -> Result<(), StoreError>;
+
+    /// [`WaypointStore::put`] done at once, for a store that never waits to
+    /// write (an in-process one): `Ok` with `put`'s result. A store that
+    /// would have to wait hands the waypoint back as `Err`, untouched, and
+    /// the caller awaits `put` with it; the default always does. The engine
+    /// tries this first on every superstep: a write without a future saves
+    /// the boxed future `put` costs.
+    fn try_put(&self, waypoint: Waypoint) -> Result<Result<(), StoreError>, Waypoint> {
+        Err(waypoint)
+    }
     /// The thread's newest waypoint.
     async fn latest(&self, thread_id: &str) -> Result<Option<Waypoint>, StoreError>;
     /// Every waypoint of the thread, oldest first.

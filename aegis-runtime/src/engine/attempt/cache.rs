@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::record::Recorder;
 use super::{ActivationCtx, ActivationResult};
-use crate::cache::CacheKey;
+use crate::cache::{CacheKey, derive_key_seeded};
 use crate::engine::WarEngine;
 use crate::graph::Directive;
 use crate::id::NodeId;
@@ -25,14 +25,12 @@ impl<S: WaypointStore> WarEngine<S> {
     ) -> Option<CacheKey> {
         let policy = act.aegis.cache.as_ref()?;
         let cache = self.node_cache.as_ref()?;
-        match cache.derive_key(
-            act.fingerprint,
-            node_id,
-            act.spec,
-            &policy.key,
-            state,
-            act.task.map(|t| (t.task_key.as_str(), &t.payload)),
-        ) {
+        let task = act.task.map(|t| (t.task_key.as_str(), &t.payload));
+        let derived = match act.cache_seed {
+            Some(seed) => derive_key_seeded(seed, node_id, act.spec, &policy.key, state, task),
+            None => cache.derive_key(act.fingerprint, node_id, act.spec, &policy.key, state, task),
+        };
+        match derived {
             Ok(key) => Some(key),
             Err(e) => {
                 tracing::warn!(node_id = %node_id, error = %e, "no cache key; running uncached");
@@ -50,8 +48,10 @@ impl<S: WaypointStore> WarEngine<S> {
         rec: &mut Recorder,
     ) -> Option<ActivationResult> {
         let (key, cache) = (key?, self.node_cache.as_ref()?);
-        let entry = cache.lookup(act.schema, key).await.into_hit()?;
-        let duration = rec.elapsed();
+        let entry = cache
+            .lookup_at(act.schema, key, rec.started())
+            .await
+            .into_hit()?;
         // A backend holding decoded entries shares its copy: take only the
         // delta and the origin from it; an entry of our own is moved.
         let (delta, origin) = match Arc::try_unwrap(entry) {
@@ -69,12 +69,12 @@ impl<S: WaypointStore> WarEngine<S> {
             attempt: 1,
             status: AttemptStatus::Succeeded,
             cache_hit: true,
-            cache_origin: origin.clone().map(Box::new),
-            duration,
+            cache_origin: origin.as_deref().cloned().map(Box::new),
+            duration: rec.elapsed(),
         });
         let mut record = rec.finish(NodeStatus::Succeeded, 1);
         record.cache_hit = true;
-        record.cache_origin = origin.map(Box::new);
+        record.cache_origin = origin;
         Some(ActivationResult::Done {
             directive: Directive::edges(delta),
             record,

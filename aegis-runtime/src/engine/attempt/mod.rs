@@ -50,6 +50,8 @@ pub(crate) struct ActivationCtx<'a> {
     pub(crate) fingerprint: &'a str,
     pub(crate) schema: &'a BattlefieldSchema,
     pub(crate) task: Option<&'a MusterTask>,
+    /// The node's cache key seed, for the graph `fingerprint` names.
+    pub(crate) cache_seed: Option<&'a crate::cache::KeySeed>,
     /// The same task as the attempt's context holds it (shared, not copied).
     pub(crate) task_ref: Option<TaskRef>,
     pub(crate) parley_response: Option<&'a ParleyResponse>,

@@ -105,6 +105,11 @@ impl Recorder {
         }
     }
 
+    /// When the activation began.
+    pub(super) fn started(&self) -> Instant {
+        self.started
+    }
+
     /// Time since the activation began.
     pub(super) fn elapsed(&self) -> Duration {
         self.started.elapsed()
