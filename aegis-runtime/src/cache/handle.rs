@@ -8,6 +8,7 @@ use std::sync::{Arc, PoisonError, RwLock};
 use std::time::{Duration, SystemTime};
 
 use super::key::{GraphKeySeed, KeySeed, derive_key_seeded};
+use super::tail_hash::TailHash;
 use super::validate::{EntryMisfit, delta_fits};
 use super::{
     CacheClock, CacheEntry, CacheKey, CacheKeyError, NodeCache, NodeCacheError, delta_is_cacheable,
@@ -94,7 +95,8 @@ pub struct NodeCacheHandle {
 /// shares, derived once per engine instead of once per activation.
 #[derive(Default)]
 struct SeedMemo {
-    graphs: HashMap<Arc<str>, GraphSeeds>,
+    /// By fingerprint (`v7:` and a digest), hashed by its digest tail.
+    graphs: HashMap<Arc<str>, GraphSeeds, TailHash>,
 }
 
 struct GraphSeeds {
@@ -120,6 +122,11 @@ impl NodeCacheHandle {
 
     /// [`derive_key`](super::derive_key), from `node_id`'s seed in the graph
     /// with this fingerprint, made on the node's first key and kept.
+    ///
+    /// `graph_fingerprint` must be the fingerprint of the graph `spec` is a
+    /// node of, as the engine's always is (a resume on a changed graph runs
+    /// under the new graph's): the fingerprint covers a Paladin node's
+    /// configuration, which the seed keeps.
     pub(crate) fn derive_key(
         &self,
         graph_fingerprint: &str,

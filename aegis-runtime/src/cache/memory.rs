@@ -6,6 +6,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::SystemTime;
 
+use super::tail_hash::TailHash;
 use super::{CacheClock, CacheEntry, CacheKey, NodeCache, NodeCacheError};
 
 /// A process-local node cache holding at most a fixed number of entries.
@@ -44,42 +45,13 @@ struct Slot {
 
 #[derive(Default)]
 struct Store {
-    slots: HashMap<Arc<str>, Slot, KeyTail>,
+    /// By key text, hashed by its digest tail.
+    slots: HashMap<Arc<str>, Slot, TailHash>,
     /// Expiry order, for dropping expired entries without a scan.
     by_expiry: BTreeMap<(SystemTime, u64), Arc<str>>,
     /// Storage order, for dropping the oldest entries when full.
     by_age: BTreeMap<u64, Arc<str>>,
     next_seq: u64,
-}
-
-/// Hashes only a key's last 16 bytes, with the process's random keys: a
-/// key ends in the hex SHA-256 of everything it covers, so its tail is as
-/// spread as the whole, and SipHash over 16 bytes costs a fraction of it
-/// over the whole 102-byte key (every lookup and store pays it). Keyed,
-/// so inputs chosen to collide in the tail still cannot pile into one
-/// probe sequence.
-#[derive(Clone, Default)]
-struct KeyTail(std::collections::hash_map::RandomState);
-
-impl std::hash::BuildHasher for KeyTail {
-    type Hasher = TailHasher;
-
-    fn build_hasher(&self) -> TailHasher {
-        TailHasher(self.0.build_hasher())
-    }
-}
-
-struct TailHasher(std::collections::hash_map::DefaultHasher);
-
-impl std::hash::Hasher for TailHasher {
-    fn finish(&self) -> u64 {
-        self.0.finish()
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        let tail = bytes.len().saturating_sub(16);
-        self.0.write(&bytes[tail..]);
-    }
 }
 
 impl Store {
