@@ -7,17 +7,12 @@
 //! crate, so every folder may use it.
 
 /// Zero, one, or many items, in order; allocates only from the second.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(crate) enum Few<T> {
+    #[default]
     Zero,
     One(T),
     Many(Vec<T>),
-}
-
-impl<T> Default for Few<T> {
-    fn default() -> Self {
-        Few::Zero
-    }
 }
 
 impl<T> Few<T> {

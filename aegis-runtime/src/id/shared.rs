@@ -167,8 +167,12 @@ mod tests {
         let id = ThreadId::from("trip-1");
         let copy = id.clone();
         assert!(Arc::ptr_eq(&id.0, &copy.0), "a clone shares the string");
-        assert!(id == "trip-1" && "trip-1" == id && id == *"trip-1");
-        assert!(id == "trip-1".to_string() && "trip-1".to_string() == id);
+        let (text, owned): (&str, String) = ("trip-1", "trip-1".into());
+        assert_eq!(id, text);
+        assert_eq!(text, id);
+        assert_eq!(id, *text);
+        assert_eq!(id, owned);
+        assert_eq!(owned, id);
         assert_eq!(id.len(), 6);
         assert_eq!(format!("{id} {id:?}"), "trip-1 \"trip-1\"");
         let json = serde_json::to_string(&id).unwrap();

@@ -91,6 +91,7 @@ impl WaypointStore for InMemoryWaypointStore {
         self.append(waypoint)
     }
 
+    #[allow(clippy::result_large_err)] // see WaypointStore::try_put
     fn try_put(&self, waypoint: Waypoint) -> Result<Result<(), StoreError>, Waypoint> {
         Ok(self.append(waypoint))
     }

@@ -29,6 +29,9 @@ pub trait WaypointStore: Send + Sync + 'static {
     /// the caller awaits `put` with it; the default always does. The engine
     /// tries this first on every superstep: a write without a future saves
     /// the boxed future `put` costs.
+    // The waypoint comes back whole, by value, as it went in: boxing it
+    // would allocate on every superstep of every store that must wait.
+    #[allow(clippy::result_large_err)]
     fn try_put(&self, waypoint: Waypoint) -> Result<Result<(), StoreError>, Waypoint> {
         Err(waypoint)
     }

@@ -88,6 +88,14 @@ async fn idle_opt(heartbeat: &HeartbeatHandle, idle: Option<Duration>) {
     }
 }
 
+/// What an attempt starts with: when, and where it reports who served it
+/// and what it streams.
+pub(super) struct AttemptStart {
+    pub(super) at: Instant,
+    pub(super) served: ServedSlot,
+    pub(super) emitter: NodeEmitter,
+}
+
 impl<S: WaypointStore> WarEngine<S> {
     /// One attempt under its bounds. Dropping the attempt's future on
     /// expiry discards its partial work.
@@ -97,10 +105,13 @@ impl<S: WaypointStore> WarEngine<S> {
         state: &Battlefield,
         node_id: &NodeId,
         attempt: u32,
-        started: Instant,
-        served: ServedSlot,
-        emitter: NodeEmitter,
+        start: AttemptStart,
     ) -> (AttemptEnd, Instant) {
+        let AttemptStart {
+            at: started,
+            served,
+            emitter,
+        } = start;
         let timeout = act.aegis.timeout.as_ref();
         let idle = timeout.and_then(|t| t.idle_timeout);
         let heartbeat = if idle.is_some() {

@@ -6,6 +6,7 @@ use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
 use tracing::Level;
 
+use super::deadline::AttemptStart;
 use super::{ActivationCtx, ActivationResult, AttemptEnd};
 use crate::engine::WarEngine;
 use crate::engine::stream::AttemptTap;
@@ -220,9 +221,11 @@ impl<S: WaypointStore> WarEngine<S> {
                 state,
                 node_id,
                 attempt,
-                started,
-                rec.served.clone(),
-                emitter,
+                AttemptStart {
+                    at: started,
+                    served: rec.served.clone(),
+                    emitter,
+                },
             )
             .await;
         rec.ended = Some(ended);
