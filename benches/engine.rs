@@ -1,7 +1,8 @@
 //! Engine throughput on trivial Function nodes with the in-memory store:
-//! a 1,000-node chain and a 1,000-wide fan-out/join, each with and without
-//! a default retry + timeout Aegis on every node (the Aegis overhead), and a
-//! 10-node chain, where the fixed cost of a `start` shows; and the
+//! chains of 100, 1,000 and 10,000 nodes (the per-node cost must stay flat)
+//! and a 1,000-wide fan-out/join, each with and without a default retry +
+//! timeout Aegis on every node (the Aegis overhead), and a 10-node chain,
+//! where the fixed cost of a `start` shows; and the
 //! 1,000-node chain streamed (`stream/chain_1000/{none,idle,reading}`).
 //!
 //! Wall-clock figures need a quiet machine. For figures that do not, the
@@ -102,7 +103,9 @@ fn bench(c: &mut Criterion) {
     group.sample_size(20);
     for (name, build, size, nodes) in [
         ("chain_10", chain as fn(u32, bool) -> WarGraph, 10, 10u32),
+        ("chain_100", chain, 100, 100),
         ("chain_1000", chain, 1000, 1000),
+        ("chain_10000", chain, 10_000, 10_000),
         ("fan_out_1000", fan_out, 1000, 1002),
     ] {
         for aegis in [false, true] {

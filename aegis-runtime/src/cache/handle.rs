@@ -1,22 +1,14 @@
 //! `NodeCacheHandle`: the cache semantics the engine applies around a
 //! backend — best effort, re-checked expiry, Deny fields, Edges only.
 
-use serde_json::Value;
-use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use super::key::{GraphKeySeed, KeySeed, derive_key_seeded};
-use super::tail_hash::TailHash;
 use super::validate::{EntryMisfit, delta_fits};
-use super::{
-    CacheClock, CacheEntry, CacheKey, CacheKeyError, NodeCache, NodeCacheError, delta_is_cacheable,
-};
-use crate::aegis::CacheKeySpec;
-use crate::graph::{Directive, NextStep, NodeSpec};
-use crate::id::NodeId;
-use crate::state::{Battlefield, BattlefieldSchema};
+use super::{CacheClock, CacheEntry, CacheKey, NodeCache, NodeCacheError, delta_is_cacheable};
+use crate::graph::{Directive, NextStep};
+use crate::state::BattlefieldSchema;
 use crate::trace::CacheOrigin;
 
 /// What a lookup found.
@@ -87,83 +79,13 @@ pub enum StoreOutcome {
 pub struct NodeCacheHandle {
     backend: Arc<dyn NodeCache>,
     clock: CacheClock,
-    /// Shared by clones, so a Battalion child's engine reuses its parent's.
-    seeds: Arc<RwLock<SeedMemo>>,
 }
-
-/// Key seeds by graph fingerprint, then node: what every key of a node
-/// shares, derived once per engine instead of once per activation.
-#[derive(Default)]
-struct SeedMemo {
-    /// By fingerprint (`v7:` and a digest), hashed by its digest tail.
-    graphs: HashMap<Arc<str>, GraphSeeds, TailHash>,
-}
-
-struct GraphSeeds {
-    graph: GraphKeySeed,
-    nodes: HashMap<NodeId, KeySeed>,
-}
-
-/// How many graph fingerprints the seed memo holds before it starts over: an
-/// engine runs a handful of graphs (and their Battalion children), but a
-/// process building graphs on the fly must not grow it without bound.
-const MAX_SEEDED_GRAPHS: usize = 64;
 
 impl NodeCacheHandle {
     /// Wraps `backend`.
     pub fn new(backend: Arc<dyn NodeCache>) -> Self {
         let clock = backend.clock().cloned().unwrap_or_default();
-        NodeCacheHandle {
-            backend,
-            clock,
-            seeds: Arc::default(),
-        }
-    }
-
-    /// [`derive_key`](super::derive_key), from `node_id`'s seed in the graph
-    /// with this fingerprint, made on the node's first key and kept.
-    ///
-    /// `graph_fingerprint` must be the fingerprint of the graph `spec` is a
-    /// node of, as the engine's always is (a resume on a changed graph runs
-    /// under the new graph's): the fingerprint covers a Paladin node's
-    /// configuration, which the seed keeps.
-    pub(crate) fn derive_key(
-        &self,
-        graph_fingerprint: &str,
-        node_id: &NodeId,
-        spec: &NodeSpec,
-        key: &CacheKeySpec,
-        state: &Battlefield,
-        task: Option<(&str, &Value)>,
-    ) -> Result<CacheKey, CacheKeyError> {
-        {
-            // The memo is complete after every write, so a panic elsewhere
-            // cannot leave it inconsistent.
-            let memo = self.seeds.read().unwrap_or_else(PoisonError::into_inner);
-            let seed = memo
-                .graphs
-                .get(graph_fingerprint)
-                .and_then(|g| g.nodes.get(node_id));
-            if let Some(seed) = seed {
-                return derive_key_seeded(seed, node_id, spec, key, state, task);
-            }
-        }
-        let mut memo = self.seeds.write().unwrap_or_else(PoisonError::into_inner);
-        if memo.graphs.len() >= MAX_SEEDED_GRAPHS && !memo.graphs.contains_key(graph_fingerprint) {
-            memo.graphs.clear();
-        }
-        let graph = memo
-            .graphs
-            .entry(Arc::from(graph_fingerprint))
-            .or_insert_with(|| GraphSeeds {
-                graph: GraphKeySeed::new(graph_fingerprint),
-                nodes: HashMap::new(),
-            });
-        let GraphSeeds { graph, nodes } = graph;
-        let seed = nodes
-            .entry(node_id.clone())
-            .or_insert_with(|| graph.node(node_id));
-        derive_key_seeded(seed, node_id, spec, key, state, task)
+        NodeCacheHandle { backend, clock }
     }
 
     /// Judges expiry by `clock` instead of the backend's.
@@ -302,7 +224,6 @@ impl fmt::Debug for NodeCacheHandle {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::aegis::CacheKeySpec;
     use crate::cache::InMemoryNodeCache;
     use crate::state::{CacheMarker, DispatchRule, FieldName, FieldSpec, StateDelta};
     use async_trait::async_trait;
@@ -597,56 +518,6 @@ mod tests {
             })
         );
         assert!(handle.lookup(&schema(), &elsewhere).await.is_hit());
-    }
-
-    #[test]
-    fn the_handle_derives_the_keys_derive_key_does_from_seeds_it_keeps() {
-        use crate::graph::{InputMapping, Paladin};
-        let state =
-            crate::state::initial_state(&schema(), &json!({"answer": "q", "audit_log": [1]}))
-                .unwrap();
-        let paladin = NodeSpec::paladin(
-            Paladin::new("A").with_model("m"),
-            InputMapping::new("Q: {answer}"),
-            FieldName::new("answer").unwrap(),
-        );
-        let function =
-            NodeSpec::from_fn("f", |_, _| Box::pin(async { Ok(StateDelta::new().into()) }));
-        let handle = NodeCacheHandle::new(Arc::new(InMemoryNodeCache::new()));
-        let clone = handle.clone();
-        let payload = json!({"p": 1});
-        let keys = [
-            CacheKeySpec::Default,
-            CacheKeySpec::Fields(vec![FieldName::new("audit_log").unwrap()]),
-        ];
-        // Past the memo's bound, so it starts over at least once.
-        for g in 0..MAX_SEEDED_GRAPHS + 3 {
-            let fp = format!("v7:graph-{}", g % (MAX_SEEDED_GRAPHS + 2));
-            for (node, spec) in [("asker", &paladin), ("worker", &function)] {
-                let node = NodeId::new(node);
-                for key in &keys {
-                    for task in [None, Some(("t", &payload))] {
-                        let expected =
-                            crate::cache::derive_key(&fp, &node, spec, key, &state, task);
-                        // The second from the kept seed, through a clone.
-                        assert_eq!(
-                            handle.derive_key(&fp, &node, spec, key, &state, task),
-                            expected
-                        );
-                        assert_eq!(
-                            clone.derive_key(&fp, &node, spec, key, &state, task),
-                            expected
-                        );
-                    }
-                }
-            }
-            let held = handle.seeds.read().unwrap().graphs.len();
-            assert!(
-                (1..=MAX_SEEDED_GRAPHS).contains(&held),
-                "{held} graphs held"
-            );
-        }
-        assert!(Arc::ptr_eq(&handle.seeds, &clone.seeds));
     }
 
     #[test]

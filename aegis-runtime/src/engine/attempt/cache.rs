@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::record::Recorder;
 use super::{ActivationCtx, ActivationResult};
-use crate::cache::{CacheKey, derive_key_seeded};
+use crate::cache::{CacheKey, derive_key, derive_key_seeded};
 use crate::engine::WarEngine;
 use crate::graph::Directive;
 use crate::id::NodeId;
@@ -24,11 +24,12 @@ impl<S: WaypointStore> WarEngine<S> {
         node_id: &NodeId,
     ) -> Option<CacheKey> {
         let policy = act.aegis.cache.as_ref()?;
-        let cache = self.node_cache.as_ref()?;
+        self.node_cache.as_ref()?;
         let task = act.task.map(|t| (t.task_key.as_str(), &t.payload));
         let derived = match act.cache_seed {
             Some(seed) => derive_key_seeded(seed, node_id, act.spec, &policy.key, state, task),
-            None => cache.derive_key(act.fingerprint, node_id, act.spec, &policy.key, state, task),
+            // Never for a graph's own nodes (its index holds their seeds).
+            None => derive_key(act.fingerprint, node_id, act.spec, &policy.key, state, task),
         };
         match derived {
             Ok(key) => Some(key),
