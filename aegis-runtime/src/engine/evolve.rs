@@ -92,7 +92,7 @@ fn pending_nodes(w: &Waypoint) -> BTreeMap<NodeId, bool> {
     }
     // An interrupted superstep's finished activations are merged, and
     // routed from, on resume; the jumps they decided are taken.
-    for c in &w.completed {
+    for c in w.completed.iter() {
         add(&c.activation.node_id, c.activation.task.is_some());
         match &c.directive.next {
             NextStep::Goto(target) => add(target, false),

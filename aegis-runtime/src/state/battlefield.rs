@@ -25,10 +25,9 @@ use crate::canon::{Digest32, array_digest, value_digest};
 #[derive(Clone)]
 pub(crate) enum Slot {
     Value(Stored),
-    List {
-        items: Vector<Arc<Value>>,
-        memo: Arc<ListMemo>,
-    },
+    /// Behind one `Arc` with what it computes lazily: a slot is two words,
+    /// so the (name, slot) pairs every snapshot keeps stay small.
+    List(Arc<List>),
 }
 
 /// A plain stored value with its digest memo; reads as the value itself.
@@ -48,8 +47,10 @@ impl Deref for Stored {
     }
 }
 
-/// What a list computes lazily, shared by every snapshot holding it.
-pub(crate) struct ListMemo {
+/// A list's items and what it computes lazily, shared by every snapshot
+/// holding it.
+pub(crate) struct List {
+    pub(crate) items: Vector<Arc<Value>>,
     materialized: OnceLock<Value>,
     digest: OnceLock<Digest32>,
 }
@@ -63,21 +64,19 @@ impl Slot {
     }
 
     pub(crate) fn list(items: Vector<Arc<Value>>) -> Self {
-        Slot::List {
+        Slot::List(Arc::new(List {
             items,
-            memo: Arc::new(ListMemo {
-                materialized: OnceLock::new(),
-                digest: OnceLock::new(),
-            }),
-        }
+            materialized: OnceLock::new(),
+            digest: OnceLock::new(),
+        }))
     }
 
     pub(super) fn get(&self) -> &Value {
         match self {
             Slot::Value(v) => &v.0.value,
-            Slot::List { items, memo } => memo
+            Slot::List(list) => list
                 .materialized
-                .get_or_init(|| Value::Array(items.iter().map(|v| Value::clone(v)).collect())),
+                .get_or_init(|| Value::Array(list.items.iter().map(|v| Value::clone(v)).collect())),
         }
     }
 
@@ -87,9 +86,9 @@ impl Slot {
     fn digest(&self) -> &Digest32 {
         match self {
             Slot::Value(v) => v.0.digest.get_or_init(|| value_digest(&v.0.value)),
-            Slot::List { items, memo } => memo
+            Slot::List(list) => list
                 .digest
-                .get_or_init(|| array_digest(items.len(), items.iter().map(|v| &**v))),
+                .get_or_init(|| array_digest(list.items.len(), list.items.iter().map(|v| &**v))),
         }
     }
 }
@@ -105,13 +104,13 @@ impl<'a> FieldPart<'a> {
     pub(crate) fn plain(self) -> Option<&'a Value> {
         match self.0 {
             Slot::Value(v) => Some(&v.0.value),
-            Slot::List { .. } => None,
+            Slot::List(_) => None,
         }
     }
 
     /// Whether it is a list with no items.
     pub(crate) fn is_empty_list(self) -> bool {
-        matches!(self.0, Slot::List { items, .. } if items.is_empty())
+        matches!(self.0, Slot::List(list) if list.items.is_empty())
     }
 
     /// The digest of its canonical encoding, computed at most once.
@@ -153,7 +152,7 @@ impl Battlefield {
     /// The number of items of a list (`Append`) field without materialising it.
     pub fn list_len(&self, field: &str) -> Option<usize> {
         match self.fields.get(field)? {
-            Slot::List { items, .. } => Some(items.len()),
+            Slot::List(list) => Some(list.items.len()),
             Slot::Value(v) => v.as_array().map(Vec::len),
         }
     }
@@ -173,11 +172,7 @@ impl Battlefield {
     pub fn shares_field_with(&self, other: &Battlefield, field: &str) -> bool {
         match (self.fields.get(field), other.fields.get(field)) {
             (Some(Slot::Value(a)), Some(Slot::Value(b))) => Arc::ptr_eq(&a.0, &b.0),
-            // Small persistent vectors live inline, so compare the slot's
-            // own shared allocation rather than the vector's.
-            (Some(Slot::List { memo: a, .. }), Some(Slot::List { memo: b, .. })) => {
-                Arc::ptr_eq(a, b)
-            }
+            (Some(Slot::List(a)), Some(Slot::List(b))) => Arc::ptr_eq(a, b),
             _ => false,
         }
     }
@@ -187,11 +182,12 @@ impl Battlefield {
     /// vectors show in O(1), without materialising either list. `None` when
     /// either snapshot does not hold `field` as a list, or the prefix differs.
     pub fn appended_since(&self, older: &Battlefield, field: &str) -> Option<Vec<Value>> {
-        let (Some(Slot::List { items: new, .. }), Some(Slot::List { items: old, .. })) =
+        let (Some(Slot::List(new)), Some(Slot::List(old))) =
             (self.fields.get(field), older.fields.get(field))
         else {
             return None;
         };
+        let (new, old) = (&new.items, &old.items);
         if new.len() < old.len() {
             return None;
         }
@@ -226,7 +222,7 @@ impl Battlefield {
     pub(crate) fn digest_computed(&self, field: &str) -> bool {
         match self.fields.get(field) {
             Some(Slot::Value(v)) => v.0.digest.get().is_some(),
-            Some(Slot::List { memo, .. }) => memo.digest.get().is_some(),
+            Some(Slot::List(list)) => list.digest.get().is_some(),
             None => false,
         }
     }

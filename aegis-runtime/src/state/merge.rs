@@ -321,7 +321,7 @@ pub(crate) fn merge_with<W: MergeWriter>(
 fn current(base: &Battlefield, field: &FieldName, rule: DispatchRule) -> Pending {
     match rule {
         DispatchRule::Append => Pending::List(match base.slot(field.as_str()) {
-            Some(Slot::List { items, .. }) => items.clone(),
+            Some(Slot::List(list)) => list.items.clone(),
             Some(Slot::Value(v)) => match &**v {
                 Value::Array(a) => a.iter().cloned().map(Arc::new).collect(),
                 other => Vector::unit(Arc::new(other.clone())),

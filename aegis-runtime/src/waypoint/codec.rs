@@ -15,6 +15,7 @@
 //! per snapshot and whenever the graph changes) and `previous_graph`; a
 //! format 1 row reads as having neither.
 
+use imbl::Vector;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -306,7 +307,7 @@ impl ChainDecoder {
             state,
             vanguard: row.vanguard.into(),
             interrupted: row.interrupted,
-            completed: row.completed.into(),
+            completed: Vector::from(row.completed).into(),
             records: row.records,
             parley: row.parley,
             visits: row.visits,

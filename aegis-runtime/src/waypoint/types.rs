@@ -156,7 +156,7 @@ pub struct Waypoint {
     /// [`Waypoint::completed`]). Each one shared: a persistent vector copies
     /// whole chunks of its elements, so they are kept pointer-sized. Not
     /// public: the persistent collection's crate is not part of our API.
-    pub(crate) completed: Vector<Arc<CompletedActivation>>,
+    pub(crate) completed: Completed,
     /// The node records of this superstep.
     pub records: Vec<NodeExecutionRecord>,
     /// A parley answer to hand to the next superstep's activations.
@@ -207,7 +207,7 @@ impl Waypoint {
             state,
             vanguard: Arc::from([]),
             interrupted: false,
-            completed: Vector::new(),
+            completed: Completed::default(),
             records: Vec::new(),
             parley: None,
             visits: Visits::default(),
@@ -225,7 +225,11 @@ impl Waypoint {
         mut self,
         completed: impl IntoIterator<Item = CompletedActivation>,
     ) -> Self {
-        self.completed = completed.into_iter().map(Arc::new).collect();
+        self.completed = completed
+            .into_iter()
+            .map(Arc::new)
+            .collect::<Vector<_>>()
+            .into();
         self
     }
 
@@ -249,6 +253,67 @@ impl Waypoint {
     /// How often `node` has been activated in this thread (0 if never).
     pub fn visit_count(&self, node: &NodeId) -> u32 {
         self.visits.get(node)
+    }
+}
+
+/// The finished part of an interrupted superstep as a waypoint keeps it:
+/// nothing at all for one written at a barrier (nearly every waypoint), so
+/// there it costs one word rather than a persistent vector's 64 bytes.
+#[derive(Clone, Default)]
+pub(crate) struct Completed(Option<Arc<Vector<Arc<CompletedActivation>>>>);
+
+impl Completed {
+    pub(crate) fn iter(&self) -> CompletedIter<'_> {
+        CompletedIter(self.0.as_deref().map(Vector::iter))
+    }
+
+    /// The activations, as the run goes on from them.
+    pub(crate) fn into_vector(self) -> Vector<Arc<CompletedActivation>> {
+        self.0.map(Arc::unwrap_or_clone).unwrap_or_default()
+    }
+}
+
+/// The activations of a [`Completed`], in order.
+pub(crate) struct CompletedIter<'a>(
+    Option<imbl::vector::Iter<'a, Arc<CompletedActivation>, imbl::shared_ptr::DefaultSharedPtr>>,
+);
+
+impl<'a> Iterator for CompletedIter<'a> {
+    type Item = &'a Arc<CompletedActivation>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.0.as_mut()?.next()
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.0.as_ref().map_or((0, Some(0)), Iterator::size_hint)
+    }
+}
+
+impl ExactSizeIterator for CompletedIter<'_> {}
+
+impl From<Vector<Arc<CompletedActivation>>> for Completed {
+    fn from(v: Vector<Arc<CompletedActivation>>) -> Self {
+        Completed((!v.is_empty()).then(|| Arc::new(v)))
+    }
+}
+
+impl std::fmt::Debug for Completed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+/// Stored as the sequence it holds, exactly as the vector it replaced was.
+impl Serialize for Completed {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.iter())
+    }
+}
+
+impl<'de> Deserialize<'de> for Completed {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(Vector::<Arc<CompletedActivation>>::deserialize(d)?.into())
     }
 }
 

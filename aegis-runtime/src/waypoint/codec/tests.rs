@@ -397,7 +397,8 @@ fn fixture_thread_v1() -> Vec<Waypoint> {
             },
             record: record("c", NodeStatus::Succeeded, Vec::new()),
             handled: None,
-        })]),
+        })])
+        .into(),
         records: vec![record(
             "b",
             NodeStatus::Failed,
