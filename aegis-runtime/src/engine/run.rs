@@ -366,6 +366,10 @@ impl<S: WaypointStore> WarEngine<S> {
             parley: cur.parley.clone(),
             fingerprint: cur.fingerprint.clone(),
         };
+        // The index's seeds are made from this graph's fingerprint; a run
+        // carrying another (never, after a resume's check) derives its keys
+        // from scratch.
+        let seeds_fit = *index.graph.shared_fingerprint() == *env.fingerprint;
         let env = &env;
         let one = |(i, visit): (usize, u32)| async move {
             // `todo` indexes this very vanguard.
@@ -389,12 +393,7 @@ impl<S: WaypointStore> WarEngine<S> {
                 spec: entry.spec,
                 aegis: entry.aegis.unwrap_or(&NO_POLICIES),
                 fingerprint: &env.fingerprint,
-                // The index's seeds are made from this graph's fingerprint;
-                // a run carrying another (never, after a resume's check)
-                // derives its keys from scratch.
-                cache_seed: entry
-                    .cache_seed
-                    .filter(|_| index.graph.shared_fingerprint() == env.fingerprint),
+                cache_seed: entry.cache_seed.filter(|_| seeds_fit),
                 schema: &index.graph.schema,
                 task: activation.task.as_ref(),
                 task_ref: activation
@@ -461,8 +460,10 @@ impl<S: WaypointStore> WarEngine<S> {
                     None => break,
                 }
             };
-            let task = env.vanguard.get(i).filter(|a| a.task.is_some());
-            match (result, task) {
+            // A superstep with tasks keeps what finished in the cursor, for
+            // its progress waypoints; any other returns it to the barrier.
+            let kept = env.vanguard.get(i).filter(|_| tasks > 0);
+            match (result, kept) {
                 (
                     ActivationResult::Done {
                         directive,
@@ -481,7 +482,7 @@ impl<S: WaypointStore> WarEngine<S> {
                         record,
                         handled: handled.map(|h| *h),
                     }));
-                    since_progress += 1;
+                    since_progress += usize::from(activation.task.is_some());
                     if since_progress >= progress_every {
                         since_progress = 0;
                         if !in_order {
