@@ -214,8 +214,6 @@ impl Battlefield {
         self.fields.len()
     }
 
-    /// The digest of `field`'s value ([`value_digest`]), if it is set;
-    /// computed at most once per stored value.
     /// Whether `field`'s digest has been computed (tests of what a key
     /// hashes).
     #[cfg(test)]
@@ -227,6 +225,8 @@ impl Battlefield {
         }
     }
 
+    /// The digest of `field`'s value ([`value_digest`]), if it is set;
+    /// computed at most once per stored value.
     #[cfg(test)]
     pub(crate) fn field_digest(&self, field: &str) -> Option<&Digest32> {
         self.fields.get(field).map(Slot::digest)
