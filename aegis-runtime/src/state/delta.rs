@@ -72,15 +72,12 @@ impl StateDelta {
     }
 
     fn insert(&mut self, field: FieldName, value: Value) {
-        let writes = match &mut self.writes {
-            Writes::Own(writes) => writes,
-            Writes::Shared(shared) => {
-                self.writes = Writes::Own(shared.to_vec());
-                match &mut self.writes {
-                    Writes::Own(writes) => writes,
-                    Writes::Shared(_) => return,
-                }
-            }
+        // A shared delta is copied out before its first new write.
+        if let Writes::Shared(shared) = &self.writes {
+            self.writes = Writes::Own(shared.to_vec());
+        }
+        let Writes::Own(writes) = &mut self.writes else {
+            return;
         };
         match writes.binary_search_by(|(f, _)| f.cmp(&field)) {
             Ok(i) => writes[i].1 = value,
