@@ -68,42 +68,37 @@ impl Fields {
 
     /// Sets `name` to `slot`. Snapshots sharing these fields keep theirs.
     pub(crate) fn insert(&mut self, name: FieldName, slot: Slot) {
-        let Fields::Small(pairs) = self else {
-            if let Fields::Large(map) = self {
+        let pairs = match self {
+            Fields::Large(map) => {
                 map.insert(name, slot);
+                return;
             }
-            return;
+            Fields::Small(pairs) => pairs,
         };
-        match pairs.binary_search_by(|(k, _)| k.cmp(&name)) {
+        // Where the new pair goes, and how many old pairs it replaces there.
+        let (at, replaced) = match pairs.binary_search_by(|(k, _)| k.cmp(&name)) {
             Ok(i) => {
                 // Unshared (the second field a merge writes): in place.
                 if let Some(unshared) = Arc::get_mut(pairs) {
                     unshared[i].1 = slot;
                     return;
                 }
-                let (before, after) = (&pairs[..i], &pairs[i + 1..]);
-                *pairs = before
-                    .iter()
-                    .cloned()
-                    .chain(std::iter::once((name, slot)))
-                    .chain(after.iter().cloned())
-                    .collect();
+                (i, 1)
             }
-            Err(i) if pairs.len() < SMALL => {
-                let (before, after) = pairs.split_at(i);
-                *pairs = before
-                    .iter()
-                    .cloned()
-                    .chain(std::iter::once((name, slot)))
-                    .chain(after.iter().cloned())
-                    .collect();
-            }
+            Err(i) if pairs.len() < SMALL => (i, 0),
             Err(_) => {
                 let mut map: OrdMap<FieldName, Slot> = pairs.iter().cloned().collect();
                 map.insert(name, slot);
                 *self = Fields::Large(map);
+                return;
             }
-        }
+        };
+        *pairs = pairs[..at]
+            .iter()
+            .cloned()
+            .chain(std::iter::once((name, slot)))
+            .chain(pairs[at + replaced..].iter().cloned())
+            .collect();
     }
 }
 
