@@ -284,20 +284,19 @@ pub fn derive_key(
     task: Option<(&str, &Value)>,
 ) -> Result<CacheKey, CacheKeyError> {
     let seed = KeySeed::new(graph_fingerprint, node_id);
-    derive_key_seeded(&seed, node_id, spec, key, state, task)
+    derive_key_seeded(&seed, spec, key, state, task)
 }
 
-/// [`derive_key`] from the node's [`KeySeed`]: the same key, without
-/// re-deriving what every key of the node shares.
+/// [`derive_key`] from the node's [`KeySeed`], which names the node: the
+/// same key, without re-deriving what every key of the node shares.
 pub(crate) fn derive_key_seeded(
     seed: &KeySeed,
-    node_id: &NodeId,
     spec: &NodeSpec,
     key: &CacheKeySpec,
     state: &Battlefield,
     task: Option<(&str, &Value)>,
 ) -> Result<CacheKey, CacheKeyError> {
-    debug_assert_eq!(&seed.node, node_id, "a KeySeed derives its own node's keys");
+    let node_id = &seed.node;
     let code = match (spec, key) {
         (NodeSpec::Paladin { .. }, CacheKeySpec::Default) => PALADIN_INPUT,
         (NodeSpec::Paladin { .. }, CacheKeySpec::Fields(_)) => PALADIN_INPUT_AND_FIELDS,
@@ -885,7 +884,7 @@ mod tests {
                 ] {
                     for task in [None, Some(("t", &payload))] {
                         assert_eq!(
-                            derive_key_seeded(&seed, &node, &spec, &key, &st, task).unwrap(),
+                            derive_key_seeded(&seed, &spec, &key, &st, task).unwrap(),
                             derive_key(FP, &node, &spec, &key, &st, task).unwrap()
                         );
                     }

@@ -27,7 +27,7 @@ impl<S: WaypointStore> WarEngine<S> {
         self.node_cache.as_ref()?;
         let task = act.task.map(|t| (t.task_key.as_str(), &t.payload));
         let derived = match act.cache_seed {
-            Some(seed) => derive_key_seeded(seed, node_id, act.spec, &policy.key, state, task),
+            Some(seed) => derive_key_seeded(seed, act.spec, &policy.key, state, task),
             // Never for a graph's own nodes (its index holds their seeds).
             None => derive_key(act.fingerprint, node_id, act.spec, &policy.key, state, task),
         };
