@@ -174,6 +174,9 @@ impl<S: WaypointStore> WarEngine<S> {
             handled: f.handled.as_deref(),
             from_handler: f.from_handler,
         }));
+        // Exactly sized: every waypoint keeps this Vec, and growing it from
+        // empty reserves four records (608 bytes) for a chain's one.
+        records.reserve_exact(kept + fresh_records.len());
         if kept > 0 {
             finished
                 .as_mut_slice()

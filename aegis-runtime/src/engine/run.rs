@@ -185,7 +185,7 @@ impl<S: WaypointStore> WarEngine<S> {
         &self,
         mut cur: Cursor,
         error: EngineError,
-        node_error: Option<NodeError>,
+        node_error: Option<Box<NodeError>>,
         records: Vec<NodeExecutionRecord>,
     ) -> Result<RunOutcome, EngineError> {
         let status = WaypointStatus::Failed {
@@ -270,7 +270,7 @@ impl<S: WaypointStore> WarEngine<S> {
                 error,
                 node_error,
                 records,
-            } => self.fail(cur, error, node_error.map(|e| *e), records).await,
+            } => self.fail(cur, error, node_error, records).await,
         }
     }
 

@@ -385,7 +385,7 @@ fn fixture_thread_v1() -> Vec<Waypoint> {
         superstep: 2,
         status: WaypointStatus::Failed {
             error: node_error.to_string(),
-            node_error: Some(node_error.clone()),
+            node_error: Some(Box::new(node_error.clone())),
         },
         state: s1.clone(),
         interrupted: true,
