@@ -416,7 +416,7 @@ pub(crate) mod on_redis {
         async fn plant_raw(&self, key: &CacheKey, bytes: &[u8]) {
             let mut admin = self.admin.clone();
             let _: () = ::redis::cmd("SET")
-                .arg(format!("{}:{}", self.cache.key_prefix(), key.as_str()))
+                .arg(format!("{}:{}", self.cache.key_prefix(), key))
                 .arg(bytes)
                 .arg("PX")
                 .arg(60_000)

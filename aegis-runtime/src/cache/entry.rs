@@ -97,7 +97,7 @@ impl CacheEntry {
     pub fn to_bytes(&self) -> Result<Vec<u8>, NodeCacheError> {
         serde_json::to_vec(&WireOut {
             format: ENTRY_FORMAT,
-            key: self.key.as_str(),
+            key: &self.key.text(),
             expires_at: self.expires_at,
             delta: &self.delta,
             origin: self.origin.as_deref(),
@@ -155,7 +155,7 @@ mod tests {
         let e = entry();
         let back = CacheEntry::from_bytes(&e.to_bytes().unwrap()).unwrap();
         assert_eq!(back, e);
-        assert_eq!(back.key.as_str(), "v1:abc:def:0123");
+        assert_eq!(back.key.text(), "v1:abc:def:0123");
     }
 
     #[test]

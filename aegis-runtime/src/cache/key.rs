@@ -2,11 +2,12 @@
 //! node's result.
 
 use serde_json::Value;
+use std::borrow::Cow;
 use std::fmt;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use crate::aegis::CacheKeySpec;
-use crate::canon::{Canon, push_hex};
+use crate::canon::{Canon, Digest32, push_hex};
 use crate::graph::{NodeSpec, TemplateError};
 use crate::id::NodeId;
 use crate::state::{Battlefield, FieldName, FieldPart};
@@ -51,13 +52,47 @@ const NODE_SCOPE: &str = "node-scope";
 /// or one node's entries), and `digest` is the full SHA-256 of every key
 /// component. Only hex digits, `v` and `:` ever appear, so a key is safe in a
 /// Redis key and in a `SCAN MATCH` pattern.
-#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct CacheKey(String);
+///
+/// A derived key is kept as its 48 bytes, not its text: a lookup in an
+/// in-process backend hashes and compares those, and the text is written
+/// out only for a backend that stores text (Redis), an entry's stored form
+/// and logs ([`CacheKey::text`], `Display`). Keys compare, hash and order as
+/// their text would tell them apart: a key read back from text is the same
+/// key.
+#[derive(Clone, PartialEq, Eq)]
+pub struct CacheKey(Repr);
+
+#[derive(Clone, PartialEq, Eq)]
+enum Repr {
+    /// A key of this scheme: the two scopes and the digest, as bytes.
+    Derived {
+        scopes: [u8; SCOPE_BYTES * 2],
+        digest: Digest32,
+    },
+    /// Any other text: an older scheme's key, or one a test planted. Never
+    /// the text of a `Derived` key ([`CacheKey::from_raw`] parses those),
+    /// so equal keys always have the same representation.
+    Text(Arc<str>),
+}
+
+/// How many bytes of a digest each scoping segment keeps.
+const SCOPE_BYTES: usize = SCOPE_HEX / 2;
 
 impl CacheKey {
-    /// The key's text.
-    pub fn as_str(&self) -> &str {
-        &self.0
+    /// The key's text, written out for a derived key (see the type's docs).
+    pub fn text(&self) -> Cow<'_, str> {
+        match &self.0 {
+            Repr::Text(text) => Cow::Borrowed(text),
+            Repr::Derived { .. } => Cow::Owned(self.to_string()),
+        }
+    }
+
+    /// Whether the key's text starts with `prefix` (as
+    /// [`NodeCache::invalidate_prefix`](super::NodeCache::invalidate_prefix)
+    /// matches keys), without allocating.
+    pub fn starts_with(&self, prefix: &str) -> bool {
+        let mut buf = [0u8; KEY_TEXT_LEN];
+        self.with_text(&mut buf, |text| text.starts_with(prefix))
     }
 
     /// The prefix every key of the graph with this fingerprint starts with.
@@ -71,21 +106,122 @@ impl CacheKey {
         KeySeed::new(graph_fingerprint, node_id).prefix
     }
 
-    /// A key from its text, as an entry records it (and as tests plant it).
+    /// A key from its text, as an entry records it (and as tests plant it):
+    /// the text of a derived key gives that key back.
     pub(crate) fn from_raw(raw: impl Into<String>) -> Self {
-        CacheKey(raw.into())
+        let raw = raw.into();
+        match parse_derived(&raw) {
+            Some((scopes, digest)) => CacheKey(Repr::Derived { scopes, digest }),
+            None => CacheKey(Repr::Text(Arc::from(raw))),
+        }
+    }
+
+    /// Calls `f` with the key's text, written into `buf` for a derived key.
+    fn with_text<R>(&self, buf: &mut [u8; KEY_TEXT_LEN], f: impl FnOnce(&str) -> R) -> R {
+        match &self.0 {
+            Repr::Text(text) => f(text),
+            Repr::Derived { scopes, digest } => {
+                let (graph, node) = scopes.split_at(SCOPE_BYTES);
+                let mut at = 0;
+                for part in [CACHE_KEY_VERSION.as_bytes(), b":"] {
+                    buf[at..at + part.len()].copy_from_slice(part);
+                    at += part.len();
+                }
+                for bytes in [graph, node, digest.as_slice()] {
+                    at += write_hex(&mut buf[at..], bytes);
+                    if at < KEY_TEXT_LEN {
+                        buf[at] = b':';
+                        at += 1;
+                    }
+                }
+                // Every byte written is ASCII, so this never falls back.
+                f(std::str::from_utf8(&buf[..at]).unwrap_or_default())
+            }
+        }
+    }
+}
+
+/// Writes lowercase hex of `bytes` at the start of `out`; returns how many
+/// digits it wrote.
+fn write_hex(out: &mut [u8], bytes: &[u8]) -> usize {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    for (pair, b) in out.chunks_exact_mut(2).zip(bytes) {
+        pair[0] = DIGITS[usize::from(b >> 4)];
+        pair[1] = DIGITS[usize::from(b & 0xf)];
+    }
+    bytes.len() * 2
+}
+
+/// The scopes and digest of `text`, when it is a derived key's text exactly
+/// (lowercase hex, this version): `v3:{16 hex}:{16 hex}:{64 hex}`.
+fn parse_derived(text: &str) -> Option<([u8; SCOPE_BYTES * 2], Digest32)> {
+    let rest = text.strip_prefix(CACHE_KEY_VERSION)?.strip_prefix(':')?;
+    let mut parts = rest.split(':');
+    let (graph, node, digest) = (parts.next()?, parts.next()?, parts.next()?);
+    if parts.next().is_some() {
+        return None;
+    }
+    let mut scopes = [0u8; SCOPE_BYTES * 2];
+    let mut out = [0u8; 32];
+    read_hex(graph, &mut scopes[..SCOPE_BYTES])?;
+    read_hex(node, &mut scopes[SCOPE_BYTES..])?;
+    read_hex(digest, &mut out)?;
+    Some((scopes, out))
+}
+
+/// Fills `out` from exactly `2 * out.len()` lowercase hex digits.
+fn read_hex(text: &str, out: &mut [u8]) -> Option<()> {
+    let digits = text.as_bytes();
+    if digits.len() != out.len() * 2 {
+        return None;
+    }
+    let value = |d: u8| match d {
+        b'0'..=b'9' => Some(d - b'0'),
+        b'a'..=b'f' => Some(d - b'a' + 10),
+        _ => None,
+    };
+    for (byte, pair) in out.iter_mut().zip(digits.chunks_exact(2)) {
+        *byte = (value(pair[0])? << 4) | value(pair[1])?;
+    }
+    Some(())
+}
+
+impl std::hash::Hash for CacheKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        match &self.0 {
+            // The digest is uniform: its first 16 bytes tell keys apart as
+            // well as the whole text, at a fraction of the hashing. Keys
+            // equal by `Eq` have equal bytes, so equal hashes.
+            Repr::Derived { digest, .. } => state.write(&digest[..16]),
+            Repr::Text(text) => text.hash(state),
+        }
+    }
+}
+
+impl PartialOrd for CacheKey {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for CacheKey {
+    /// By text, whatever the representation.
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        let (mut a, mut b) = ([0u8; KEY_TEXT_LEN], [0u8; KEY_TEXT_LEN]);
+        self.with_text(&mut a, |x| other.with_text(&mut b, |y| x.cmp(y)))
     }
 }
 
 impl fmt::Display for CacheKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        let mut buf = [0u8; KEY_TEXT_LEN];
+        self.with_text(&mut buf, |text| f.write_str(text))
     }
 }
 
 impl fmt::Debug for CacheKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "CacheKey({})", self.0)
+        write!(f, "CacheKey({self})")
     }
 }
 
@@ -124,6 +260,8 @@ pub enum CacheKeyError {
 #[derive(Clone)]
 pub(crate) struct GraphKeySeed {
     prefix: String,
+    /// The graph's scope segment, as bytes.
+    scope: [u8; SCOPE_BYTES],
     canon: Canon,
 }
 
@@ -135,8 +273,12 @@ impl GraphKeySeed {
         let mut prefix = String::with_capacity(KEY_TEXT_LEN);
         prefix.push_str(CACHE_KEY_VERSION);
         prefix.push(':');
-        push_scope(&mut prefix, &canon, GRAPH_SCOPE);
-        GraphKeySeed { prefix, canon }
+        let scope = push_scope(&mut prefix, &canon, GRAPH_SCOPE);
+        GraphKeySeed {
+            prefix,
+            scope,
+            canon,
+        }
     }
 
     /// The seed of `node_id`'s keys in this graph.
@@ -145,9 +287,13 @@ impl GraphKeySeed {
         canon.str(node_id.as_str()).align();
         let mut prefix = String::with_capacity(KEY_TEXT_LEN);
         prefix.push_str(&self.prefix);
-        push_scope(&mut prefix, &canon, NODE_SCOPE);
+        let node_scope = push_scope(&mut prefix, &canon, NODE_SCOPE);
+        let mut scopes = [0u8; SCOPE_BYTES * 2];
+        scopes[..SCOPE_BYTES].copy_from_slice(&self.scope);
+        scopes[SCOPE_BYTES..].copy_from_slice(&node_scope);
         KeySeed {
             prefix,
+            scopes,
             canon,
             node: node_id.clone(),
             paladin_config: OnceLock::new(),
@@ -164,13 +310,17 @@ impl fmt::Debug for GraphKeySeed {
     }
 }
 
-/// Appends `{scope}:` to `prefix`: the first [`SCOPE_HEX`] hex digits of
-/// `stream` continued by `label`.
-fn push_scope(prefix: &mut String, stream: &Canon, label: &str) {
+/// Appends `{scope}:` to `prefix`, where the scope is the first
+/// [`SCOPE_HEX`] hex digits of `stream` continued by `label`; returns the
+/// scope's bytes.
+fn push_scope(prefix: &mut String, stream: &Canon, label: &str) -> [u8; SCOPE_BYTES] {
     let mut scope = stream.clone();
     scope.str(label);
-    push_hex(prefix, &scope.digest()[..SCOPE_HEX / 2]);
+    let mut bytes = [0u8; SCOPE_BYTES];
+    bytes.copy_from_slice(&scope.digest()[..SCOPE_BYTES]);
+    push_hex(prefix, &bytes);
     prefix.push(':');
+    bytes
 }
 
 /// What every key of one node of one graph starts from, computed once per
@@ -185,6 +335,9 @@ fn push_scope(prefix: &mut String, stream: &Canon, label: &str) {
 #[derive(Clone)]
 pub(crate) struct KeySeed {
     prefix: String,
+    /// The graph's and the node's scope segments, as bytes: every key of
+    /// the node carries them.
+    scopes: [u8; SCOPE_BYTES * 2],
     canon: Canon,
     node: NodeId,
     paladin_config: OnceLock<String>,
@@ -269,7 +422,7 @@ impl fmt::Debug for KeySeed {
 ///                &CacheKeySpec::Fields(vec![question.clone()]), state, None)
 /// };
 /// assert_eq!(key(&state)?, key(&state)?);
-/// assert!(key(&state)?.as_str().starts_with("v3:"));
+/// assert!(key(&state)?.text().starts_with("v3:"));
 /// let other = initial_state(&schema, &json!({"question": "how?"}))?;
 /// assert_ne!(key(&state)?, key(&other)?);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -357,10 +510,10 @@ pub(crate) fn derive_key_seeded(
         Some((task_key, payload)) => h.str(task_key).json(payload),
     };
 
-    let mut text = String::with_capacity(KEY_TEXT_LEN);
-    text.push_str(&seed.prefix);
-    push_hex(&mut text, &h.digest());
-    Ok(CacheKey(text))
+    Ok(CacheKey(Repr::Derived {
+        scopes: seed.scopes,
+        digest: h.digest(),
+    }))
 }
 
 fn hash_fields(h: &mut Canon, fields: &[FieldName], state: &Battlefield) {
@@ -484,8 +637,65 @@ mod tests {
             pkey(&func, &CacheKeySpec::Default, &base()),
             pkey(&func, &CacheKeySpec::Default, &base())
         );
-        assert!(a.as_str().starts_with("v3:"));
-        assert_eq!(a.as_str().len(), "v3:".len() + 16 + 1 + 16 + 1 + 64);
+        assert!(a.text().starts_with("v3:"));
+        assert_eq!(a.text().len(), "v3:".len() + 16 + 1 + 16 + 1 + 64);
+    }
+
+    #[test]
+    fn a_key_read_back_from_its_text_is_the_same_key() {
+        use std::hash::BuildHasher;
+        let hasher = std::collections::hash_map::RandomState::new();
+        let key = pkey(&function_spec(), &CacheKeySpec::Default, &base());
+        let text = key.text().into_owned();
+        let back = CacheKey::from_raw(text.clone());
+        assert_eq!(back, key);
+        assert_eq!(hasher.hash_one(&back), hasher.hash_one(&key));
+        assert_eq!(back.to_string(), text);
+        assert_eq!(format!("{key:?}"), format!("CacheKey({text})"));
+        assert!(
+            matches!(back.0, Repr::Derived { .. }),
+            "parsed, not kept as text"
+        );
+        // Text that only resembles a key's stays text, and is another key.
+        for near in [
+            text.to_uppercase().replacen("V3", "v3", 1),
+            text.replacen("v3:", "v2:", 1),
+            format!("{text}0"),
+            text[..text.len() - 1].to_string(),
+            text.replacen(':', ";", 2),
+        ] {
+            let other = CacheKey::from_raw(near.clone());
+            assert!(matches!(other.0, Repr::Text(_)), "{near}");
+            assert_ne!(other, key, "{near}");
+            assert_eq!(other.text(), near);
+        }
+    }
+
+    #[test]
+    fn keys_match_prefixes_and_order_by_their_text() {
+        let node = NodeId::new("answerer");
+        let key = pkey(&function_spec(), &CacheKeySpec::Default, &base());
+        assert!(key.starts_with(&CacheKey::graph_prefix(FP)));
+        assert!(key.starts_with(&CacheKey::node_prefix(FP, &node)));
+        assert!(!key.starts_with(&CacheKey::node_prefix(FP, &NodeId::new("other"))));
+        assert!(!key.starts_with(&CacheKey::graph_prefix("v6:graph-b")));
+        assert!(key.text().starts_with(&CacheKey::node_prefix(FP, &node)));
+        let other = pkey(
+            &function_spec(),
+            &CacheKeySpec::Default,
+            &state(json!({"other": 2})),
+        );
+        let mut keys = [
+            CacheKey::from_raw("v4:z"),
+            other.clone(),
+            CacheKey::from_raw("a"),
+            key.clone(),
+        ];
+        keys.sort();
+        let texts: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
+        let mut sorted = texts.clone();
+        sorted.sort();
+        assert_eq!(texts, sorted);
     }
 
     #[test]
@@ -566,14 +776,8 @@ mod tests {
         assert_ne!(a, b);
         // No cross-graph collision: not even the graph scope is shared, so
         // invalidating one graph never touches the other's entries.
-        assert!(
-            a.as_str()
-                .starts_with(&CacheKey::graph_prefix("v6:graph-a"))
-        );
-        assert!(
-            !b.as_str()
-                .starts_with(&CacheKey::graph_prefix("v6:graph-a"))
-        );
+        assert!(a.text().starts_with(&CacheKey::graph_prefix("v6:graph-a")));
+        assert!(!b.text().starts_with(&CacheKey::graph_prefix("v6:graph-a")));
     }
 
     #[test]
@@ -599,11 +803,11 @@ mod tests {
         .unwrap();
         assert_ne!(a, b);
         assert!(
-            a.as_str()
+            a.text()
                 .starts_with(&CacheKey::node_prefix(FP, &NodeId::new("a")))
         );
         assert!(
-            !b.as_str()
+            !b.text()
                 .starts_with(&CacheKey::node_prefix(FP, &NodeId::new("a")))
         );
     }
@@ -855,7 +1059,7 @@ mod tests {
                     for _ in 0..2 {
                         let derived = derive_key(FP, &NodeId::new("n"), spec, key, &st, task);
                         assert_eq!(
-                            derived.unwrap().as_str(),
+                            derived.unwrap().text(),
                             from_scratch(FP, "n", spec, key, &st, task)
                         );
                     }
@@ -976,7 +1180,7 @@ mod tests {
         let st = state(json!({"question": "why?", "log": [1, "two", {"b": null, "a": 2.5}]}));
         let payload = json!({"n": 1});
         assert_eq!(
-            pkey(&function_spec(), &CacheKeySpec::Default, &st).as_str(),
+            pkey(&function_spec(), &CacheKeySpec::Default, &st).text(),
             GOLDEN_FUNCTION_DEFAULT
         );
         assert_eq!(
@@ -989,7 +1193,7 @@ mod tests {
                 Some(("t1", &payload)),
             )
             .unwrap()
-            .as_str(),
+            .text(),
             GOLDEN_PALADIN_FIELDS_TASK
         );
     }

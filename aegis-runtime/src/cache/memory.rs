@@ -6,7 +6,6 @@ use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::SystemTime;
 
-use super::tail_hash::TailHash;
 use super::{CacheClock, CacheEntry, CacheKey, NodeCache, NodeCacheError};
 
 /// A process-local node cache holding at most a fixed number of entries.
@@ -45,17 +44,18 @@ struct Slot {
 
 #[derive(Default)]
 struct Store {
-    /// By key text, hashed by its digest tail.
-    slots: HashMap<Arc<str>, Slot, TailHash>,
+    /// By key: a derived key hashes and compares as its bytes, never as
+    /// text (keyed SipHash, so no one can aim keys at one bucket).
+    slots: HashMap<CacheKey, Slot>,
     /// Expiry order, for dropping expired entries without a scan.
-    by_expiry: BTreeMap<(SystemTime, u64), Arc<str>>,
+    by_expiry: BTreeMap<(SystemTime, u64), CacheKey>,
     /// Storage order, for dropping the oldest entries when full.
-    by_age: BTreeMap<u64, Arc<str>>,
+    by_age: BTreeMap<u64, CacheKey>,
     next_seq: u64,
 }
 
 impl Store {
-    fn remove(&mut self, key: &str) -> bool {
+    fn remove(&mut self, key: &CacheKey) -> bool {
         match self.slots.remove(key) {
             Some(slot) => {
                 self.by_expiry.remove(&(slot.expires_at, slot.seq));
@@ -84,7 +84,7 @@ impl Store {
 
     fn insert(
         &mut self,
-        key: Arc<str>,
+        key: CacheKey,
         entry: Result<Arc<CacheEntry>, NodeCacheError>,
         expires_at: SystemTime,
     ) {
@@ -159,7 +159,7 @@ impl InMemoryNodeCache {
         now: SystemTime,
     ) -> Result<Option<Arc<CacheEntry>>, NodeCacheError> {
         let mut store = self.lock();
-        let found = match store.slots.get(key.as_str()) {
+        let found = match store.slots.get(key) {
             None => return Ok(None),
             // The slot's expiry is the entry's: it was stored from it.
             Some(slot) if slot.expires_at <= now => None,
@@ -167,7 +167,7 @@ impl InMemoryNodeCache {
         };
         match found {
             None => {
-                store.remove(key.as_str());
+                store.remove(key);
                 Ok(None)
             }
             Some(Ok(entry)) => Ok(Some(entry)),
@@ -184,8 +184,8 @@ impl InMemoryNodeCache {
     pub(crate) fn plant_raw(&self, key: &CacheKey, bytes: &[u8], expires_at: SystemTime) {
         let entry = CacheEntry::from_bytes(bytes).map(Arc::new);
         let mut store = self.lock();
-        store.remove(key.as_str());
-        store.insert(Arc::from(key.as_str()), entry, expires_at);
+        store.remove(key);
+        store.insert(key.clone(), entry, expires_at);
     }
 }
 
@@ -234,18 +234,18 @@ impl NodeCache for InMemoryNodeCache {
         // not stall every other lookup.
         let decoded = CacheEntry::from_bytes(&entry.to_bytes()?).map(Arc::new);
         let mut store = self.lock();
-        store.remove(key.as_str());
+        store.remove(key);
         store.drop_expired(now);
         while store.slots.len() >= self.max_entries {
             store.drop_oldest();
         }
-        store.insert(Arc::from(key.as_str()), decoded, entry.expires_at);
+        store.insert(key.clone(), decoded, entry.expires_at);
         Ok(())
     }
 
     async fn invalidate_prefix(&self, prefix: &str) -> Result<u64, NodeCacheError> {
         let mut store = self.lock();
-        let doomed: Vec<Arc<str>> = store
+        let doomed: Vec<CacheKey> = store
             .slots
             .keys()
             .filter(|k| k.starts_with(prefix))

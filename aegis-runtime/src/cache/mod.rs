@@ -111,7 +111,6 @@ mod key;
 mod memory;
 #[cfg(feature = "redis-cache")]
 mod redis;
-mod tail_hash;
 pub(crate) mod validate;
 
 #[cfg(test)]

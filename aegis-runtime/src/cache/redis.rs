@@ -251,7 +251,7 @@ impl RedisNodeCache {
     }
 
     fn redis_key(&self, key: &CacheKey) -> String {
-        format!("{}:{}", self.key_prefix, key.as_str())
+        format!("{}:{key}", self.key_prefix)
     }
 
     /// Runs one command under the command timeout. The manager's own

@@ -45,7 +45,7 @@ async fn entries_carry_a_server_side_expiry() {
         )
         .await
         .unwrap();
-    let redis_key = format!("{}:{}", h.cache.key_prefix(), k.as_str());
+    let redis_key = format!("{}:{}", h.cache.key_prefix(), k);
     let ms = pttl(&mut admin, &redis_key).await;
     assert!((9_000..=10_000).contains(&ms), "PTTL {ms}");
 
@@ -59,11 +59,7 @@ async fn entries_carry_a_server_side_expiry() {
         )
         .await
         .unwrap();
-    let ms = pttl(
-        &mut admin,
-        &format!("{}:{}", h.cache.key_prefix(), k2.as_str()),
-    )
-    .await;
+    let ms = pttl(&mut admin, &format!("{}:{}", h.cache.key_prefix(), k2)).await;
     assert!(ms == 1 || ms == 0 || ms == -2, "PTTL {ms}");
 
     // An entry already expired is not written at all.
@@ -73,7 +69,7 @@ async fn entries_carry_a_server_side_expiry() {
         .await
         .unwrap();
     let exists: i64 = ::redis::cmd("EXISTS")
-        .arg(format!("{}:{}", h.cache.key_prefix(), k3.as_str()))
+        .arg(format!("{}:{}", h.cache.key_prefix(), k3))
         .query_async(&mut admin)
         .await
         .unwrap();
@@ -124,11 +120,7 @@ async fn invalidation_walks_every_scan_page() {
         .unwrap();
     for t in 0..n {
         pipe.cmd("SET")
-            .arg(format!(
-                "{}:{}",
-                h.cache.key_prefix(),
-                key("v6:g", "n", t).as_str()
-            ))
+            .arg(format!("{}:{}", h.cache.key_prefix(), key("v6:g", "n", t)))
             .arg(&bytes)
             .arg("PX")
             .arg(600_000)
@@ -382,7 +374,7 @@ async fn the_cache_reconnects_after_a_server_restart() {
 async fn plant(h: &super::contract::on_redis::Redis, k: &super::CacheKey, bytes: &[u8]) {
     let mut admin = h.admin.clone();
     let _: () = ::redis::cmd("SET")
-        .arg(format!("{}:{}", h.cache.key_prefix(), k.as_str()))
+        .arg(format!("{}:{}", h.cache.key_prefix(), k))
         .arg(bytes)
         .arg("PX")
         .arg(600_000)
@@ -423,7 +415,7 @@ async fn an_entry_another_process_wrote_off_schema_is_a_miss_then_overwritten() 
         // and this very key, but a delta this graph cannot merge.
         let raw = json!({
             "format": 2,
-            "key": k.as_str(),
+            "key": k.to_string(),
             "expires_at": {"secs_since_epoch": secs, "nanos_since_epoch": 0},
             "delta": {"writes": writes},
         });
@@ -469,7 +461,7 @@ async fn an_entry_copied_under_another_key_is_a_miss() {
     assert!(matches!(out, StoreOutcome::Stored { .. }), "{out:?}");
     let mut admin = h.admin.clone();
     let bytes: Vec<u8> = ::redis::cmd("GET")
-        .arg(format!("{}:{}", h.cache.key_prefix(), original.as_str()))
+        .arg(format!("{}:{}", h.cache.key_prefix(), original))
         .query_async(&mut admin)
         .await
         .unwrap();
@@ -506,7 +498,7 @@ async fn an_oversized_entry_is_neither_stored_nor_read_past_the_bound() {
     let mut admin = admin().await;
     let huge = format!("{{\"format\":2,\"pad\":\"{}\"}}", "y".repeat(4 << 20));
     let _: () = ::redis::cmd("SET")
-        .arg(format!("{}:{}", cache.key_prefix(), k.as_str()))
+        .arg(format!("{}:{}", cache.key_prefix(), k))
         .arg(huge)
         .arg("PX")
         .arg(60_000)
