@@ -81,7 +81,15 @@ impl StateDelta {
         };
         match writes.binary_search_by(|(f, _)| f.cmp(&field)) {
             Ok(i) => writes[i].1 = value,
-            Err(i) => writes.insert(i, (field, value)),
+            Err(i) => {
+                // Most deltas write one field, and a finished task's is
+                // kept until its superstep merges: room for one, not the
+                // four (192 bytes) a first push reserves.
+                if writes.capacity() == 0 {
+                    writes.reserve_exact(1);
+                }
+                writes.insert(i, (field, value));
+            }
         }
     }
 
