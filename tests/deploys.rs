@@ -150,8 +150,8 @@ async fn adding_a_downstream_node_continues_and_records_the_old_graph() {
     for w in after {
         assert_eq!(w.fingerprint, v2.fingerprint());
         assert_eq!(
-            w.previous_graph,
-            Some(PreviousGraph {
+            w.previous_graph.as_deref(),
+            Some(&PreviousGraph {
                 fingerprint: v1.clone(),
                 migrated: false
             })
@@ -361,8 +361,8 @@ async fn a_migration_carries_the_thread_over_and_is_recorded() {
     let latest = store.latest("t").await.unwrap().unwrap();
     assert_eq!(latest.fingerprint, v2.fingerprint());
     assert_eq!(
-        latest.previous_graph,
-        Some(PreviousGraph {
+        latest.previous_graph.as_deref(),
+        Some(&PreviousGraph {
             fingerprint: v1,
             migrated: true
         })
@@ -586,8 +586,8 @@ async fn resume_the_previous_versions_thread<S: WaypointStore>(store: Arc<S>) {
     assert_eq!(latest.fingerprint, v2.fingerprint());
     assert_eq!(latest.manifest.as_deref(), Some(&v2.manifest()));
     assert_eq!(
-        latest.previous_graph,
-        Some(PreviousGraph {
+        latest.previous_graph.as_deref(),
+        Some(&PreviousGraph {
             fingerprint: before.fingerprint.into(),
             migrated: false
         })

@@ -73,10 +73,10 @@ pub(super) fn onto(graph: &WarGraph, mut latest: Waypoint) -> Result<Waypoint, E
         });
     };
     latest.state = state;
-    latest.previous_graph = Some(PreviousGraph {
+    latest.previous_graph = Some(Arc::new(PreviousGraph {
         fingerprint: std::mem::replace(&mut latest.fingerprint, found.into()).to_string(),
         migrated: migration.is_some(),
-    });
+    }));
     latest.manifest = Some(Arc::new(new));
     Ok(latest)
 }

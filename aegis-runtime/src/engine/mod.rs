@@ -521,10 +521,10 @@ impl<S: WaypointStore> WarEngine<S> {
                         }
                     }
                 }
-                cursor.parley = Some(ParleyDelivery {
+                cursor.parley = Some(Arc::new(ParleyDelivery {
                     nodes: requests.into_iter().map(|(n, _)| n).collect(),
                     response,
-                });
+                }));
             }
         }
         self.run(&index, cursor, run_deadline, true).await

@@ -41,10 +41,10 @@ pub(crate) struct Cursor {
     /// (its visits counted), rather than the next one.
     pub(crate) interrupted: bool,
     pub(crate) completed: Vector<Arc<CompletedActivation>>,
-    pub(crate) parley: Option<ParleyDelivery>,
+    pub(crate) parley: Option<Arc<ParleyDelivery>>,
     pub(crate) visits: VisitTally,
     pub(crate) manifest: Option<Arc<GraphManifest>>,
-    pub(crate) previous_graph: Option<PreviousGraph>,
+    pub(crate) previous_graph: Option<Arc<PreviousGraph>>,
     /// The thread's handled failures so far (see [`Waypoint::handled`]).
     pub(crate) handled: Vec<HandledFailure>,
 }
@@ -104,7 +104,7 @@ struct StepEnv {
     tasks: Option<Arc<dyn TaskSource>>,
     superstep: u32,
     state: Battlefield,
-    parley: Option<ParleyDelivery>,
+    parley: Option<Arc<ParleyDelivery>>,
     fingerprint: Arc<str>,
 }
 

@@ -82,7 +82,7 @@ struct Row {
     /// A parley answer on its way to the next superstep (absent when none;
     /// rows written before Parley existed have none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    parley: Option<ParleyDelivery>,
+    parley: Option<Arc<ParleyDelivery>>,
     /// Absent in a delta row whose graph fingerprint is the previous row's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     fingerprint: Option<GraphFingerprint>,
@@ -92,7 +92,7 @@ struct Row {
     manifest: Option<Arc<GraphManifest>>,
     /// The graph the thread ran before a resume moved it onto this one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    previous_graph: Option<PreviousGraph>,
+    previous_graph: Option<Arc<PreviousGraph>>,
     /// The thread's handled failures so far (absent when none, and in rows
     /// written before they were recorded). Stored whole: a thread compensates
     /// rarely, and each entry is one node error.

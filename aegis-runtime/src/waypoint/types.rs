@@ -162,7 +162,10 @@ pub struct Waypoint {
     /// The node records of this superstep.
     pub records: Vec<NodeExecutionRecord>,
     /// A parley answer to hand to the next superstep's activations.
-    pub parley: Option<ParleyDelivery>,
+    /// Shared, as are `previous_graph` and the manifest: every waypoint of
+    /// the superstep (or of a migrated thread) holds the same one, and a
+    /// waypoint kept per superstep should not carry them inline.
+    pub parley: Option<Arc<ParleyDelivery>>,
     /// How often each node has been activated in this thread (read it with
     /// [`Waypoint::visits`]). Shared with the waypoints before it: writing
     /// a waypoint per superstep must not copy one entry per node of the
@@ -178,7 +181,7 @@ pub struct Waypoint {
     /// Set on every waypoint written since a resume moved the thread onto
     /// this graph from another one (a compatible change or a migration).
     #[serde(default)]
-    pub previous_graph: Option<PreviousGraph>,
+    pub previous_graph: Option<Arc<PreviousGraph>>,
     /// Every failure in this thread so far whose `on_error` handler ran, in
     /// the order of their supersteps (vanguard order within one): a
     /// Completed run that compensated a failure lists it here, a clean one

@@ -306,10 +306,10 @@ fn fixture_thread() -> Vec<Waypoint> {
     for w in &mut thread[4..] {
         w.fingerprint = "v7:fedcba9876543210".into();
         w.manifest = Some(manifest("function:b"));
-        w.previous_graph = Some(PreviousGraph {
+        w.previous_graph = Some(std::sync::Arc::new(PreviousGraph {
             fingerprint: "v1:0123456789abcdef".into(),
             migrated: true,
-        });
+        }));
     }
     thread
 }
