@@ -292,19 +292,26 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
     s
 }
 
+/// Writes lowercase hex of `bytes` at the start of `out` (which must hold
+/// twice as many bytes), by table; returns how many digits it wrote.
+pub(crate) fn write_hex(out: &mut [u8], bytes: &[u8]) -> usize {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    for (pair, b) in out.chunks_exact_mut(2).zip(bytes) {
+        pair[0] = DIGITS[usize::from(b >> 4)];
+        pair[1] = DIGITS[usize::from(b & 0xf)];
+    }
+    bytes.len() * 2
+}
+
 /// Appends lowercase hex of `bytes` to `s`, by table: `core::fmt` per byte
 /// cost more than the SHA-256 it printed, and a `String::push` per digit
 /// several times what one UTF-8 check of a stack buffer costs.
 pub(crate) fn push_hex(s: &mut String, bytes: &[u8]) {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut buf = [0u8; 64];
     s.reserve(bytes.len() * 2);
     for chunk in bytes.chunks(buf.len() / 2) {
-        let out = &mut buf[..chunk.len() * 2];
-        for (pair, b) in out.chunks_exact_mut(2).zip(chunk) {
-            pair[0] = DIGITS[usize::from(b >> 4)];
-            pair[1] = DIGITS[usize::from(b & 0xf)];
-        }
+        let len = write_hex(&mut buf, chunk);
+        let out = &buf[..len];
         match std::str::from_utf8(out) {
             Ok(text) => s.push_str(text),
             // Never taken (every byte is an ASCII digit); the same text

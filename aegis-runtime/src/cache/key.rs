@@ -7,7 +7,7 @@ use std::fmt;
 use std::sync::{Arc, OnceLock};
 
 use crate::aegis::CacheKeySpec;
-use crate::canon::{Canon, Digest32, push_hex};
+use crate::canon::{Canon, Digest32, push_hex, write_hex};
 use crate::graph::{NodeSpec, TemplateError};
 use crate::id::NodeId;
 use crate::state::{Battlefield, FieldName, FieldPart};
@@ -139,17 +139,6 @@ impl CacheKey {
             }
         }
     }
-}
-
-/// Writes lowercase hex of `bytes` at the start of `out`; returns how many
-/// digits it wrote.
-fn write_hex(out: &mut [u8], bytes: &[u8]) -> usize {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    for (pair, b) in out.chunks_exact_mut(2).zip(bytes) {
-        pair[0] = DIGITS[usize::from(b >> 4)];
-        pair[1] = DIGITS[usize::from(b & 0xf)];
-    }
-    bytes.len() * 2
 }
 
 /// The scopes and digest of `text`, when it is a derived key's text exactly
