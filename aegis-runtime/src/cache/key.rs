@@ -7,7 +7,7 @@ use std::fmt;
 use std::sync::{Arc, OnceLock};
 
 use crate::aegis::CacheKeySpec;
-use crate::canon::{Canon, Digest32, push_hex, write_hex};
+use crate::canon::{Canon, Digest32, write_hex};
 use crate::graph::{NodeSpec, TemplateError};
 use crate::id::NodeId;
 use crate::state::{Battlefield, FieldName, FieldPart};
@@ -97,13 +97,13 @@ impl CacheKey {
 
     /// The prefix every key of the graph with this fingerprint starts with.
     pub fn graph_prefix(graph_fingerprint: &str) -> String {
-        GraphKeySeed::new(graph_fingerprint).prefix
+        prefix_text(&[&GraphKeySeed::new(graph_fingerprint).scope])
     }
 
     /// The prefix every key of `node_id` in the graph with this fingerprint
     /// starts with.
     pub fn node_prefix(graph_fingerprint: &str, node_id: &NodeId) -> String {
-        KeySeed::new(graph_fingerprint, node_id).prefix
+        KeySeed::new(graph_fingerprint, node_id).prefix()
     }
 
     /// A key from its text, as an entry records it (and as tests plant it):
@@ -122,23 +122,38 @@ impl CacheKey {
             Repr::Text(text) => f(text),
             Repr::Derived { scopes, digest } => {
                 let (graph, node) = scopes.split_at(SCOPE_BYTES);
-                let mut at = 0;
-                for part in [CACHE_KEY_VERSION.as_bytes(), b":"] {
-                    buf[at..at + part.len()].copy_from_slice(part);
-                    at += part.len();
-                }
-                for bytes in [graph, node, digest.as_slice()] {
-                    at += write_hex(&mut buf[at..], bytes);
-                    if at < KEY_TEXT_LEN {
-                        buf[at] = b':';
-                        at += 1;
-                    }
-                }
+                let mut at = write_prefix(buf, &[graph, node]);
+                at += write_hex(&mut buf[at..], digest);
                 // Every byte written is ASCII, so this never falls back.
                 f(std::str::from_utf8(&buf[..at]).unwrap_or_default())
             }
         }
     }
+}
+
+/// Writes `v3:` and each scope's hex followed by `:` (the text every key of
+/// those scopes starts with) at the start of `buf`; returns its length.
+fn write_prefix(buf: &mut [u8; KEY_TEXT_LEN], scopes: &[&[u8]]) -> usize {
+    let version = CACHE_KEY_VERSION.len();
+    buf[..version].copy_from_slice(CACHE_KEY_VERSION.as_bytes());
+    buf[version] = b':';
+    let mut at = version + 1;
+    for scope in scopes {
+        at += write_hex(&mut buf[at..], scope);
+        buf[at] = b':';
+        at += 1;
+    }
+    at
+}
+
+/// [`write_prefix`] as a string.
+fn prefix_text(scopes: &[&[u8]]) -> String {
+    let mut buf = [0u8; KEY_TEXT_LEN];
+    let len = write_prefix(&mut buf, scopes);
+    // Every byte written is ASCII, so this never falls back.
+    std::str::from_utf8(&buf[..len])
+        .unwrap_or_default()
+        .to_string()
 }
 
 /// The scopes and digest of `text`, when it is a derived key's text exactly
@@ -248,7 +263,6 @@ pub enum CacheKeyError {
 /// so a graph costs one pass over its fingerprint and a node one block.
 #[derive(Clone)]
 pub(crate) struct GraphKeySeed {
-    prefix: String,
     /// The graph's scope segment, as bytes.
     scope: [u8; SCOPE_BYTES],
     canon: Canon,
@@ -259,29 +273,18 @@ impl GraphKeySeed {
     pub(crate) fn new(graph_fingerprint: &str) -> GraphKeySeed {
         let mut canon = Canon::new(KEY_DOMAIN);
         canon.str(CACHE_KEY_VERSION).str(graph_fingerprint).align();
-        let mut prefix = String::with_capacity(KEY_TEXT_LEN);
-        prefix.push_str(CACHE_KEY_VERSION);
-        prefix.push(':');
-        let scope = push_scope(&mut prefix, &canon, GRAPH_SCOPE);
-        GraphKeySeed {
-            prefix,
-            scope,
-            canon,
-        }
+        let scope = scope(&canon, GRAPH_SCOPE);
+        GraphKeySeed { scope, canon }
     }
 
     /// The seed of `node_id`'s keys in this graph.
     pub(crate) fn node(&self, node_id: &NodeId) -> KeySeed {
         let mut canon = self.canon.clone();
         canon.str(node_id.as_str()).align();
-        let mut prefix = String::with_capacity(KEY_TEXT_LEN);
-        prefix.push_str(&self.prefix);
-        let node_scope = push_scope(&mut prefix, &canon, NODE_SCOPE);
         let mut scopes = [0u8; SCOPE_BYTES * 2];
         scopes[..SCOPE_BYTES].copy_from_slice(&self.scope);
-        scopes[SCOPE_BYTES..].copy_from_slice(&node_scope);
+        scopes[SCOPE_BYTES..].copy_from_slice(&scope(&canon, NODE_SCOPE));
         KeySeed {
-            prefix,
             scopes,
             canon,
             node: node_id.clone(),
@@ -294,21 +297,18 @@ impl GraphKeySeed {
 impl fmt::Debug for GraphKeySeed {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("GraphKeySeed")
-            .field("prefix", &self.prefix)
+            .field("prefix", &prefix_text(&[&self.scope]))
             .finish_non_exhaustive()
     }
 }
 
-/// Appends `{scope}:` to `prefix`, where the scope is the first
-/// [`SCOPE_HEX`] hex digits of `stream` continued by `label`; returns the
-/// scope's bytes.
-fn push_scope(prefix: &mut String, stream: &Canon, label: &str) -> [u8; SCOPE_BYTES] {
+/// A scope segment's bytes: the first [`SCOPE_BYTES`] of the digest of
+/// `stream` continued by `label`.
+fn scope(stream: &Canon, label: &str) -> [u8; SCOPE_BYTES] {
     let mut scope = stream.clone();
     scope.str(label);
     let mut bytes = [0u8; SCOPE_BYTES];
     bytes.copy_from_slice(&scope.digest()[..SCOPE_BYTES]);
-    push_hex(prefix, &bytes);
-    prefix.push(':');
     bytes
 }
 
@@ -323,7 +323,6 @@ fn push_scope(prefix: &mut String, stream: &Canon, label: &str) -> [u8; SCOPE_BY
 /// Paladin node's configuration fingerprint once it is first computed.
 #[derive(Clone)]
 pub(crate) struct KeySeed {
-    prefix: String,
     /// The graph's and the node's scope segments, as bytes: every key of
     /// the node carries them.
     scopes: [u8; SCOPE_BYTES * 2],
@@ -343,6 +342,12 @@ impl KeySeed {
         GraphKeySeed::new(graph_fingerprint).node(node_id)
     }
 
+    /// The text every key of this node starts with: `v3:{graph}:{node}:`.
+    fn prefix(&self) -> String {
+        let (graph, node) = self.scopes.split_at(SCOPE_BYTES);
+        prefix_text(&[graph, node])
+    }
+
     /// The stream every key of this node with input `code` continues.
     fn input(&self, code: u64) -> &Canon {
         let slot = usize::try_from(code - 1).unwrap_or(0) % self.inputs.len();
@@ -357,7 +362,7 @@ impl KeySeed {
 impl fmt::Debug for KeySeed {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("KeySeed")
-            .field("prefix", &self.prefix)
+            .field("prefix", &self.prefix())
             .field("node", &self.node)
             .finish_non_exhaustive()
     }
