@@ -117,3 +117,24 @@ async fn every_waypoint_shares_the_fields_its_superstep_did_not_write() {
         assert!(!pair[1].state.shares_field_with(&pair[0].state, "log"));
     }
 }
+
+#[tokio::test]
+async fn a_chain_shares_each_next_vanguard_from_the_graph_instead_of_building_one() {
+    let g = chain(
+        schema(&[("n", DispatchRule::Sum)]),
+        vec![("a", write("n", json!(1))), ("b", write("n", json!(1)))],
+    );
+    let e = engine();
+    run_to_state(&e, &g, "t1", json!({})).await;
+    run_to_state(&e, &g, "t2", json!({})).await;
+    let (h1, h2) = (
+        e.store().history("t1").await.unwrap(),
+        e.store().history("t2").await.unwrap(),
+    );
+    // Superstep 1 ran `a`; its waypoint's vanguard is `[b]`.
+    let (w1, w2) = (&h1[1], &h2[1]);
+    assert_eq!(&w1.vanguard[..], &[Activation::node("b")]);
+    assert_eq!(w1.vanguard, w2.vanguard);
+    // One allocation for every thread: the index's, not one per superstep.
+    assert!(std::sync::Arc::ptr_eq(&w1.vanguard, &w2.vanguard));
+}

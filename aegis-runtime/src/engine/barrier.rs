@@ -65,16 +65,36 @@ impl MergeWriter for ByActivation<'_> {
     }
 }
 
-/// The next vanguard from `next`: in vanguard order (node id, then task
-/// index), each node once (tasks are distinct by index).
-fn into_vanguard(next: Few<Activation>) -> Arc<[Activation]> {
-    match next {
-        Few::Zero => Arc::from([]),
-        Few::One(only) => Arc::from([only]),
-        Few::Many(mut next) => {
-            next.sort();
-            next.dedup();
-            next.into()
+/// The next vanguard as the barrier finds it.
+enum Next {
+    /// One node ran and took its static edges: its successors, shared
+    /// from the index (already in vanguard order).
+    Static(Arc<[Activation]>),
+    /// Gathered from every finished activation, in any order.
+    Gathered(Few<Activation>),
+}
+
+impl Next {
+    /// The activations, to add to.
+    fn into_few(self) -> Few<Activation> {
+        match self {
+            Next::Static(next) => next.iter().cloned().collect(),
+            Next::Gathered(next) => next,
+        }
+    }
+
+    /// The next vanguard: in vanguard order (node id, then task index),
+    /// each node once (tasks are distinct by index).
+    fn into_vanguard(self) -> Arc<[Activation]> {
+        match self {
+            Next::Static(next) => next,
+            Next::Gathered(Few::Zero) => Arc::from([]),
+            Next::Gathered(Few::One(only)) => Arc::from([only]),
+            Next::Gathered(Few::Many(mut next)) => {
+                next.sort();
+                next.dedup();
+                next.into()
+            }
         }
     }
 }
@@ -208,7 +228,7 @@ impl<S: WaypointStore> WarEngine<S> {
             Ok(s) => s,
             Err(e) => return Ok(Some(Ending::failed(e.into(), None, records))),
         };
-        let mut next = match self.successors(index, finished.as_slice(), &merged).await {
+        let next = match self.successors(index, finished.as_slice(), &merged).await {
             Ok(n) => n,
             Err(e) => return Ok(Some(Ending::failed(e, None, records))),
         };
@@ -230,8 +250,9 @@ impl<S: WaypointStore> WarEngine<S> {
             for (node, _) in &requests {
                 cur.visits.decrement(node);
             }
+            let mut next = next.into_few();
             next.extend(requests.iter().map(|(n, _)| Activation::node(n.clone())));
-            cur.vanguard = into_vanguard(next);
+            cur.vanguard = Next::Gathered(next).into_vanguard();
             let status = WaypointStatus::AwaitingInput {
                 requests: requests.clone(),
             };
@@ -239,7 +260,7 @@ impl<S: WaypointStore> WarEngine<S> {
             return Ok(Some(Ending::AwaitingInput(requests)));
         }
 
-        cur.vanguard = into_vanguard(next);
+        cur.vanguard = next.into_vanguard();
         let status = if cur.vanguard.is_empty() {
             WaypointStatus::Completed
         } else {
@@ -265,7 +286,14 @@ impl<S: WaypointStore> WarEngine<S> {
         index: &GraphIndex<'_>,
         finished: &[Finished<'_>],
         merged: &Battlefield,
-    ) -> Result<Few<Activation>, EngineError> {
+    ) -> Result<Next, EngineError> {
+        if let [only] = finished
+            && matches!(only.directive.next, NextStep::Edges)
+            && let Some(entry) = index.node(only.activation.node_id.as_str())
+            && !entry.has_conditionals()
+        {
+            return Ok(Next::Static(entry.successors.clone()));
+        }
         let mut next: Few<Activation> = Few::default();
         // Each worker's task keys so far, to refuse a repeated one.
         let mut task_keys: HashMap<&NodeId, HashSet<&str>> = HashMap::new();
@@ -276,7 +304,7 @@ impl<S: WaypointStore> WarEngine<S> {
             };
             match &f.directive.next {
                 NextStep::Edges => {
-                    next.extend(entry.successors.iter().cloned().map(Activation::node));
+                    next.extend(entry.successors.iter().cloned());
                     for cond in entry.conditionals() {
                         let Some(evaluator) = self.edge_evaluators.get(&cond.evaluator) else {
                             continue; // registration is checked at start/resume
@@ -318,7 +346,7 @@ impl<S: WaypointStore> WarEngine<S> {
                     );
                     let allowed = routed
                         || gated
-                        || entry.successors.contains(target)
+                        || entry.successors.iter().any(|a| a.node_id == *target)
                         || index.graph.dynamic_targets.contains(target);
                     if !allowed {
                         return Err(EngineError::InvalidGoto {
@@ -368,7 +396,7 @@ impl<S: WaypointStore> WarEngine<S> {
                 NextStep::End | NextStep::Parley(_) => {}
             }
         }
-        Ok(next)
+        Ok(Next::Gathered(next))
     }
 }
 

@@ -16,14 +16,19 @@ use crate::waypoint::Activation;
 pub(crate) struct NodeEntry<'g> {
     pub(crate) spec: &'g NodeSpec,
     pub(crate) cache_seed: Option<&'g KeySeed>,
-    /// Static successors, END excluded, deduplicated.
-    pub(crate) successors: &'g [NodeId],
+    /// Static successors, END excluded, as a vanguard (sorted, each once).
+    pub(crate) successors: &'g Arc<[Activation]>,
     conditionals: &'g [usize],
     graph: &'g WarGraph,
     pub(crate) aegis: Option<&'g Aegis>,
 }
 
 impl<'g> NodeEntry<'g> {
+    /// Whether the node declares conditional edges.
+    pub(crate) fn has_conditionals(&self) -> bool {
+        !self.conditionals.is_empty()
+    }
+
     /// The node's conditional edges, in declaration order.
     pub(crate) fn conditionals(&self) -> impl Iterator<Item = &'g ConditionalEdges> + 'g {
         let graph = self.graph;
@@ -37,9 +42,12 @@ impl<'g> NodeEntry<'g> {
 struct NodeSlot {
     /// Where the node's spec sits in `WarGraph::nodes`.
     position: usize,
-    successors: Vec<NodeId>,
+    /// Shared: when this node alone ran and took its edges (every superstep
+    /// of a chain), this is the next vanguard as it stands, so the barrier
+    /// builds and allocates none.
+    successors: Arc<[Activation]>,
     /// Positions in `WarGraph::conditional`.
-    conditionals: Vec<usize>,
+    conditionals: Box<[usize]>,
     /// The node's Aegis: its own, else the graph's default. Boxed, as is
     /// the seed: inline they made a slot about a kilobyte (the seed keeps
     /// five hash states), so a 10,000-node graph's index took 20 MB.
@@ -73,13 +81,16 @@ impl IndexData {
                 });
                 NodeSlot {
                     position,
-                    successors: Vec::new(),
-                    conditionals: Vec::new(),
+                    successors: Arc::from([]),
+                    conditionals: Box::default(),
                     aegis,
                     cache_seed,
                 }
             });
         }
+        // Gathered by position first: a slot's lists are immutable once built.
+        let mut successors: Vec<Vec<NodeId>> = vec![Vec::new(); graph.nodes.len()];
+        let mut conditionals: Vec<Vec<usize>> = vec![Vec::new(); graph.nodes.len()];
         let mut entry = Vec::new();
         for (from, to) in &graph.edges {
             if to.as_str() == END {
@@ -87,8 +98,11 @@ impl IndexData {
             }
             let list = if from.as_str() == START {
                 &mut entry
-            } else if let Some(e) = nodes.get_mut(from.as_str()) {
-                &mut e.successors
+            } else if let Some(list) = nodes
+                .get(from.as_str())
+                .and_then(|e| successors.get_mut(e.position))
+            {
+                list
             } else {
                 continue;
             };
@@ -97,9 +111,25 @@ impl IndexData {
             }
         }
         for (i, c) in graph.conditional.iter().enumerate() {
-            if let Some(e) = nodes.get_mut(c.from.as_str()) {
-                e.conditionals.push(i);
+            if let Some(list) = nodes
+                .get(c.from.as_str())
+                .and_then(|e| conditionals.get_mut(e.position))
+            {
+                list.push(i);
             }
+        }
+        for slot in nodes.values_mut() {
+            let mut next = successors
+                .get_mut(slot.position)
+                .map(std::mem::take)
+                .unwrap_or_default();
+            next.sort();
+            slot.successors = next.into_iter().map(Activation::node).collect();
+            slot.conditionals = conditionals
+                .get_mut(slot.position)
+                .map(std::mem::take)
+                .unwrap_or_default()
+                .into();
         }
         entry.sort();
         IndexData { nodes, entry }
@@ -198,14 +228,16 @@ mod tests {
         assert!(
             GraphIndex::of(&g)
                 .node("a")
-                .is_some_and(|e| e.successors.is_empty())
+                .is_some_and(|e| e.successors.is_empty() && !e.has_conditionals())
         );
-        g.add_node("b", noop()).add_edge("a", "b");
+        g.add_node("c", noop()).add_node("b", noop());
+        g.add_edge("a", "c").add_edge("a", "b").add_edge("a", "c");
         let second = GraphIndex::of(&g);
         assert!(!Arc::ptr_eq(&first, &second.data));
+        // As a vanguard: sorted, each node once.
         assert_eq!(
             second.node("a").map(|e| e.successors.to_vec()),
-            Some(vec![NodeId::new("b")])
+            Some(vec![Activation::node("b"), Activation::node("c")])
         );
     }
 
