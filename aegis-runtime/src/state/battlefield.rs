@@ -242,8 +242,8 @@ impl Battlefield {
         self.fields.get(field).map(FieldPart)
     }
 
-    pub(crate) fn slot(&self, field: &str) -> Option<&Slot> {
-        self.fields.get(field)
+    pub(crate) fn slot(&self, field: &FieldName) -> Option<&Slot> {
+        self.fields.get_named(field)
     }
 
     pub(crate) fn insert_slot(&mut self, field: FieldName, slot: Slot) {

@@ -115,7 +115,7 @@ impl StateDelta {
     pub fn get(&self, field: &str) -> Option<&Value> {
         let writes = self.pairs();
         writes
-            .binary_search_by(|(f, _)| f.as_str().cmp(field))
+            .binary_search_by(|(f, _)| f.as_bytes().cmp(field.as_bytes()))
             .ok()
             .map(|i| &writes[i].1)
     }

@@ -15,8 +15,16 @@ use super::FieldName;
 use super::battlefield::Slot;
 
 /// The most fields kept as a slice: a change then copies at most this many
-/// pairs, each two reference counts.
+/// pairs, each a name (in place, mostly) and a reference count.
 const SMALL: usize = 16;
+
+/// The slot named `name` in pairs sorted by name.
+fn find<'a>(pairs: &'a [(FieldName, Slot)], name: &[u8]) -> Option<&'a Slot> {
+    let i = pairs
+        .binary_search_by(|(k, _)| k.as_bytes().cmp(name))
+        .ok()?;
+    pairs.get(i).map(|(_, slot)| slot)
+}
 
 #[derive(Clone)]
 pub(crate) enum Fields {
@@ -34,10 +42,15 @@ impl Default for Fields {
 impl Fields {
     pub(crate) fn get(&self, name: &str) -> Option<&Slot> {
         match self {
-            Fields::Small(pairs) => pairs
-                .binary_search_by(|(k, _)| k.as_str().cmp(name))
-                .ok()
-                .map(|i| &pairs[i].1),
+            Fields::Small(pairs) => find(pairs, name.as_bytes()),
+            Fields::Large(map) => map.get(name),
+        }
+    }
+
+    /// [`get`](Self::get) by a name already made: no string is made of it.
+    pub(crate) fn get_named(&self, name: &FieldName) -> Option<&Slot> {
+        match self {
+            Fields::Small(pairs) => find(pairs, name.as_bytes()),
             Fields::Large(map) => map.get(name),
         }
     }

@@ -222,7 +222,7 @@ pub(crate) fn merge_with<W: MergeWriter>(
     let mut last_writes: Few<(&FieldName, usize)> = Few::default();
     for (i, (writer, delta)) in writes.iter().enumerate() {
         for (field, value) in delta.iter() {
-            let Some(spec) = schema.field(field.as_str()) else {
+            let Some(spec) = schema.spec_of(field) else {
                 return Err(MergeError::UndeclaredFieldWrite {
                     writer: writer.writer(),
                     field: field.clone(),
@@ -264,7 +264,7 @@ pub(crate) fn merge_with<W: MergeWriter>(
     let mut pending: Few<(&FieldName, Pending)> = Few::default();
     for (writer, delta) in writes {
         for (field, value) in delta.iter() {
-            let Some(spec) = schema.field(field.as_str()) else {
+            let Some(spec) = schema.spec_of(field) else {
                 continue; // checked above
             };
             let at = match pending.iter().position(|(f, _)| *f == field) {
@@ -320,7 +320,7 @@ pub(crate) fn merge_with<W: MergeWriter>(
 /// merges into an empty object).
 fn current(base: &Battlefield, field: &FieldName, rule: DispatchRule) -> Pending {
     match rule {
-        DispatchRule::Append => Pending::List(match base.slot(field.as_str()) {
+        DispatchRule::Append => Pending::List(match base.slot(field) {
             Some(Slot::List(list)) => list.items.clone(),
             Some(Slot::Value(v)) => match &**v {
                 Value::Array(a) => a.iter().cloned().map(Arc::new).collect(),
@@ -328,13 +328,18 @@ fn current(base: &Battlefield, field: &FieldName, rule: DispatchRule) -> Pending
             },
             None => Vector::new(),
         }),
-        DispatchRule::Sum => {
-            Pending::Value(base.get(field.as_str()).cloned().unwrap_or(Value::Null))
+        DispatchRule::Sum => Pending::Value(
+            base.slot(field)
+                .map(Slot::get)
+                .cloned()
+                .unwrap_or(Value::Null),
+        ),
+        DispatchRule::Merge => {
+            Pending::Value(Value::Object(match base.slot(field).map(Slot::get) {
+                Some(Value::Object(o)) => o.clone(),
+                _ => Map::new(),
+            }))
         }
-        DispatchRule::Merge => Pending::Value(Value::Object(match base.get(field.as_str()) {
-            Some(Value::Object(o)) => o.clone(),
-            _ => Map::new(),
-        })),
         DispatchRule::LastWrite => Pending::Value(Value::Null),
     }
 }

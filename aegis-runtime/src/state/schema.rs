@@ -92,7 +92,16 @@ impl BattlefieldSchema {
 
     /// The declaration of `name`, if declared.
     pub fn field(&self, name: &str) -> Option<&FieldSpec> {
-        self.fields.iter().find(|f| f.name.as_str() == name)
+        self.find(name.as_bytes())
+    }
+
+    /// [`field`](Self::field) by a name already made.
+    pub(crate) fn spec_of(&self, name: &FieldName) -> Option<&FieldSpec> {
+        self.find(name.as_bytes())
+    }
+
+    fn find(&self, name: &[u8]) -> Option<&FieldSpec> {
+        self.fields.iter().find(|f| f.name.as_bytes() == name)
     }
 
     /// Every declaration, in declaration order.
