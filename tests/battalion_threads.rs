@@ -297,3 +297,46 @@ async fn a_child_halted_under_the_old_name_starts_again_and_the_old_thread_is_le
         "{text}"
     );
 }
+
+#[tokio::test]
+async fn each_visit_of_a_looping_battalion_runs_a_child_of_its_own() {
+    // `b` (a Battalion) runs, then `again` sends the run back to it once:
+    // its first visit's child is `t>b`, its second's `t>b#2`.
+    let doubles = counter();
+    let f = |n: &str| FieldName::new(n).unwrap();
+    let mut g = WarGraph::new(
+        schema(&[("input", LastWrite), ("result", LastWrite), ("laps", Sum)]),
+        EngineLimits::default(),
+    );
+    let again = NodeSpec::from_fn("again", |state, _| {
+        let laps = state.get("laps").and_then(Value::as_i64).unwrap_or(0);
+        Box::pin(async move {
+            let d = delta(&[("laps", json!(1)), ("input", json!(10))]);
+            Ok(if laps == 0 {
+                Directive::goto(d, "b")
+            } else {
+                Directive::end(d)
+            })
+        })
+    });
+    g.add_node(
+        "b",
+        NodeSpec::battalion(
+            child_graph(doubles.clone(), noop()),
+            vec![(f("input"), f("x"))],
+            vec![(f("y"), f("result"))],
+        ),
+    )
+    .add_node("again", again)
+    .add_edge(START, "b")
+    .add_edge("b", "again")
+    .add_edge("again", END)
+    .mark_dynamic_target("b");
+    let e = engine();
+    assert_eq!(result_of(&e, &g, "t", 1).await, json!(20));
+    assert_eq!(count(&doubles), 2);
+    for (child, y) in [("t>b", 2), ("t>b#2", 20)] {
+        let last = e.store().latest(child).await.unwrap().unwrap();
+        assert_eq!(last.state.get("y"), Some(&json!(y)), "{child}");
+    }
+}

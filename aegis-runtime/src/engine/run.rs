@@ -134,6 +134,13 @@ fn todo(cur: &Cursor) -> Few<(usize, u32)> {
         .collect()
 }
 
+/// What [`WarEngine::plan`] found: a superstep to run, or the thread's end.
+enum Planned {
+    /// The activations to run, by index in the vanguard, with their visits.
+    Run(Few<(usize, u32)>),
+    End(Ending),
+}
+
 /// Why a thread stops: the outcome still to be written and returned.
 pub(crate) enum Ending {
     Completed,
@@ -228,15 +235,15 @@ impl<S: WaypointStore> WarEngine<S> {
         run_deadline: RunDeadline,
     ) -> Result<RunOutcome, EngineError> {
         loop {
-            if let Some(ending) = self.plan(index, &mut cur, run_deadline) {
-                return self.end(cur, ending).await;
-            }
+            let todo = match self.plan(index, &mut cur, run_deadline) {
+                Planned::Run(todo) => todo,
+                Planned::End(ending) => return self.end(cur, ending).await,
+            };
             self.emit_with(tracing::Level::DEBUG, || TraceEvent::SuperstepStarted {
                 thread_id: cur.thread_id.to_string(),
                 superstep: cur.superstep,
                 vanguard: cur.vanguard.iter().map(|a| a.node_id.clone()).collect(),
             });
-            let todo = todo(&cur);
             let span = tracing::debug_span!("aegis.superstep", superstep = cur.superstep);
             // Pinned in place: the span wraps a pointer, not a move of the
             // whole superstep's future.
@@ -276,64 +283,69 @@ impl<S: WaypointStore> WarEngine<S> {
     }
 
     /// Opens the next superstep, unless the thread is done, cancelled, out
-    /// of time or past a limit. A superstep interrupted mid-way (a crash, a
-    /// halt, a parley) is continued, not opened again.
-    fn plan(
-        &self,
-        index: &GraphIndex<'_>,
-        cur: &mut Cursor,
-        run_deadline: RunDeadline,
-    ) -> Option<Ending> {
+    /// of time or past a limit, and lists the activations to run. A
+    /// superstep interrupted mid-way (a crash, a halt, a parley) is
+    /// continued, not opened again.
+    fn plan(&self, index: &GraphIndex<'_>, cur: &mut Cursor, run_deadline: RunDeadline) -> Planned {
         if cur.interrupted {
-            return None;
+            return Planned::Run(todo(cur));
         }
         let limits = &index.graph.limits;
         if cur.vanguard.is_empty() {
-            return Some(Ending::Completed);
+            return Planned::End(Ending::Completed);
         }
         if self.cancellation.is_cancelled() {
             let pending = cur.vanguard.iter().map(|a| a.node_id.clone()).collect();
-            return Some(Ending::Halted {
+            return Planned::End(Ending::Halted {
                 pending,
                 records: Vec::new(),
             });
         }
         if let Some(e) = run_deadline.exceeded() {
-            return Some(Ending::failed(e, None, Vec::new()));
+            return Planned::End(Ending::failed(e, None, Vec::new()));
         }
         if cur.superstep >= limits.max_supersteps {
             let e = EngineError::RecursionLimitExceeded {
                 limit: limits.max_supersteps,
             };
-            return Some(Ending::failed(e, None, Vec::new()));
+            return Planned::End(Ending::failed(e, None, Vec::new()));
         }
         // A visit is a node's activation in a superstep, however many tasks
         // a muster gives it.
         let mut over = None;
         let mut count = |node: &NodeId| {
-            if cur.visits.increment(node) > limits.max_node_visits && over.is_none() {
+            let visit = cur.visits.increment(node);
+            if visit > limits.max_node_visits && over.is_none() {
                 over = Some(node.clone());
             }
+            visit
         };
         // The vanguard is sorted, so a node's tasks are adjacent; one
-        // activation (every superstep of a chain) needs no set.
-        match &cur.vanguard[..] {
-            [one] => count(&one.node_id),
+        // activation (every superstep of a chain) needs no set, and its
+        // visit is the count just made, not a second lookup.
+        let single = match &cur.vanguard[..] {
+            [one] => Some(count(&one.node_id)),
             many => {
                 let nodes: BTreeSet<&NodeId> = many.iter().map(|a| &a.node_id).collect();
-                nodes.into_iter().for_each(count);
+                nodes.into_iter().for_each(|node| {
+                    count(node);
+                });
+                None
             }
-        }
+        };
         if let Some(node) = over {
             let e = EngineError::NodeVisitLimitExceeded {
                 node,
                 limit: limits.max_node_visits,
             };
-            return Some(Ending::failed(e, None, Vec::new()));
+            return Planned::End(Ending::failed(e, None, Vec::new()));
         }
         cur.superstep += 1;
         cur.interrupted = true;
-        None
+        Planned::Run(match single {
+            Some(visit) => Few::One((0, visit.max(1))),
+            None => todo(cur),
+        })
     }
 
     /// Runs activations (each by its index in the vanguard) concurrently,
