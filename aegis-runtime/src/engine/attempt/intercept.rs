@@ -47,11 +47,21 @@ impl<S: WaypointStore> WarEngine<S> {
                 other => return stopped(other, node_id, attempt, rec),
             }
         }
-        ActivationResult::Done {
-            directive,
-            record: rec.finish(NodeStatus::Succeeded, attempt),
-            handled: None,
-        }
+        succeeded(directive, attempt, rec)
+    }
+}
+
+/// The activation's end when `attempt` succeeded and no `after` hook
+/// objected (an engine without interceptors comes here directly).
+pub(super) fn succeeded(
+    directive: Directive,
+    attempt: u32,
+    rec: &mut Recorder,
+) -> ActivationResult {
+    ActivationResult::Done {
+        directive,
+        record: rec.finish(NodeStatus::Succeeded, attempt),
+        handled: None,
     }
 }
 

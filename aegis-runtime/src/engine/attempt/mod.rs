@@ -111,11 +111,11 @@ impl<S: WaypointStore> WarEngine<S> {
         }
         // A hit executes nothing: no interceptor, no attempt.
         let key = self.cache_key(act, state, node_id);
-        if key.is_some() {
+        if let Some(key) = &key {
             rec.touch();
-        }
-        if let Some(hit) = self.cache_hit(act, key.as_ref(), node_id, &mut rec).await {
-            return hit;
+            if let Some(hit) = self.cache_hit(act, Some(key), node_id, &mut rec).await {
+                return hit;
+            }
         }
         let span =
             tracing::debug_span!("aegis.node", node_id = %node_id, superstep = act.superstep);
@@ -198,6 +198,11 @@ impl<S: WaypointStore> WarEngine<S> {
                 }
             }
             let error = match self.traced_attempt(act, state, node_id, attempt, rec).await {
+                // Without interceptors, no `after` future to build and
+                // move the directive through: every success comes here.
+                AttemptEnd::Done(directive) if self.interceptors.is_empty() => {
+                    return intercept::succeeded(directive, attempt, rec);
+                }
                 AttemptEnd::Done(directive) => {
                     return self.intercept_after(node_id, directive, attempt, rec).await;
                 }
