@@ -125,37 +125,34 @@ impl<S: WaypointStore> WarEngine<S> {
             let attempts = std::pin::pin!(self.attempts(act, state, node_id, &mut rec));
             attempts.instrument(span).await
         };
-        match (result, &act.aegis.on_error) {
+        // Matched by reference first: a success (nearly every activation)
+        // is returned as it came, not taken apart and rebuilt.
+        match (&result, &act.aegis.on_error) {
             (
                 ActivationResult::Done {
-                    directive,
-                    record,
-                    handled,
+                    directive, record, ..
                 },
                 _,
             ) if matches!(record.status, NodeStatus::Succeeded) => {
                 if key.is_some() {
-                    let origin = rec.origin(act.thread_id, &record);
-                    self.cache_store(act, key.as_ref(), &directive, origin)
-                        .await;
+                    let origin = rec.origin(act.thread_id, record);
+                    self.cache_store(act, key.as_ref(), directive, origin).await;
                 }
-                ActivationResult::Done {
-                    directive,
-                    record,
-                    handled,
-                }
+                result
             }
             // The handler runs on the final failure only; never when the run
             // deadline passed (there is no time left to compensate in). A
             // retry skipped for budget leaves time: its handler runs.
             (
                 ActivationResult::Failed {
-                    error,
-                    record,
                     budget_exhausted: false,
+                    ..
                 },
                 Some(handler),
             ) => {
+                let ActivationResult::Failed { error, record, .. } = result else {
+                    return result; // matched just above
+                };
                 let result = self
                     .handle_failure(handler, error, record, act.superstep, state)
                     .await;
@@ -173,7 +170,7 @@ impl<S: WaypointStore> WarEngine<S> {
                 }
                 result
             }
-            (other, _) => other,
+            _ => result,
         }
     }
 
