@@ -44,15 +44,6 @@ impl<'a> Finished<'a> {
     }
 }
 
-/// A finished activation's part that is not its record (which goes, moved,
-/// into the waypoint).
-struct Fresh<'v> {
-    activation: &'v Activation,
-    directive: Directive,
-    handled: Option<Box<HandledFailure>>,
-    from_handler: bool,
-}
-
 /// Names a writer from its activation, only when a merge refuses a write.
 struct ByActivation<'a>(&'a Activation);
 
@@ -99,6 +90,83 @@ impl Next {
     }
 }
 
+/// A superstep where an activation failed or shut down: what finished is
+/// kept, so a resume runs only the rest and then merges as this would have.
+fn interrupted(
+    cur: &mut Cursor,
+    vanguard: &[Activation],
+    unfinished: Few<(usize, ActivationResult)>,
+    run_deadline: RunDeadline,
+) -> Ending {
+    let mut failures: Vec<(NodeError, bool)> = Vec::new();
+    let mut pending: Vec<NodeId> = Vec::new();
+    let mut records: Vec<NodeExecutionRecord> = Vec::new();
+    for (i, result) in unfinished {
+        let Some(activation) = vanguard.get(i) else {
+            continue; // indexes come from this vanguard
+        };
+        match result {
+            ActivationResult::Done {
+                directive,
+                record,
+                handled,
+            } => cur.completed.push_back(Arc::new(CompletedActivation {
+                activation: activation.clone(),
+                directive,
+                record,
+                handled: handled.map(|h| *h),
+            })),
+            ActivationResult::Failed {
+                error,
+                record,
+                budget_exhausted,
+            } => {
+                records.push(record);
+                failures.push((error, budget_exhausted));
+            }
+            ActivationResult::Shutdown { record } => {
+                records.push(record);
+                pending.push(activation.node_id.clone());
+            }
+        }
+    }
+    sort_completed(&mut cur.completed);
+    records.extend(cur.completed.iter().map(|c| c.record.clone()));
+    by_node_and_task(&mut records);
+    if let Some((error, _)) = failures.first() {
+        let run_error = if failures.iter().any(|(_, out_of_time)| *out_of_time) {
+            run_deadline.error()
+        } else {
+            EngineError::NodeFailed(error.clone())
+        };
+        let node_error = Some(error.clone());
+        return Ending::failed(run_error, node_error, records);
+    }
+    Ending::Halted { pending, records }
+}
+
+/// The records of a superstep whose activations all finished: those kept
+/// in the cursor, then those just returned, in node and task order.
+fn records_of(
+    cur: &Cursor,
+    unfinished: Few<(usize, ActivationResult)>,
+) -> Vec<NodeExecutionRecord> {
+    // Exactly sized: every waypoint keeps this Vec, and growing it from
+    // empty reserves four records (608 bytes) for a chain's one.
+    let mut records = Vec::with_capacity(cur.completed.len() + unfinished.len());
+    records.extend(cur.completed.iter().map(|c| c.record.clone()));
+    records.extend(
+        unfinished
+            .into_iter()
+            .filter_map(|(_, result)| match result {
+                ActivationResult::Done { record, .. } => Some(record),
+                _ => None,
+            }),
+    );
+    by_node_and_task(&mut records);
+    records
+}
+
 fn by_node_and_task(records: &mut [NodeExecutionRecord]) {
     if records.len() > 1 {
         records.sort_by(|a, b| (&a.node_id, &a.task_key).cmp(&(&b.node_id, &b.task_key)));
@@ -121,93 +189,41 @@ impl<S: WaypointStore> WarEngine<S> {
         unfinished.as_mut_slice().sort_unstable_by_key(|(i, _)| *i);
         let vanguard = cur.vanguard.clone();
 
-        let mut failures: Vec<(NodeError, bool)> = Vec::new();
-        let mut pending: Vec<NodeId> = Vec::new();
-        let mut records: Vec<NodeExecutionRecord> = Vec::new();
-        let mut fresh: Few<Fresh<'_>> = Few::default();
-        let mut fresh_records: Few<NodeExecutionRecord> = Few::default();
-        for (i, result) in unfinished {
-            let Some(activation) = vanguard.get(i) else {
-                continue; // indexes come from this vanguard
-            };
-            match result {
-                ActivationResult::Done {
-                    directive,
-                    record,
-                    handled,
-                } => {
-                    fresh.push(Fresh {
-                        activation,
-                        directive,
-                        handled,
-                        from_handler: record.status == NodeStatus::Failed,
-                    });
-                    fresh_records.push(record);
-                }
-                ActivationResult::Failed {
-                    error,
-                    record,
-                    budget_exhausted,
-                } => {
-                    records.push(record);
-                    failures.push((error, budget_exhausted));
-                }
-                ActivationResult::Shutdown { record } => {
-                    records.push(record);
-                    pending.push(activation.node_id.clone());
-                }
-            }
+        let all_done = unfinished
+            .iter()
+            .all(|(_, r)| matches!(r, ActivationResult::Done { .. }));
+        if !all_done {
+            return Ok(Some(interrupted(cur, &vanguard, unfinished, run_deadline)));
         }
 
-        if !failures.is_empty() || !pending.is_empty() {
-            // The superstep is interrupted: what finished is kept, so a
-            // resume runs only the rest and then merges as this would have.
-            for (f, record) in fresh.into_iter().zip(fresh_records) {
-                cur.completed.push_back(Arc::new(CompletedActivation {
-                    activation: f.activation.clone(),
-                    directive: f.directive,
-                    record,
-                    handled: f.handled.map(|h| *h),
-                }));
-            }
-            sort_completed(&mut cur.completed);
-            records.extend(cur.completed.iter().map(|c| c.record.clone()));
-            by_node_and_task(&mut records);
-            if let Some((error, _)) = failures.first() {
-                let run_error = if failures.iter().any(|(_, out_of_time)| *out_of_time) {
-                    run_deadline.error()
-                } else {
-                    EngineError::NodeFailed(error.clone())
-                };
-                let node_error = Some(error.clone());
-                return Ok(Some(Ending::failed(run_error, node_error, records)));
-            }
-            return Ok(Some(Ending::Halted { pending, records }));
-        }
-
+        // Read in place: the results are taken apart only at the end, when
+        // their records move into the waypoint.
         let mut finished: Few<Finished<'_>> =
             cur.completed.iter().map(|c| Finished::kept(c)).collect();
         let kept = finished.len();
-        finished.extend(fresh.iter().map(|f| Finished {
-            activation: f.activation,
-            directive: &f.directive,
-            handled: f.handled.as_deref(),
-            from_handler: f.from_handler,
+        finished.extend(unfinished.iter().filter_map(|(i, result)| match result {
+            ActivationResult::Done {
+                directive,
+                record,
+                handled,
+            } => Some(Finished {
+                activation: vanguard.get(*i)?, // indexes come from this vanguard
+                directive,
+                handled: handled.as_deref(),
+                from_handler: record.status == NodeStatus::Failed,
+            }),
+            _ => None,
         }));
-        // Exactly sized: every waypoint keeps this Vec, and growing it from
-        // empty reserves four records (608 bytes) for a chain's one.
-        records.reserve_exact(kept + fresh_records.len());
         if kept > 0 {
             finished
                 .as_mut_slice()
                 .sort_by(|a, b| a.activation.cmp(b.activation));
-            records.extend(cur.completed.iter().map(|c| c.record.clone()));
         }
-        records.extend(fresh_records);
-        by_node_and_task(&mut records);
-
+        // Every return from here hands the superstep's records over, once
+        // nothing borrows the results any more.
         if let Some(e) = task_violation(finished.as_slice()) {
-            return Ok(Some(Ending::failed(e, None, records)));
+            drop(finished);
+            return Ok(Some(Ending::failed(e, None, records_of(cur, unfinished))));
         }
 
         // A parleying activation's delta is discarded: it runs again, with
@@ -226,11 +242,18 @@ impl<S: WaypointStore> WarEngine<S> {
             .collect();
         let merged = match merge_with(&index.graph.schema, &cur.state, writes.as_slice()) {
             Ok(s) => s,
-            Err(e) => return Ok(Some(Ending::failed(e.into(), None, records))),
+            Err(e) => {
+                drop((writes, finished));
+                let records = records_of(cur, unfinished);
+                return Ok(Some(Ending::failed(e.into(), None, records)));
+            }
         };
         let next = match self.successors(index, finished.as_slice(), &merged).await {
             Ok(n) => n,
-            Err(e) => return Ok(Some(Ending::failed(e, None, records))),
+            Err(e) => {
+                drop((writes, finished));
+                return Ok(Some(Ending::failed(e, None, records_of(cur, unfinished))));
+            }
         };
         cur.state = merged;
         self.superstep_merged(cur, finished.as_slice(), &requests);
@@ -238,8 +261,8 @@ impl<S: WaypointStore> WarEngine<S> {
         // failed or halted is re-run (its completed part reused) on resume.
         cur.handled
             .extend(finished.iter().filter_map(|f| f.handled.cloned()));
-        drop(writes);
-        drop(finished);
+        drop((writes, finished));
+        let records = records_of(cur, unfinished);
         cur.completed.clear();
         cur.interrupted = false;
         cur.parley = None;
