@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use super::WarEngine;
 use super::attempt::{ActivationResult, RunDeadline};
-use super::index::GraphIndex;
+use super::index::{GraphIndex, NodeEntry};
 use super::run::{Cursor, Ending, sort_completed};
 use crate::aegis::ErrorHandlerSpec;
 use crate::error::{EngineError, NodeError};
@@ -183,6 +183,7 @@ impl<S: WaypointStore> WarEngine<S> {
         cur: &mut Cursor,
         mut unfinished: Few<(usize, ActivationResult)>,
         run_deadline: RunDeadline,
+        solo: Option<NodeEntry<'_>>,
     ) -> Result<Option<Ending>, EngineError> {
         // Completion order is a race; everything reported is in vanguard
         // order, so the same failures always name the same node.
@@ -248,7 +249,13 @@ impl<S: WaypointStore> WarEngine<S> {
                 return Ok(Some(Ending::failed(e.into(), None, records)));
             }
         };
-        let next = match self.successors(index, finished.as_slice(), &merged).await {
+        // `solo` is the node of a vanguard of one, so of its only finished
+        // activation.
+        let solo = solo.filter(|_| vanguard.len() == 1);
+        let next = match self
+            .successors(index, finished.as_slice(), &merged, solo)
+            .await
+        {
             Ok(n) => n,
             Err(e) => {
                 drop((writes, finished));
@@ -271,7 +278,7 @@ impl<S: WaypointStore> WarEngine<S> {
             // The re-run after the answer continues the same visit (a
             // Battalion finds its child thread by it).
             for (node, _) in &requests {
-                cur.visits.decrement(node);
+                cur.visits.decrement(index, node);
             }
             let mut next = next.into_few();
             next.extend(requests.iter().map(|(n, _)| Activation::node(n.clone())));
@@ -309,10 +316,11 @@ impl<S: WaypointStore> WarEngine<S> {
         index: &GraphIndex<'_>,
         finished: &[Finished<'_>],
         merged: &Battlefield,
+        solo: Option<NodeEntry<'_>>,
     ) -> Result<Next, EngineError> {
         if let [only] = finished
             && matches!(only.directive.next, NextStep::Edges)
-            && let Some(entry) = index.node(only.activation.node_id.as_str())
+            && let Some(entry) = solo.or_else(|| index.node(only.activation.node_id.as_str()))
             && !entry.has_conditionals()
         {
             return Ok(Next::Static(entry.successors.clone()));

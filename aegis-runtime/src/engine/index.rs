@@ -13,7 +13,11 @@ use crate::id::{END, NodeId, START};
 use crate::waypoint::Activation;
 
 /// One node as a superstep needs it.
+#[derive(Clone, Copy)]
 pub(crate) struct NodeEntry<'g> {
+    /// Where the node sits in the graph's declaration order: a dense key
+    /// for per-node tables (the visit tally).
+    pub(crate) position: usize,
     pub(crate) spec: &'g NodeSpec,
     pub(crate) cache_seed: Option<&'g KeySeed>,
     /// Static successors, END excluded, as a vanguard (sorted, each once).
@@ -162,6 +166,7 @@ impl<'g> GraphIndex<'g> {
         let slot = self.data.nodes.get(id)?;
         let (_, spec) = self.graph.nodes.get(slot.position)?;
         Some(NodeEntry {
+            position: slot.position,
             spec,
             cache_seed: slot.cache_seed.as_deref(),
             successors: &slot.successors,
@@ -169,6 +174,16 @@ impl<'g> GraphIndex<'g> {
             graph: self.graph,
             aegis: slot.aegis.as_deref(),
         })
+    }
+
+    /// The node's [`NodeEntry::position`], without the rest of its entry.
+    pub(crate) fn position(&self, id: &str) -> Option<usize> {
+        self.data.nodes.get(id).map(|slot| slot.position)
+    }
+
+    /// How many positions there are (the graph's declared nodes).
+    pub(crate) fn positions(&self) -> usize {
+        self.graph.nodes.len()
     }
 
     pub(crate) fn entry_activations(&self) -> Vec<Activation> {

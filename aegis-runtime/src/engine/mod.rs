@@ -422,7 +422,7 @@ impl<S: WaypointStore> WarEngine<S> {
             interrupted: false,
             completed: Default::default(),
             parley: None,
-            visits: tally::VisitTally::from_visits(Default::default(), graph.nodes.len()),
+            visits: tally::VisitTally::from_visits(Default::default(), &index),
             manifest: Some(graph.shared_manifest()),
             previous_graph: None,
             handled: Vec::new(),
@@ -488,7 +488,7 @@ impl<S: WaypointStore> WarEngine<S> {
             WaypointStatus::AwaitingInput { requests } => Some(requests.clone()),
             _ => None,
         };
-        let mut cursor = Cursor::from_waypoint(latest, graph.nodes.len());
+        let mut cursor = Cursor::from_waypoint(latest, &index);
         match (requests, response) {
             (None, None) => {}
             (None, Some(_)) => {

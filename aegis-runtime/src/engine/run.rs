@@ -13,7 +13,7 @@ use std::time::SystemTime;
 use tracing::Instrument;
 
 use super::attempt::{ActivationCtx, ActivationResult, NO_POLICIES, RunDeadline};
-use super::index::GraphIndex;
+use super::index::{GraphIndex, NodeEntry};
 use super::tally::VisitTally;
 use super::{RunOutcome, WarEngine};
 use crate::error::{EngineError, NodeError};
@@ -50,7 +50,7 @@ pub(crate) struct Cursor {
 }
 
 impl Cursor {
-    pub(crate) fn from_waypoint(w: Waypoint, nodes: usize) -> Self {
+    pub(crate) fn from_waypoint(w: Waypoint, index: &GraphIndex<'_>) -> Self {
         Cursor {
             thread_id: w.thread_id.into(),
             fingerprint: w.fingerprint.into(),
@@ -61,7 +61,7 @@ impl Cursor {
             interrupted: w.interrupted,
             completed: w.completed.into_vector(),
             parley: w.parley,
-            visits: VisitTally::from_visits(w.visits, nodes),
+            visits: VisitTally::from_visits(w.visits, index),
             manifest: w.manifest,
             previous_graph: w.previous_graph,
             handled: w.handled,
@@ -120,8 +120,8 @@ impl TaskSource for VanguardTasks {
 /// The activations of the superstep still to run (a resumed superstep
 /// already finished some), each by its index in the vanguard and with its
 /// node's visit count.
-fn todo(cur: &Cursor) -> Few<(usize, u32)> {
-    let with_visit = |(i, a): (usize, &Activation)| (i, cur.visits.get(&a.node_id).max(1));
+fn todo(index: &GraphIndex<'_>, cur: &Cursor) -> Few<(usize, u32)> {
+    let with_visit = |(i, a): (usize, &Activation)| (i, cur.visits.get(index, &a.node_id).max(1));
     if cur.completed.is_empty() {
         return cur.vanguard.iter().enumerate().map(with_visit).collect();
     }
@@ -235,7 +235,14 @@ impl<S: WaypointStore> WarEngine<S> {
         run_deadline: RunDeadline,
     ) -> Result<RunOutcome, EngineError> {
         loop {
-            let todo = match self.plan(index, &mut cur, run_deadline) {
+            // A superstep of one activation (every one of a chain) looks its
+            // node up once: for its visit count, its run and the next
+            // vanguard.
+            let solo = match &cur.vanguard[..] {
+                [one] => index.node(one.node_id.as_str()),
+                _ => None,
+            };
+            let todo = match self.plan(index, &mut cur, run_deadline, solo) {
                 Planned::Run(todo) => todo,
                 Planned::End(ending) => return self.end(cur, ending).await,
             };
@@ -248,11 +255,12 @@ impl<S: WaypointStore> WarEngine<S> {
             // Pinned in place: the span wraps a pointer, not a move of the
             // whole superstep's future.
             let unfinished = {
-                let step = std::pin::pin!(self.run_vanguard(index, &mut cur, run_deadline, todo));
+                let step =
+                    std::pin::pin!(self.run_vanguard(index, &mut cur, run_deadline, todo, solo));
                 step.instrument(span).await?
             };
             if let Some(ending) = self
-                .barrier(index, &mut cur, unfinished, run_deadline)
+                .barrier(index, &mut cur, unfinished, run_deadline, solo)
                 .await?
             {
                 return self.end(cur, ending).await;
@@ -286,9 +294,15 @@ impl<S: WaypointStore> WarEngine<S> {
     /// of time or past a limit, and lists the activations to run. A
     /// superstep interrupted mid-way (a crash, a halt, a parley) is
     /// continued, not opened again.
-    fn plan(&self, index: &GraphIndex<'_>, cur: &mut Cursor, run_deadline: RunDeadline) -> Planned {
+    fn plan(
+        &self,
+        index: &GraphIndex<'_>,
+        cur: &mut Cursor,
+        run_deadline: RunDeadline,
+        solo: Option<NodeEntry<'_>>,
+    ) -> Planned {
         if cur.interrupted {
-            return Planned::Run(todo(cur));
+            return Planned::Run(todo(index, cur));
         }
         let limits = &index.graph.limits;
         if cur.vanguard.is_empty() {
@@ -313,8 +327,8 @@ impl<S: WaypointStore> WarEngine<S> {
         // A visit is a node's activation in a superstep, however many tasks
         // a muster gives it.
         let mut over = None;
-        let mut count = |node: &NodeId| {
-            let visit = cur.visits.increment(node);
+        let mut count = |position: Option<usize>, node: &NodeId| {
+            let visit = cur.visits.increment(position, node);
             if visit > limits.max_node_visits && over.is_none() {
                 over = Some(node.clone());
             }
@@ -324,11 +338,15 @@ impl<S: WaypointStore> WarEngine<S> {
         // activation (every superstep of a chain) needs no set, and its
         // visit is the count just made, not a second lookup.
         let single = match &cur.vanguard[..] {
-            [one] => Some(count(&one.node_id)),
+            [one] => {
+                let position = solo.map(|e| e.position);
+                let position = position.or_else(|| index.position(one.node_id.as_str()));
+                Some(count(position, &one.node_id))
+            }
             many => {
                 let nodes: BTreeSet<&NodeId> = many.iter().map(|a| &a.node_id).collect();
                 nodes.into_iter().for_each(|node| {
-                    count(node);
+                    count(index.position(node.as_str()), node);
                 });
                 None
             }
@@ -344,7 +362,7 @@ impl<S: WaypointStore> WarEngine<S> {
         cur.interrupted = true;
         Planned::Run(match single {
             Some(visit) => Few::One((0, visit.max(1))),
-            None => todo(cur),
+            None => todo(index, cur),
         })
     }
 
@@ -354,12 +372,13 @@ impl<S: WaypointStore> WarEngine<S> {
     /// `cur.completed`, and progress waypoints listing them are written as
     /// they finish (at most about 16 per superstep), so a crash or halt
     /// re-runs only the rest; every other result is returned.
-    async fn run_vanguard(
+    async fn run_vanguard<'i>(
         &self,
-        index: &GraphIndex<'_>,
+        index: &'i GraphIndex<'_>,
         cur: &mut Cursor,
         run_deadline: RunDeadline,
         todo: Few<(usize, u32)>,
+        solo: Option<NodeEntry<'i>>,
     ) -> Result<Few<(usize, ActivationResult)>, EngineError> {
         let limits = &index.graph.limits;
         // A Battalion child's attempts get no more grace than its parent's.
@@ -384,12 +403,13 @@ impl<S: WaypointStore> WarEngine<S> {
         // from scratch.
         let seeds_fit = *index.graph.shared_fingerprint() == *env.fingerprint;
         let env = &env;
-        let one = |(i, visit): (usize, u32)| async move {
+        // `entry` is the activation's node, when the caller looked it up.
+        let one = |(i, visit): (usize, u32), entry: Option<NodeEntry<'i>>| async move {
             // `todo` indexes this very vanguard.
             let Some(activation) = env.vanguard.get(i) else {
                 return (i, ActivationResult::undeclared(&NodeId::new("?")));
             };
-            let Some(entry) = index.node(activation.node_id.as_str()) else {
+            let Some(entry) = entry.or_else(|| index.node(activation.node_id.as_str())) else {
                 // Only a waypoint store returning another graph's vanguard
                 // could get here; fail the activation, not the process.
                 return (i, ActivationResult::undeclared(&activation.node_id));
@@ -424,7 +444,9 @@ impl<S: WaypointStore> WarEngine<S> {
 
         // One activation (every superstep of a chain) needs no stream.
         if let Few::One(only) = todo {
-            return Ok(Few::One(one(only).await));
+            // The vanguard's only activation is `solo`'s node.
+            let solo = solo.filter(|_| env.vanguard.len() == 1);
+            return Ok(Few::One(one(only, solo).await));
         }
         let is_task = |i: usize| env.vanguard.get(i).is_some_and(|a| a.task.is_some());
         let tasks = todo.iter().filter(|(i, _)| is_task(*i)).count();
@@ -460,10 +482,10 @@ impl<S: WaypointStore> WarEngine<S> {
             {
                 let mut activation = match spare.take() {
                     Some(mut reused) => {
-                        Pin::set(&mut reused, one(next));
+                        Pin::set(&mut reused, one(next, None));
                         reused
                     }
-                    None => Box::pin(one(next)),
+                    None => Box::pin(one(next, None)),
                 };
                 match std::future::poll_fn(|cx| Poll::Ready(activation.as_mut().poll(cx))).await {
                     Poll::Ready(done) => {
