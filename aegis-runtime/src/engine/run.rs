@@ -95,17 +95,97 @@ impl Cursor {
     }
 }
 
-/// What every activation of one superstep shares, owned so that the run
-/// loop may update the cursor (progress waypoints) while activations run.
-struct StepEnv {
+/// The cursor's part every activation of a superstep reads. Borrowed:
+/// from the cursor itself when one activation runs (the cursor is left
+/// alone until it ends), or from a [`StepCopy`] when the run loop updates
+/// the cursor (progress waypoints) while activations run.
+#[derive(Clone, Copy)]
+struct StepParts<'c> {
+    thread_id: &'c Arc<str>,
+    vanguard: &'c Arc<[Activation]>,
+    state: &'c Battlefield,
+    parley: Option<&'c ParleyDelivery>,
+    fingerprint: &'c Arc<str>,
+}
+
+impl Cursor {
+    fn step_parts(&self) -> StepParts<'_> {
+        StepParts {
+            thread_id: &self.thread_id,
+            vanguard: &self.vanguard,
+            state: &self.state,
+            parley: self.parley.as_deref(),
+            fingerprint: &self.fingerprint,
+        }
+    }
+}
+
+/// [`StepParts`] copied (reference counts) out of the cursor.
+struct StepCopy {
     thread_id: Arc<str>,
     vanguard: Arc<[Activation]>,
-    /// The vanguard as its tasks' contexts read it; `None` without tasks.
-    tasks: Option<Arc<dyn TaskSource>>,
-    superstep: u32,
     state: Battlefield,
     parley: Option<Arc<ParleyDelivery>>,
     fingerprint: Arc<str>,
+}
+
+impl StepCopy {
+    fn of(cur: &Cursor) -> Self {
+        StepCopy {
+            thread_id: cur.thread_id.clone(),
+            vanguard: cur.vanguard.clone(),
+            state: cur.state.clone(),
+            parley: cur.parley.clone(),
+            fingerprint: cur.fingerprint.clone(),
+        }
+    }
+
+    fn step_parts(&self) -> StepParts<'_> {
+        StepParts {
+            thread_id: &self.thread_id,
+            vanguard: &self.vanguard,
+            state: &self.state,
+            parley: self.parley.as_deref(),
+            fingerprint: &self.fingerprint,
+        }
+    }
+}
+
+/// What every activation of one superstep shares.
+struct StepEnv<'c> {
+    parts: StepParts<'c>,
+    /// The vanguard as its tasks' contexts read it; `None` without tasks.
+    tasks: Option<Arc<dyn TaskSource>>,
+    superstep: u32,
+    /// The index's key seeds are made from this graph's fingerprint; a run
+    /// carrying another (never, after a resume's check) derives its keys
+    /// from scratch.
+    seeds_fit: bool,
+    run_deadline: RunDeadline,
+    shutdown_grace: std::time::Duration,
+}
+
+impl<'c> StepEnv<'c> {
+    fn new(
+        parts: StepParts<'c>,
+        superstep: u32,
+        index: &GraphIndex<'_>,
+        run_deadline: RunDeadline,
+        shutdown_grace: std::time::Duration,
+    ) -> Self {
+        let vanguard = parts.vanguard;
+        StepEnv {
+            parts,
+            tasks: vanguard
+                .iter()
+                .any(|a| a.task.is_some())
+                .then(|| Arc::new(VanguardTasks(vanguard.clone())) as Arc<dyn TaskSource>),
+            superstep,
+            seeds_fit: *index.graph.shared_fingerprint() == **parts.fingerprint,
+            run_deadline,
+            shutdown_grace,
+        }
+    }
 }
 
 /// A superstep's vanguard as the attempts of its tasks read them.
@@ -372,83 +452,44 @@ impl<S: WaypointStore> WarEngine<S> {
     /// `cur.completed`, and progress waypoints listing them are written as
     /// they finish (at most about 16 per superstep), so a crash or halt
     /// re-runs only the rest; every other result is returned.
-    async fn run_vanguard<'i>(
+    async fn run_vanguard(
         &self,
-        index: &'i GraphIndex<'_>,
+        index: &GraphIndex<'_>,
         cur: &mut Cursor,
         run_deadline: RunDeadline,
         todo: Few<(usize, u32)>,
-        solo: Option<NodeEntry<'i>>,
+        solo: Option<NodeEntry<'_>>,
     ) -> Result<Few<(usize, ActivationResult)>, EngineError> {
         let limits = &index.graph.limits;
         // A Battalion child's attempts get no more grace than its parent's.
         let shutdown_grace = self
             .grace_cap
             .map_or(limits.shutdown_grace, |cap| cap.min(limits.shutdown_grace));
-        let env = StepEnv {
-            thread_id: cur.thread_id.clone(),
-            vanguard: cur.vanguard.clone(),
-            tasks: cur
-                .vanguard
-                .iter()
-                .any(|a| a.task.is_some())
-                .then(|| Arc::new(VanguardTasks(cur.vanguard.clone())) as Arc<dyn TaskSource>),
-            superstep: cur.superstep,
-            state: cur.state.clone(),
-            parley: cur.parley.clone(),
-            fingerprint: cur.fingerprint.clone(),
-        };
-        // The index's seeds are made from this graph's fingerprint; a run
-        // carrying another (never, after a resume's check) derives its keys
-        // from scratch.
-        let seeds_fit = *index.graph.shared_fingerprint() == *env.fingerprint;
-        let env = &env;
-        // `entry` is the activation's node, when the caller looked it up.
-        let one = |(i, visit): (usize, u32), entry: Option<NodeEntry<'i>>| async move {
-            // `todo` indexes this very vanguard.
-            let Some(activation) = env.vanguard.get(i) else {
-                return (i, ActivationResult::undeclared(&NodeId::new("?")));
-            };
-            let Some(entry) = entry.or_else(|| index.node(activation.node_id.as_str())) else {
-                // Only a waypoint store returning another graph's vanguard
-                // could get here; fail the activation, not the process.
-                return (i, ActivationResult::undeclared(&activation.node_id));
-            };
-            let parley_response = env
-                .parley
-                .as_ref()
-                .filter(|p| p.nodes.contains(&activation.node_id))
-                .map(|p| &p.response);
-            let act = ActivationCtx {
-                thread_id: &env.thread_id,
-                superstep: env.superstep,
-                run_deadline,
-                spec: entry.spec,
-                aegis: entry.aegis.unwrap_or(&NO_POLICIES),
-                fingerprint: &env.fingerprint,
-                cache_seed: entry.cache_seed.filter(|_| seeds_fit),
-                schema: &index.graph.schema,
-                task: activation.task.as_ref(),
-                task_ref: activation
-                    .task
-                    .as_ref()
-                    .and(env.tasks.as_ref())
-                    .map(|tasks| TaskRef::new(tasks.clone(), i)),
-                parley_response,
-                visit,
-                shutdown_grace,
-            };
-            let result = self.run_activation(&act, &env.state, activation).await;
-            (i, result)
-        };
 
-        // One activation (every superstep of a chain) needs no stream.
+        // One activation (every superstep of a chain) needs no stream, and
+        // reads the cursor in place.
         if let Few::One(only) = todo {
+            let env = StepEnv::new(
+                cur.step_parts(),
+                cur.superstep,
+                index,
+                run_deadline,
+                shutdown_grace,
+            );
             // The vanguard's only activation is `solo`'s node.
-            let solo = solo.filter(|_| env.vanguard.len() == 1);
-            return Ok(Few::One(one(only, solo).await));
+            let solo = solo.filter(|_| env.parts.vanguard.len() == 1);
+            return Ok(Few::One(self.activate(index, &env, only, solo).await));
         }
-        let is_task = |i: usize| env.vanguard.get(i).is_some_and(|a| a.task.is_some());
+        let copy = StepCopy::of(cur);
+        let env = StepEnv::new(
+            copy.step_parts(),
+            cur.superstep,
+            index,
+            run_deadline,
+            shutdown_grace,
+        );
+        let env = &env;
+        let is_task = |i: usize| env.parts.vanguard.get(i).is_some_and(|a| a.task.is_some());
         let tasks = todo.iter().filter(|(i, _)| is_task(*i)).count();
         let progress_every = if tasks > 0 {
             tasks.div_ceil(16).max(1)
@@ -482,10 +523,10 @@ impl<S: WaypointStore> WarEngine<S> {
             {
                 let mut activation = match spare.take() {
                     Some(mut reused) => {
-                        Pin::set(&mut reused, one(next, None));
+                        Pin::set(&mut reused, self.activate(index, env, next, None));
                         reused
                     }
-                    None => Box::pin(one(next, None)),
+                    None => Box::pin(self.activate(index, env, next, None)),
                 };
                 match std::future::poll_fn(|cx| Poll::Ready(activation.as_mut().poll(cx))).await {
                     Poll::Ready(done) => {
@@ -508,7 +549,7 @@ impl<S: WaypointStore> WarEngine<S> {
             };
             // A superstep with tasks keeps what finished in the cursor, for
             // its progress waypoints; any other returns it to the barrier.
-            let kept = env.vanguard.get(i).filter(|_| tasks > 0);
+            let kept = env.parts.vanguard.get(i).filter(|_| tasks > 0);
             match (result, kept) {
                 (
                     ActivationResult::Done {
@@ -542,6 +583,52 @@ impl<S: WaypointStore> WarEngine<S> {
             }
         }
         Ok(unfinished)
+    }
+
+    /// Runs the vanguard's activation `i` (at its node's visit `visit`);
+    /// `entry` is its node, when the caller looked it up.
+    async fn activate(
+        &self,
+        index: &GraphIndex<'_>,
+        env: &StepEnv<'_>,
+        (i, visit): (usize, u32),
+        entry: Option<NodeEntry<'_>>,
+    ) -> (usize, ActivationResult) {
+        // `todo` indexes this very vanguard.
+        let Some(activation) = env.parts.vanguard.get(i) else {
+            return (i, ActivationResult::undeclared(&NodeId::new("?")));
+        };
+        let Some(entry) = entry.or_else(|| index.node(activation.node_id.as_str())) else {
+            // Only a waypoint store returning another graph's vanguard
+            // could get here; fail the activation, not the process.
+            return (i, ActivationResult::undeclared(&activation.node_id));
+        };
+        let parley_response = env
+            .parts
+            .parley
+            .filter(|p| p.nodes.contains(&activation.node_id))
+            .map(|p| &p.response);
+        let act = ActivationCtx {
+            thread_id: env.parts.thread_id,
+            superstep: env.superstep,
+            run_deadline: env.run_deadline,
+            spec: entry.spec,
+            aegis: entry.aegis.unwrap_or(&NO_POLICIES),
+            fingerprint: env.parts.fingerprint,
+            cache_seed: entry.cache_seed.filter(|_| env.seeds_fit),
+            schema: &index.graph.schema,
+            task: activation.task.as_ref(),
+            task_ref: activation
+                .task
+                .as_ref()
+                .and(env.tasks.as_ref())
+                .map(|tasks| TaskRef::new(tasks.clone(), i)),
+            parley_response,
+            visit,
+            shutdown_grace: env.shutdown_grace,
+        };
+        let result = self.run_activation(&act, env.parts.state, activation).await;
+        (i, result)
     }
 }
 
