@@ -155,14 +155,19 @@ fn records_of(
     // empty reserves four records (608 bytes) for a chain's one.
     let mut records = Vec::with_capacity(cur.completed.len() + unfinished.len());
     records.extend(cur.completed.iter().map(|c| c.record.clone()));
-    records.extend(
-        unfinished
-            .into_iter()
-            .filter_map(|(_, result)| match result {
-                ActivationResult::Done { record, .. } => Some(record),
-                _ => None,
-            }),
-    );
+    // Matched in place: an iterator over the list would first move every
+    // whole result (288 bytes) into itself, then each into its closure.
+    match unfinished {
+        Few::One((_, ActivationResult::Done { record, .. })) => records.push(record),
+        Few::Many(all) => {
+            for (_, result) in all {
+                if let ActivationResult::Done { record, .. } = result {
+                    records.push(record);
+                }
+            }
+        }
+        Few::One(_) | Few::Zero => {}
+    }
     by_node_and_task(&mut records);
     records
 }
