@@ -15,6 +15,11 @@
 # ($PEERS_TARGET, default bench/peers/target): the two Rust projects'
 # Cargo targets (override with AEGIS_TARGET / ADK_TARGET to reuse a build)
 # and a virtualenv for LangGraph; nothing is installed into the system.
+# PEERS_CPU=N pins every run to CPU N (taskset). On a small VM whose
+# vCPUs differ in speed from minute to minute, an unpinned process that
+# migrates between them runs up to 1.6x slower than a pinned one, which
+# swamps the differences measured here; pinned, all systems share the one
+# CPU in turn.
 # CI does not run this script.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -34,11 +39,16 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 "$venv/bin/pip" install --quiet -r "$here/langgraph/requirements.txt"
 
+pin=()
+if [ -n "${PEERS_CPU:-}" ]; then
+  pin=(taskset -c "$PEERS_CPU")
+fi
+
 run_system() {
   case "$1" in
-    aegis) "$aegis_target/release/aegis-peer-bench" --samples "$samples" ;;
-    adk-graph) "$adk_target/release/adk-graph-peer-bench" --samples "$samples" ;;
-    langgraph) "$venv/bin/python" "$here/langgraph/bench.py" --samples "$samples" ;;
+    aegis) "${pin[@]}" "$aegis_target/release/aegis-peer-bench" --samples "$samples" ;;
+    adk-graph) "${pin[@]}" "$adk_target/release/adk-graph-peer-bench" --samples "$samples" ;;
+    langgraph) "${pin[@]}" "$venv/bin/python" "$here/langgraph/bench.py" --samples "$samples" ;;
   esac
 }
 
@@ -54,5 +64,5 @@ for ((round = 0; round < rounds; round++)); do
 done
 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), load $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "rounds: $rounds, samples per round: $samples"
+echo "rounds: $rounds, samples per round: $samples${PEERS_CPU:+, pinned to CPU $PEERS_CPU}"
 "$venv/bin/python" "$here/table.py" "$results"
