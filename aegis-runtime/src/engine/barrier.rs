@@ -181,7 +181,8 @@ fn by_node_and_task(records: &mut [NodeExecutionRecord]) {
 impl<S: WaypointStore> WarEngine<S> {
     /// Closes the superstep whose activations ended in `unfinished` (each
     /// by its index in the vanguard; those that finished earlier are in
-    /// `cur.completed`). `None` when the run goes on.
+    /// `cur.completed`). `None` when the run goes on. `solo` is the node of
+    /// a vanguard of one (see `drive`).
     pub(crate) async fn barrier(
         &self,
         index: &GraphIndex<'_>,
@@ -254,9 +255,6 @@ impl<S: WaypointStore> WarEngine<S> {
                 return Ok(Some(Ending::failed(e.into(), None, records)));
             }
         };
-        // `solo` is the node of a vanguard of one, so of its only finished
-        // activation.
-        let solo = solo.filter(|_| vanguard.len() == 1);
         let next = match self
             .successors(index, finished.as_slice(), &merged, solo)
             .await
@@ -315,7 +313,8 @@ impl<S: WaypointStore> WarEngine<S> {
 
     /// The next vanguard: every finished activation's successors in
     /// vanguard order (node id, then task index), each node once, plus the
-    /// tasks of any muster.
+    /// tasks of any muster. One node that took its static edges hands on
+    /// its successors as the index keeps them.
     async fn successors(
         &self,
         index: &GraphIndex<'_>,

@@ -317,7 +317,8 @@ impl<S: WaypointStore> WarEngine<S> {
         loop {
             // A superstep of one activation (every one of a chain) looks its
             // node up once: for its visit count, its run and the next
-            // vanguard.
+            // vanguard. `solo` is that node's entry, and `None` for any
+            // other vanguard; plan, run_vanguard and the barrier rely on it.
             let solo = match &cur.vanguard[..] {
                 [one] => index.node(one.node_id.as_str()),
                 _ => None,
@@ -418,11 +419,9 @@ impl<S: WaypointStore> WarEngine<S> {
         // activation (every superstep of a chain) needs no set, and its
         // visit is the count just made, not a second lookup.
         let single = match &cur.vanguard[..] {
-            [one] => {
-                let position = solo.map(|e| e.position);
-                let position = position.or_else(|| index.position(one.node_id.as_str()));
-                Some(count(position, &one.node_id))
-            }
+            // `solo` is `None` here only for a node the graph lacks, which
+            // a lookup would not find either.
+            [one] => Some(count(solo.map(|e| e.position), &one.node_id)),
             many => {
                 let nodes: BTreeSet<&NodeId> = many.iter().map(|a| &a.node_id).collect();
                 nodes.into_iter().for_each(|node| {
@@ -441,7 +440,7 @@ impl<S: WaypointStore> WarEngine<S> {
         cur.superstep += 1;
         cur.interrupted = true;
         Planned::Run(match single {
-            Some(visit) => Few::One((0, visit.max(1))),
+            Some(visit) => Few::One((0, visit)),
             None => todo(index, cur),
         })
     }
@@ -451,7 +450,8 @@ impl<S: WaypointStore> WarEngine<S> {
     /// superstep of mustered tasks, finished tasks go straight into
     /// `cur.completed`, and progress waypoints listing them are written as
     /// they finish (at most about 16 per superstep), so a crash or halt
-    /// re-runs only the rest; every other result is returned.
+    /// re-runs only the rest; every other result is returned. `solo` is
+    /// the node of a vanguard of one (see `drive`).
     async fn run_vanguard(
         &self,
         index: &GraphIndex<'_>,
@@ -476,8 +476,6 @@ impl<S: WaypointStore> WarEngine<S> {
                 run_deadline,
                 shutdown_grace,
             );
-            // The vanguard's only activation is `solo`'s node.
-            let solo = solo.filter(|_| env.parts.vanguard.len() == 1);
             return Ok(Few::One(self.activate(index, &env, only, solo).await));
         }
         let copy = StepCopy::of(cur);
