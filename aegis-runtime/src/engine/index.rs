@@ -223,19 +223,13 @@ impl Hasher for Fnv {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::graph::{Directive, EngineLimits};
-    use crate::state::{BattlefieldSchema, StateDelta};
-
-    fn noop() -> NodeSpec {
-        NodeSpec::from_fn("noop", |_, _| {
-            Box::pin(async { Ok(Directive::edges(StateDelta::new())) })
-        })
-    }
+    use crate::graph::EngineLimits;
+    use crate::state::BattlefieldSchema;
 
     #[test]
     fn built_once_per_graph_and_again_after_a_change() {
         let mut g = WarGraph::new(BattlefieldSchema::new(vec![]), EngineLimits::default());
-        g.add_node("a", noop())
+        g.add_node("a", NodeSpec::noop())
             .add_edge(START, "a")
             .add_edge("a", END);
         let first = GraphIndex::of(&g).data;
@@ -245,7 +239,8 @@ mod tests {
                 .node("a")
                 .is_some_and(|e| e.successors.is_empty() && !e.has_conditionals())
         );
-        g.add_node("c", noop()).add_node("b", noop());
+        g.add_node("c", NodeSpec::noop())
+            .add_node("b", NodeSpec::noop());
         g.add_edge("a", "c").add_edge("a", "b").add_edge("a", "c");
         let second = GraphIndex::of(&g);
         assert!(!Arc::ptr_eq(&first, &second.data));

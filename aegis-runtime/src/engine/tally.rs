@@ -93,19 +93,14 @@ impl VisitTally {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::graph::{Directive, EngineLimits, NodeSpec, WarGraph};
+    use crate::graph::{EngineLimits, NodeSpec, WarGraph};
     use crate::id::{END, START};
-    use crate::state::{BattlefieldSchema, StateDelta};
+    use crate::state::BattlefieldSchema;
 
     fn graph() -> WarGraph {
-        let noop = || {
-            NodeSpec::from_fn("noop", |_, _| {
-                Box::pin(async { Ok(Directive::edges(StateDelta::new())) })
-            })
-        };
         let mut g = WarGraph::new(BattlefieldSchema::new(vec![]), EngineLimits::default());
-        g.add_node("a", noop())
-            .add_node("b", noop())
+        g.add_node("a", NodeSpec::noop())
+            .add_node("b", NodeSpec::noop())
             .add_edge(START, "a")
             .add_edge("a", "b")
             .add_edge("b", END);

@@ -55,21 +55,15 @@ pub(crate) fn muster_problems(graph: &WarGraph) -> Option<EngineError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::graph::{Directive, EngineLimits, NodeSpec};
+    use crate::graph::{EngineLimits, NodeSpec};
     use crate::id::{END, START};
-    use crate::state::{BattlefieldSchema, StateDelta};
-
-    fn noop() -> NodeSpec {
-        NodeSpec::from_fn("noop", |_, _| {
-            Box::pin(async { Ok(Directive::edges(StateDelta::new())) })
-        })
-    }
+    use crate::state::BattlefieldSchema;
 
     fn graph() -> WarGraph {
         let mut g = WarGraph::new(BattlefieldSchema::new(vec![]), EngineLimits::default());
-        g.add_node("planner", noop())
-            .add_worker_template("answer", noop())
-            .add_node("summarize", noop())
+        g.add_node("planner", NodeSpec::noop())
+            .add_worker_template("answer", NodeSpec::noop())
+            .add_node("summarize", NodeSpec::noop())
             .add_edge(START, "planner")
             .add_edge("planner", "summarize")
             .add_edge("summarize", END);
@@ -121,11 +115,11 @@ mod tests {
         one.declare_muster("planner", "answer");
         assert_ne!(one.fingerprint(), bare);
         let mut g = graph();
-        g.add_worker_template("judge", noop())
+        g.add_worker_template("judge", NodeSpec::noop())
             .declare_muster("planner", "judge")
             .declare_muster("planner", "answer");
         let mut h = graph();
-        h.add_worker_template("judge", noop())
+        h.add_worker_template("judge", NodeSpec::noop())
             .declare_muster("planner", "answer")
             .declare_muster("planner", "judge");
         assert_eq!(g.fingerprint(), h.fingerprint());

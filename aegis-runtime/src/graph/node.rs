@@ -389,4 +389,13 @@ impl NodeSpec {
     {
         NodeSpec::Function(Arc::new(FnNode::new(name, f)))
     }
+
+    /// A Function node that changes nothing and takes its edges: the
+    /// crate's unit tests build their graphs of it.
+    #[cfg(test)]
+    pub(crate) fn noop() -> Self {
+        NodeSpec::from_fn("noop", |_, _| {
+            Box::pin(async { Ok(Directive::edges(StateDelta::new())) })
+        })
+    }
 }

@@ -307,15 +307,8 @@ impl WarGraph {
 mod tests {
     use super::*;
     use crate::aegis::RetryPolicy;
-    use crate::graph::Directive;
     use crate::id::{END, START};
-    use crate::state::{DispatchRule, FieldName, FieldSpec, StateDelta};
-
-    fn noop() -> NodeSpec {
-        NodeSpec::from_fn("noop", |_, _| {
-            Box::pin(async { Ok(Directive::edges(StateDelta::new())) })
-        })
-    }
+    use crate::state::{DispatchRule, FieldName, FieldSpec};
 
     fn base() -> WarGraph {
         let field = FieldSpec::new(
@@ -325,7 +318,7 @@ mod tests {
             false,
         );
         let mut g = WarGraph::new(BattlefieldSchema::new(vec![field]), EngineLimits::default());
-        g.add_node("a", noop())
+        g.add_node("a", NodeSpec::noop())
             .add_edge(START, "a")
             .add_edge("a", END);
         g
@@ -343,10 +336,13 @@ mod tests {
         type Change = Box<dyn Fn(&mut WarGraph)>;
         let set_aegis = bad_retry.clone();
         let changes: Vec<(&str, Change)> = vec![
-            ("add_node", Box::new(|g| _ = g.add_node("b", noop()))),
+            (
+                "add_node",
+                Box::new(|g| _ = g.add_node("b", NodeSpec::noop())),
+            ),
             (
                 "add_worker_template",
-                Box::new(|g| _ = g.add_worker_template("a", noop())),
+                Box::new(|g| _ = g.add_worker_template("a", NodeSpec::noop())),
             ),
             ("add_edge", Box::new(|g| _ = g.add_edge("a", "ghost"))),
             (
