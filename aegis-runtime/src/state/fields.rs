@@ -18,11 +18,14 @@ use super::battlefield::Slot;
 /// pairs, each a name (in place, mostly) and a reference count.
 const SMALL: usize = 16;
 
+/// Where `name` is in pairs sorted by name (`Err`: where it would go).
+fn search(pairs: &[(FieldName, Slot)], name: &[u8]) -> Result<usize, usize> {
+    pairs.binary_search_by(|(k, _)| k.as_bytes().cmp(name))
+}
+
 /// The slot named `name` in pairs sorted by name.
 fn find<'a>(pairs: &'a [(FieldName, Slot)], name: &[u8]) -> Option<&'a Slot> {
-    let i = pairs
-        .binary_search_by(|(k, _)| k.as_bytes().cmp(name))
-        .ok()?;
+    let i = search(pairs, name).ok()?;
     pairs.get(i).map(|(_, slot)| slot)
 }
 
@@ -89,7 +92,7 @@ impl Fields {
             Fields::Small(pairs) => pairs,
         };
         // Where the new pair goes, and how many old pairs it replaces there.
-        let (at, replaced) = match pairs.binary_search_by(|(k, _)| k.cmp(&name)) {
+        let (at, replaced) = match search(pairs, name.as_bytes()) {
             Ok(i) => {
                 // Unshared (the second field a merge writes): in place.
                 if let Some(unshared) = Arc::get_mut(pairs) {
