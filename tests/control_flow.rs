@@ -266,7 +266,7 @@ fn asker(seen_attempts: Arc<Mutex<Vec<u32>>>, request: ParleyRequest) -> NodeSpe
             Ok(match answer {
                 None => Directive {
                     delta: delta(&[("answer", json!("discarded"))]),
-                    next: NextStep::Parley(request),
+                    next: NextStep::Parley(Box::new(request)),
                 },
                 Some(v) => delta(&[("answer", v)]).into(),
             })

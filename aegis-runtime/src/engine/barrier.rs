@@ -238,7 +238,9 @@ impl<S: WaypointStore> WarEngine<S> {
         let requests: Vec<(NodeId, ParleyRequest)> = finished
             .iter()
             .filter_map(|f| match &f.directive.next {
-                NextStep::Parley(r) => Some((f.activation.node_id.clone(), r.clone())),
+                NextStep::Parley(r) => {
+                    Some((f.activation.node_id.clone(), ParleyRequest::clone(r)))
+                }
                 _ => None,
             })
             .collect();

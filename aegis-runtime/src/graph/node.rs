@@ -27,7 +27,9 @@ pub enum NextStep {
     /// Suspend the run for human input. The superstep's other activations
     /// merge; this node's delta is discarded and the node is re-run, as a
     /// fresh attempt 1, with `NodeContext::parley_response` set on resume.
-    Parley(ParleyRequest),
+    /// Boxed: a rare step, and every directive (of every activation) is
+    /// moved through several futures, so the common ones stay small.
+    Parley(Box<ParleyRequest>),
     /// Fan out: run `worker` (a worker template) once per `(task_key,
     /// payload)` in the next superstep; their deltas merge in task order,
     /// then the template's static successors run.
@@ -82,7 +84,7 @@ impl Directive {
     pub fn parley(request: ParleyRequest) -> Self {
         Directive {
             delta: StateDelta::new(),
-            next: NextStep::Parley(request),
+            next: NextStep::Parley(Box::new(request)),
         }
     }
 

@@ -15,7 +15,7 @@ pub enum ParleyExpiry {
     Proceed(Value),
 }
 
-/// A request for human input: `NextStep::Parley(ParleyRequest::new(..))`.
+/// A request for human input: `Directive::parley(ParleyRequest::new(..))`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ParleyRequest {
     /// What to ask.
