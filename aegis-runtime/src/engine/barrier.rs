@@ -122,7 +122,7 @@ fn interrupted(
                 budget_exhausted,
             } => {
                 records.push(record);
-                failures.push((error, budget_exhausted));
+                failures.push((*error, budget_exhausted));
             }
             ActivationResult::Shutdown { record } => {
                 records.push(record);

@@ -22,7 +22,7 @@ impl<S: WaypointStore> WarEngine<S> {
         state: &Battlefield,
     ) -> ActivationResult {
         let unhandled = |error| ActivationResult::Failed {
-            error,
+            error: Box::new(error),
             record: record.clone(),
             budget_exhausted: false,
         };

@@ -96,7 +96,7 @@ fn stopped(
     };
     // A success dropped here streamed an answer that is never merged.
     rec.discard_streamed(|| match &result {
-        ActivationResult::Failed { error, .. } => AttemptStatus::Failed(error.clone()),
+        ActivationResult::Failed { error, .. } => AttemptStatus::Failed(NodeError::clone(error)),
         _ => AttemptStatus::Skipped {
             reason: "interceptor".to_string(),
         },

@@ -158,7 +158,7 @@ impl Recorder {
     /// A permanent failure at `attempt` (an interceptor refused it).
     pub(super) fn failed(&mut self, error: NodeError, attempt: u32) -> ActivationResult {
         ActivationResult::Failed {
-            error,
+            error: Box::new(error),
             record: self.finish(NodeStatus::Failed, attempt),
             budget_exhausted: false,
         }
