@@ -6,7 +6,7 @@ use std::sync::Mutex;
 
 use super::{Waypoint, WaypointStore};
 use crate::error::StoreError;
-use crate::id::validate_thread_id;
+use crate::id::{ThreadId, validate_thread_id};
 
 /// Waypoints in process memory: for tests, demos and short-lived runs.
 ///
@@ -14,7 +14,51 @@ use crate::id::validate_thread_id;
 /// costs in proportion to the deltas, not to the state times the supersteps.
 #[derive(Debug, Default)]
 pub struct InMemoryWaypointStore {
-    threads: Mutex<HashMap<String, Thread>>,
+    threads: Mutex<Threads>,
+}
+
+/// Every thread's waypoints, and which thread the last append went to.
+#[derive(Debug, Default)]
+struct Threads {
+    /// Each thread's position in `list`.
+    by_id: HashMap<String, usize>,
+    list: Vec<Thread>,
+    /// A run appends every superstep to one thread: found again by
+    /// comparing its id, not by hashing it and probing the map (a fifth
+    /// of an append). Its id was validated when it was first appended to.
+    last: Option<(ThreadId, usize)>,
+}
+
+impl Threads {
+    /// The thread `id` names, if it has one, made the last one.
+    fn get_mut(&mut self, id: &ThreadId) -> Option<&mut Thread> {
+        let at = match &self.last {
+            Some((last, at)) if last == id => *at,
+            _ => {
+                let at = *self.by_id.get(id.as_str())?;
+                self.last = Some((id.clone(), at));
+                at
+            }
+        };
+        self.list.get_mut(at)
+    }
+
+    /// A new thread named `id`, made the last one.
+    fn insert(&mut self, id: &ThreadId, thread: Thread) {
+        let at = self.list.len();
+        self.list.push(thread);
+        self.by_id.insert(id.to_string(), at);
+        self.last = Some((id.clone(), at));
+    }
+
+    /// The thread `id` names, for a read.
+    fn get(&self, id: &str) -> Option<&Thread> {
+        let at = match &self.last {
+            Some((last, at)) if last.as_str() == id => *at,
+            _ => *self.by_id.get(id)?,
+        };
+        self.list.get(at)
+    }
 }
 
 /// Waypoints per chunk of a thread's history.
@@ -68,17 +112,20 @@ impl InMemoryWaypointStore {
 
     /// `put`, which never waits.
     fn append(&self, waypoint: Waypoint) -> Result<(), StoreError> {
-        validate_thread_id(&waypoint.thread_id).map_err(StoreError::InvalidThreadId)?;
         let mut threads = self.lock()?;
-        // Found without cloning the id: every superstep writes here.
-        if let Some(thread) = threads.get_mut(waypoint.thread_id.as_str()) {
+        if let Some(thread) = threads.get_mut(&waypoint.thread_id) {
             return thread.append(waypoint);
         }
-        let thread = threads.entry(waypoint.thread_id.to_string()).or_default();
-        thread.append(waypoint)
+        // A new thread: the only time its id is checked.
+        validate_thread_id(&waypoint.thread_id).map_err(StoreError::InvalidThreadId)?;
+        let id = waypoint.thread_id.clone();
+        let mut thread = Thread::default();
+        thread.append(waypoint)?;
+        threads.insert(&id, thread);
+        Ok(())
     }
 
-    fn lock(&self) -> Result<std::sync::MutexGuard<'_, HashMap<String, Thread>>, StoreError> {
+    fn lock(&self) -> Result<std::sync::MutexGuard<'_, Threads>, StoreError> {
         self.threads
             .lock()
             .map_err(|_| StoreError::Backend("in-memory store lock poisoned".to_string()))
@@ -122,7 +169,47 @@ mod tests {
     use crate::waypoint::WaypointStatus;
 
     fn at(seq: u64) -> Waypoint {
-        Waypoint::new("t", seq, WaypointStatus::Running, Battlefield::new())
+        on("t", seq)
+    }
+
+    fn on(thread: &str, seq: u64) -> Waypoint {
+        Waypoint::new(thread, seq, WaypointStatus::Running, Battlefield::new())
+    }
+
+    #[tokio::test]
+    async fn interleaved_threads_keep_their_own_histories() {
+        // The last thread appended to is found without the map: switching
+        // back and forth must still land every waypoint on its own thread.
+        let store = InMemoryWaypointStore::new();
+        for seq in 0..3 {
+            store.put(on("a", 2 * seq)).await.unwrap();
+            for thread in ["b", "c"] {
+                store.put(on(thread, seq)).await.unwrap();
+            }
+            store.put(on("a", 2 * seq + 1)).await.unwrap();
+        }
+        let seqs = |h: Vec<Waypoint>| h.iter().map(|w| w.seq).collect::<Vec<_>>();
+        assert_eq!(seqs(store.history("a").await.unwrap()), [0, 1, 2, 3, 4, 5]);
+        assert!(matches!(
+            store.put(on("a", 4)).await,
+            Err(StoreError::Conflict { actual_next: 6, .. })
+        ));
+        for thread in ["b", "c"] {
+            assert_eq!(seqs(store.history(thread).await.unwrap()), [0, 1, 2]);
+            assert_eq!(store.latest(thread).await.unwrap().map(|w| w.seq), Some(2));
+        }
+        assert!(store.history("d").await.unwrap().is_empty());
+        // A new thread's id is checked; a refused one leaves no thread.
+        assert!(matches!(
+            store.put(on("bad\0id", 0)).await,
+            Err(StoreError::InvalidThreadId(_))
+        ));
+        assert!(matches!(
+            store.put(on("late", 1)).await,
+            Err(StoreError::Conflict { actual_next: 0, .. })
+        ));
+        store.put(on("late", 0)).await.unwrap();
+        assert_eq!(store.latest("late").await.unwrap().map(|w| w.seq), Some(0));
     }
 
     #[tokio::test]
