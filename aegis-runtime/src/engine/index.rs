@@ -22,6 +22,8 @@ pub(crate) struct NodeEntry<'g> {
     pub(crate) cache_seed: Option<&'g KeySeed>,
     /// Static successors, END excluded, as a vanguard (sorted, each once).
     pub(crate) successors: &'g Arc<[Activation]>,
+    /// The position of the one static successor, when there is exactly one.
+    sole_successor: Option<usize>,
     conditionals: &'g [usize],
     graph: &'g WarGraph,
     pub(crate) aegis: Option<&'g Aegis>,
@@ -44,12 +46,13 @@ impl<'g> NodeEntry<'g> {
 
 /// What the index keeps of one node: owned, so the graph can keep it.
 struct NodeSlot {
-    /// Where the node's spec sits in `WarGraph::nodes`.
-    position: usize,
     /// Shared: when this node alone ran and took its edges (every superstep
     /// of a chain), this is the next vanguard as it stands, so the barrier
     /// builds and allocates none.
     successors: Arc<[Activation]>,
+    /// The one successor's position, when `successors` is one declared
+    /// node: the next superstep's node, found without a lookup by id.
+    sole_successor: Option<usize>,
     /// Positions in `WarGraph::conditional`.
     conditionals: Box<[usize]>,
     /// The node's Aegis: its own, else the graph's default. Boxed, as is
@@ -63,34 +66,41 @@ struct NodeSlot {
 
 /// The index kept in the graph's memo.
 struct IndexData {
-    nodes: HashMap<NodeId, NodeSlot, BuildHasherDefault<Fnv>>,
+    /// Each node's position in `WarGraph::nodes` (a duplicate id's first).
+    positions: HashMap<NodeId, usize, BuildHasherDefault<Fnv>>,
+    /// By position; `None` at a duplicate id's later positions.
+    slots: Vec<Option<NodeSlot>>,
     entry: Vec<NodeId>,
 }
 
 impl IndexData {
     fn build(graph: &WarGraph) -> Self {
-        let mut nodes: HashMap<NodeId, NodeSlot, BuildHasherDefault<Fnv>> =
+        let mut positions: HashMap<NodeId, usize, BuildHasherDefault<Fnv>> =
             HashMap::with_capacity_and_hasher(graph.nodes.len(), Default::default());
+        let mut slots: Vec<Option<NodeSlot>> = Vec::with_capacity(graph.nodes.len());
         let mut graph_seed: Option<GraphKeySeed> = None;
         for (position, (id, _)) in graph.nodes.iter().enumerate() {
             // A duplicate id is a validation error; the first one is indexed.
-            nodes.entry(id.clone()).or_insert_with(|| {
-                let aegis = graph.aegis_for(id).cloned().map(Box::new);
-                let cache_seed = aegis.as_ref().and_then(|a| a.cache.as_ref()).map(|_| {
-                    Box::new(
-                        graph_seed
-                            .get_or_insert_with(|| GraphKeySeed::new(&graph.shared_fingerprint()))
-                            .node(id),
-                    )
-                });
-                NodeSlot {
-                    position,
-                    successors: Arc::from([]),
-                    conditionals: Box::default(),
-                    aegis,
-                    cache_seed,
-                }
+            if positions.contains_key(id) {
+                slots.push(None);
+                continue;
+            }
+            positions.insert(id.clone(), position);
+            let aegis = graph.aegis_for(id).cloned().map(Box::new);
+            let cache_seed = aegis.as_ref().and_then(|a| a.cache.as_ref()).map(|_| {
+                Box::new(
+                    graph_seed
+                        .get_or_insert_with(|| GraphKeySeed::new(&graph.shared_fingerprint()))
+                        .node(id),
+                )
             });
+            slots.push(Some(NodeSlot {
+                successors: Arc::from([]),
+                sole_successor: None,
+                conditionals: Box::default(),
+                aegis,
+                cache_seed,
+            }));
         }
         // Gathered by position first: a slot's lists are immutable once built.
         let mut successors: Vec<Vec<NodeId>> = vec![Vec::new(); graph.nodes.len()];
@@ -102,9 +112,9 @@ impl IndexData {
             }
             let list = if from.as_str() == START {
                 &mut entry
-            } else if let Some(list) = nodes
+            } else if let Some(list) = positions
                 .get(from.as_str())
-                .and_then(|e| successors.get_mut(e.position))
+                .and_then(|&at| successors.get_mut(at))
             {
                 list
             } else {
@@ -115,28 +125,37 @@ impl IndexData {
             }
         }
         for (i, c) in graph.conditional.iter().enumerate() {
-            if let Some(list) = nodes
+            if let Some(list) = positions
                 .get(c.from.as_str())
-                .and_then(|e| conditionals.get_mut(e.position))
+                .and_then(|&at| conditionals.get_mut(at))
             {
                 list.push(i);
             }
         }
-        for slot in nodes.values_mut() {
+        for (position, slot) in slots.iter_mut().enumerate() {
+            let Some(slot) = slot else { continue };
             let mut next = successors
-                .get_mut(slot.position)
+                .get_mut(position)
                 .map(std::mem::take)
                 .unwrap_or_default();
             next.sort();
+            slot.sole_successor = match &next[..] {
+                [only] => positions.get(only.as_str()).copied(),
+                _ => None,
+            };
             slot.successors = next.into_iter().map(Activation::node).collect();
             slot.conditionals = conditionals
-                .get_mut(slot.position)
+                .get_mut(position)
                 .map(std::mem::take)
                 .unwrap_or_default()
                 .into();
         }
         entry.sort();
-        IndexData { nodes, entry }
+        IndexData {
+            positions,
+            slots,
+            entry,
+        }
     }
 }
 
@@ -163,22 +182,47 @@ impl<'g> GraphIndex<'g> {
     }
 
     pub(crate) fn node(&self, id: &str) -> Option<NodeEntry<'_>> {
-        let slot = self.data.nodes.get(id)?;
-        let (_, spec) = self.graph.nodes.get(slot.position)?;
+        self.at(*self.data.positions.get(id)?)
+    }
+
+    /// The node at `position`, when one is indexed there.
+    fn at(&self, position: usize) -> Option<NodeEntry<'_>> {
+        let slot = self.data.slots.get(position)?.as_ref()?;
+        let (_, spec) = self.graph.nodes.get(position)?;
         Some(NodeEntry {
-            position: slot.position,
+            position,
             spec,
             cache_seed: slot.cache_seed.as_deref(),
             successors: &slot.successors,
+            sole_successor: slot.sole_successor,
             conditionals: &slot.conditionals,
             graph: self.graph,
             aegis: slot.aegis.as_deref(),
         })
     }
 
+    /// The node of `vanguard`, a vanguard of one, when `previous` (the node
+    /// that ran alone before it) is known: when `vanguard` is the very list
+    /// of `previous`'s static successors, its node is found by position,
+    /// not by id. Otherwise by id.
+    pub(crate) fn solo_after(
+        &self,
+        previous: Option<NodeEntry<'_>>,
+        vanguard: &Arc<[Activation]>,
+    ) -> Option<NodeEntry<'_>> {
+        let [only] = &vanguard[..] else {
+            return None;
+        };
+        previous
+            .filter(|p| Arc::ptr_eq(p.successors, vanguard))
+            .and_then(|p| p.sole_successor)
+            .and_then(|at| self.at(at))
+            .or_else(|| self.node(only.node_id.as_str()))
+    }
+
     /// The node's [`NodeEntry::position`], without the rest of its entry.
     pub(crate) fn position(&self, id: &str) -> Option<usize> {
-        self.data.nodes.get(id).map(|slot| slot.position)
+        self.data.positions.get(id).copied()
     }
 
     /// How many positions there are (the graph's declared nodes).
@@ -249,6 +293,41 @@ mod tests {
             second.node("a").map(|e| e.successors.to_vec()),
             Some(vec![Activation::node("b"), Activation::node("c")])
         );
+    }
+
+    #[test]
+    fn a_chain_finds_its_next_node_by_position() {
+        let mut g = WarGraph::new(BattlefieldSchema::new(vec![]), EngineLimits::default());
+        g.add_node("a", NodeSpec::noop())
+            .add_node("b", NodeSpec::noop())
+            .add_node("c", NodeSpec::noop())
+            .add_node("d", NodeSpec::noop())
+            .add_edge(START, "a")
+            .add_edge("a", "c")
+            .add_edge("c", "b")
+            .add_edge("c", "d")
+            .add_edge("b", END);
+        let index = GraphIndex::of(&g);
+        let position = |e: Option<NodeEntry<'_>>| e.map(|e| e.position);
+        let a = index.node("a");
+        let after_a = a.map(|a| a.successors.clone()).unwrap();
+        // a's successor list itself: c, by position; the same by id.
+        assert_eq!(position(index.solo_after(a, &after_a)), Some(2));
+        assert_eq!(position(index.solo_after(None, &after_a)), Some(2));
+        // Any other list is looked up by its node's id: an equal copy, and
+        // one naming another node (never taken for a's successor).
+        let copy: Arc<[Activation]> = Arc::from([Activation::node("c")]);
+        assert_eq!(position(index.solo_after(a, &copy)), Some(2));
+        let other: Arc<[Activation]> = Arc::from([Activation::node("b")]);
+        assert_eq!(position(index.solo_after(a, &other)), Some(1));
+        // c has two successors: no sole one, and a vanguard of two has no solo.
+        let c = index.node("c");
+        assert_eq!(c.and_then(|c| c.sole_successor), None);
+        let after_c = c.map(|c| c.successors.clone()).unwrap();
+        assert!(index.solo_after(c, &after_c).is_none());
+        // b ends the run: its list is empty.
+        let b = index.node("b");
+        assert!(b.is_some_and(|b| b.successors.is_empty() && b.sole_successor.is_none()));
     }
 
     #[test]

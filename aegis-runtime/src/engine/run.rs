@@ -314,15 +314,17 @@ impl<S: WaypointStore> WarEngine<S> {
         mut cur: Cursor,
         run_deadline: RunDeadline,
     ) -> Result<RunOutcome, EngineError> {
+        // The node that ran alone in the superstep before, if one did.
+        let mut previous = None;
         loop {
             // A superstep of one activation (every one of a chain) looks its
             // node up once: for its visit count, its run and the next
             // vanguard. `solo` is that node's entry, and `None` for any
             // other vanguard; plan, run_vanguard and the barrier rely on it.
-            let solo = match &cur.vanguard[..] {
-                [one] => index.node(one.node_id.as_str()),
-                _ => None,
-            };
+            // A chain's next node is its previous one's sole successor,
+            // found by position.
+            let solo = index.solo_after(previous, &cur.vanguard);
+            previous = solo;
             let todo = match self.plan(index, &mut cur, run_deadline, solo) {
                 Planned::Run(todo) => todo,
                 Planned::End(ending) => return self.end(cur, ending).await,
