@@ -45,13 +45,73 @@ struct Slot {
 #[derive(Default)]
 struct Store {
     /// By key: a derived key hashes and compares as its bytes, never as
-    /// text (keyed SipHash, so no one can aim keys at one bucket).
-    slots: HashMap<CacheKey, Slot>,
+    /// text, hashed with a key of this cache's own (see [`KeyedFold`]).
+    slots: HashMap<CacheKey, Slot, KeyedFold>,
     /// Expiry order, for dropping expired entries without a scan.
     by_expiry: BTreeMap<(SystemTime, u64), CacheKey>,
     /// Storage order, for dropping the oldest entries when full.
     by_age: BTreeMap<u64, CacheKey>,
     next_seq: u64,
+}
+
+/// The hash of the slots' map: each 8 bytes a key hashes (16 of a derived
+/// key's digest) folded in by a 128-bit multiply with a random key drawn
+/// per cache. A derived key's digest is already uniform, so this is all the
+/// mixing it needs, at a few instructions where SipHash took a hundred; the
+/// random key keeps anyone who cannot read it from aiming keys at a bucket.
+#[derive(Clone)]
+struct KeyedFold {
+    seed: u64,
+    key: u64,
+}
+
+impl Default for KeyedFold {
+    fn default() -> Self {
+        use std::hash::BuildHasher;
+        let random = std::collections::hash_map::RandomState::new();
+        KeyedFold {
+            seed: random.hash_one(0u8),
+            // Odd, so no multiply by it loses a bit.
+            key: random.hash_one(1u8) | 1,
+        }
+    }
+}
+
+impl std::hash::BuildHasher for KeyedFold {
+    type Hasher = FoldHasher;
+
+    fn build_hasher(&self) -> FoldHasher {
+        FoldHasher {
+            state: self.seed,
+            key: self.key,
+        }
+    }
+}
+
+struct FoldHasher {
+    state: u64,
+    key: u64,
+}
+
+fn fold(a: u64, b: u64) -> u64 {
+    let product = u128::from(a) * u128::from(b);
+    (product as u64) ^ ((product >> 64) as u64)
+}
+
+impl std::hash::Hasher for FoldHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.state = fold(self.state ^ u64::from_le_bytes(word), self.key);
+        }
+        // The length, so a short text and its zero-padded form differ.
+        self.state = fold(self.state ^ bytes.len() as u64, self.key);
+    }
+
+    fn finish(&self) -> u64 {
+        self.state
+    }
 }
 
 impl Store {
@@ -283,6 +343,30 @@ mod tests {
         let mut delta = StateDelta::new();
         delta.set("n", n).unwrap();
         CacheEntry::new(key(n), delta, clock.now() + ttl)
+    }
+
+    #[test]
+    fn the_slot_hash_is_keyed_per_cache_and_sees_every_byte() {
+        use std::hash::BuildHasher;
+        let (a, b) = (KeyedFold::default(), KeyedFold::default());
+        let text = |s: &[u8]| {
+            let h = |f: &KeyedFold| {
+                let mut hasher = f.build_hasher();
+                std::hash::Hasher::write(&mut hasher, s);
+                std::hash::Hasher::finish(&hasher)
+            };
+            (h(&a), h(&b))
+        };
+        // Two caches draw different keys, so one cache's collisions are
+        // not another's.
+        assert_ne!(text(b"k1").0, text(b"k1").1);
+        // A trailing zero, a byte past the first word, a swapped word.
+        let (ab, ab0) = (text(b"ab").0, text(b"ab\0").0);
+        assert_ne!(ab, ab0);
+        assert_ne!(text(b"12345678x").0, text(b"12345678y").0);
+        assert_ne!(text(b"AAAAAAAABBBBBBBB").0, text(b"BBBBBBBBAAAAAAAA").0);
+        // Equal bytes, equal hash: what the map relies on.
+        assert_eq!(text(b"k1").0, text(b"k1").0);
     }
 
     fn key(n: u64) -> CacheKey {
