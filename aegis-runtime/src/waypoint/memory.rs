@@ -30,16 +30,21 @@ struct Threads {
 }
 
 impl Threads {
+    /// Where the thread `id` names sits in `list`: the last one's without
+    /// the map.
+    fn find(&self, id: &str) -> Option<usize> {
+        match &self.last {
+            Some((last, at)) if last.as_str() == id => Some(*at),
+            _ => self.by_id.get(id).copied(),
+        }
+    }
+
     /// The thread `id` names, if it has one, made the last one.
     fn get_mut(&mut self, id: &ThreadId) -> Option<&mut Thread> {
-        let at = match &self.last {
-            Some((last, at)) if last == id => *at,
-            _ => {
-                let at = *self.by_id.get(id.as_str())?;
-                self.last = Some((id.clone(), at));
-                at
-            }
-        };
+        let at = self.find(id)?;
+        if !matches!(self.last, Some((_, last)) if last == at) {
+            self.last = Some((id.clone(), at));
+        }
         self.list.get_mut(at)
     }
 
@@ -53,11 +58,7 @@ impl Threads {
 
     /// The thread `id` names, for a read.
     fn get(&self, id: &str) -> Option<&Thread> {
-        let at = match &self.last {
-            Some((last, at)) if last.as_str() == id => *at,
-            _ => *self.by_id.get(id)?,
-        };
-        self.list.get(at)
+        self.list.get(self.find(id)?)
     }
 }
 
