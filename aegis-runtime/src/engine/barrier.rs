@@ -38,7 +38,7 @@ impl<'a> Finished<'a> {
         Finished {
             activation: &c.activation,
             directive: &c.directive,
-            handled: c.handled.as_ref(),
+            handled: c.handled.as_deref(),
             from_handler: c.record.status == NodeStatus::Failed,
         }
     }
@@ -114,7 +114,7 @@ fn interrupted(
                 activation: activation.clone(),
                 directive,
                 record,
-                handled: handled.map(|h| *h),
+                handled,
             })),
             ActivationResult::Failed {
                 error,

@@ -567,7 +567,7 @@ impl<S: WaypointStore> WarEngine<S> {
                         activation: activation.clone(),
                         directive,
                         record,
-                        handled: handled.map(|h| *h),
+                        handled,
                     }));
                     since_progress += usize::from(activation.task.is_some());
                     if since_progress >= progress_every {
