@@ -4,6 +4,7 @@ use async_trait::async_trait;
 use std::collections::HashMap;
 use std::sync::Mutex;
 
+use super::kept::Kept;
 use super::{Waypoint, WaypointStore};
 use crate::error::StoreError;
 use crate::id::{ThreadId, validate_thread_id};
@@ -67,14 +68,25 @@ const CHUNK: usize = 64;
 
 /// One thread's waypoints, in chunks that are never moved once filled: a
 /// waypoint is a few hundred bytes, and a growing `Vec` of them would copy
-/// every one again each time it doubled.
-#[derive(Debug, Default)]
+/// every one again each time it doubled. Each is [`Kept`] without the
+/// thread's id and its position, which are the same for all of them or
+/// implied.
+#[derive(Debug)]
 struct Thread {
-    chunks: Vec<Vec<Waypoint>>,
+    id: ThreadId,
+    chunks: Vec<Vec<Kept>>,
     len: u64,
 }
 
 impl Thread {
+    fn new(id: ThreadId) -> Self {
+        Thread {
+            id,
+            chunks: Vec::new(),
+            len: 0,
+        }
+    }
+
     /// Appends `waypoint`, if it is the thread's next one.
     fn append(&mut self, waypoint: Waypoint) -> Result<(), StoreError> {
         if waypoint.seq != self.len {
@@ -84,11 +96,12 @@ impl Thread {
                 actual_next: self.len,
             });
         }
+        let kept = Kept::new(waypoint);
         match self.chunks.last_mut() {
-            Some(chunk) if chunk.len() < CHUNK => chunk.push(waypoint),
+            Some(chunk) if chunk.len() < CHUNK => chunk.push(kept),
             _ => {
                 let mut chunk = Vec::with_capacity(CHUNK);
-                chunk.push(waypoint);
+                chunk.push(kept);
                 self.chunks.push(chunk);
             }
         }
@@ -96,12 +109,17 @@ impl Thread {
         Ok(())
     }
 
-    fn latest(&self) -> Option<&Waypoint> {
-        self.chunks.last().and_then(|c| c.last())
+    fn latest(&self) -> Option<Waypoint> {
+        let seq = self.len.checked_sub(1)?;
+        let kept = self.chunks.last()?.last()?;
+        Some(kept.waypoint(&self.id, seq))
     }
 
     fn history(&self) -> Vec<Waypoint> {
-        self.chunks.iter().flatten().cloned().collect()
+        (0u64..)
+            .zip(self.chunks.iter().flatten())
+            .map(|(seq, kept)| kept.waypoint(&self.id, seq))
+            .collect()
     }
 }
 
@@ -120,7 +138,7 @@ impl InMemoryWaypointStore {
         // A new thread: the only time its id is checked.
         validate_thread_id(&waypoint.thread_id).map_err(StoreError::InvalidThreadId)?;
         let id = waypoint.thread_id.clone();
-        let mut thread = Thread::default();
+        let mut thread = Thread::new(id.clone());
         thread.append(waypoint)?;
         threads.insert(&id, thread);
         Ok(())
@@ -146,11 +164,7 @@ impl WaypointStore for InMemoryWaypointStore {
 
     async fn latest(&self, thread_id: &str) -> Result<Option<Waypoint>, StoreError> {
         validate_thread_id(thread_id).map_err(StoreError::InvalidThreadId)?;
-        Ok(self
-            .lock()?
-            .get(thread_id)
-            .and_then(Thread::latest)
-            .cloned())
+        Ok(self.lock()?.get(thread_id).and_then(Thread::latest))
     }
 
     async fn history(&self, thread_id: &str) -> Result<Vec<Waypoint>, StoreError> {

@@ -1,6 +1,7 @@
 //! Waypoints (one per superstep), the stores that keep them, and Chronicle.
 
 mod chronicle;
+mod kept;
 mod memory;
 mod record;
 mod store;
