@@ -153,6 +153,7 @@ impl Records {
 
 impl Kept {
     /// Keeps `w`, whose thread id and position the caller holds.
+    #[inline]
     pub(super) fn new(w: Waypoint) -> Self {
         // Every field named: a new one must be kept here, or the store
         // would lose it.

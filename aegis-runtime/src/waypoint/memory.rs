@@ -96,14 +96,12 @@ impl Thread {
                 actual_next: self.len,
             });
         }
-        let kept = Kept::new(waypoint);
-        match self.chunks.last_mut() {
-            Some(chunk) if chunk.len() < CHUNK => chunk.push(kept),
-            _ => {
-                let mut chunk = Vec::with_capacity(CHUNK);
-                chunk.push(kept);
-                self.chunks.push(chunk);
-            }
+        if self.chunks.last().is_none_or(|c| c.len() == CHUNK) {
+            self.chunks.push(Vec::with_capacity(CHUNK));
+        }
+        if let Some(chunk) = self.chunks.last_mut() {
+            // Built where it goes: a waypoint is a few hundred bytes.
+            chunk.push(Kept::new(waypoint));
         }
         self.len += 1;
         Ok(())
