@@ -8,13 +8,23 @@
 //! waypoint store.
 //!
 //! Usage: `aegis-peer-bench [--samples N]` (default 5 timed runs per
-//! workload, after one warm-up run); `--chain N` runs only workload (a)
-//! with N nodes, for profiling.
+//! workload, after one warm-up run); `--only <workload>` runs one (a name
+//! ending in `_`: every workload it starts), for profiling. Built with
+//! `--features kept`, each workload's last run also prints (to stderr) the
+//! bytes and allocations it left live per node or task: what the waypoints
+//! it keeps cost.
 
 use aegis::*;
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+#[cfg(feature = "kept")]
+mod kept;
+
+#[cfg(feature = "kept")]
+#[global_allocator]
+static COUNTING: kept::Counting = kept::Counting;
 
 type BenchError = Box<dyn std::error::Error>;
 
@@ -150,11 +160,23 @@ impl Runner {
             self.thread += 1;
             let thread = format!("t{}", self.thread);
             let input = input(sample);
+            #[cfg(feature = "kept")]
+            let before = kept::live();
             let t0 = Instant::now();
             let out = self.rt.block_on(engine.start(graph, &thread, input))?;
             let elapsed = t0.elapsed();
             if !out.is_completed() {
                 return Err(format!("{workload}: run ended {}", out.name()).into());
+            }
+            #[cfg(feature = "kept")]
+            if sample == self.samples {
+                drop(out);
+                let (after, n) = (kept::live(), f64::from(units));
+                eprintln!(
+                    "KEPT\t{workload}\t{:.1} bytes\t{:.2} blocks per unit",
+                    (after.0 - before.0) as f64 / n,
+                    (after.1 - before.1) as f64 / n,
+                );
             }
             if sample > 0 {
                 let per_unit = elapsed.as_secs_f64() * 1e6 / f64::from(units);
@@ -219,7 +241,13 @@ fn main() -> Result<(), BenchError> {
         r.measure("b_fanout_1000", &muster(1_000)?, &engine(), 1_000, empty)?;
     }
     if wanted("b_muster_100000") {
-        r.measure("b_muster_100000", &muster(100_000)?, &engine(), 100_000, empty)?;
+        r.measure(
+            "b_muster_100000",
+            &muster(100_000)?,
+            &engine(),
+            100_000,
+            empty,
+        )?;
     }
 
     if wanted("c_policies_1000") {
@@ -254,7 +282,13 @@ fn main() -> Result<(), BenchError> {
         r.measure("e_cache_hit_100", &g, &cache, 100, |_| json!({ "n": -1 }))?;
     }
     if wanted("e_no_cache_100") {
-        r.measure("e_no_cache_100", &chain(100, add_one)?, &engine(), 100, empty)?;
+        r.measure(
+            "e_no_cache_100",
+            &chain(100, add_one)?,
+            &engine(),
+            100,
+            empty,
+        )?;
     }
 
     // (f): cache hits with 100 and with 10,000 entries held: the same hit
