@@ -6,7 +6,7 @@
 //! chain's time. The public [`Waypoint`] carries what the store already
 //! knows (the thread id and the position) and keeps its records and its
 //! status in their general forms; `Kept` drops the first and keeps the
-//! common case of the second inline: 208 bytes and no allocation of its
+//! common case of the second inline: 216 bytes and no allocation of its
 //! own for a chain's superstep, where the `Waypoint` and its one-record
 //! `Vec` were 392 bytes in two.
 
@@ -229,8 +229,7 @@ impl Kept {
 mod tests {
     use super::*;
     use crate::error::{NodeError, NodeErrorSource, Transience};
-    use crate::id::NodeId;
-    use crate::waypoint::{HandlerKind, NodeStatus};
+    use crate::waypoint::HandlerKind;
 
     fn error(message: &str) -> NodeError {
         let source = NodeErrorSource::Function {
