@@ -220,6 +220,22 @@ impl Canon {
     }
 }
 
+/// Whether a longer stream encodes `value` itself rather than its digest
+/// ([`Canon::digest32`]): a scalar whose encoding is no longer than a
+/// digest. Hashing such a value on its own first would cost a whole SHA-256
+/// block (the changed counter of every superstep, say) to shorten it by
+/// nothing; so a cache key writes it in place, and a snapshot keeps no
+/// digest memo for it. The encoding's tag tells the two forms apart, so no
+/// value can pass for a digest.
+pub(crate) fn inline_in_key(value: &Value) -> bool {
+    match value {
+        Value::Null | Value::Bool(_) | Value::Number(_) => true,
+        Value::String(s) => s.len() <= 32,
+        Value::Array(items) => items.is_empty(),
+        Value::Object(entries) => entries.is_empty(),
+    }
+}
+
 /// The digest of one JSON value's canonical encoding ([`Canon::json`]):
 /// equal values (objects in any key order, numbers in any spelling) have
 /// one digest, and a value's digest can stand in for the value in a longer

@@ -7,7 +7,7 @@ use std::fmt;
 use std::sync::{Arc, OnceLock};
 
 use crate::aegis::CacheKeySpec;
-use crate::canon::{Canon, Digest32, write_hex};
+use crate::canon::{Canon, Digest32, inline_in_key, write_hex};
 use crate::graph::{NodeSpec, TemplateError};
 use crate::id::NodeId;
 use crate::state::{Battlefield, FieldName, FieldPart};
@@ -526,20 +526,6 @@ fn hash_fields(h: &mut Canon, fields: &[FieldName], state: &Battlefield) {
     }
 }
 
-/// Whether a key encodes `value` itself rather than its digest: a scalar
-/// whose encoding is no longer than a digest. Hashing such a value on its
-/// own first would cost a whole SHA-256 block (the changed counter of every
-/// superstep, say) to shorten it by nothing. The encoding's tag tells the
-/// two forms apart, so no value can pass for a digest.
-pub(crate) fn inline_in_key(value: &Value) -> bool {
-    match value {
-        Value::Null | Value::Bool(_) | Value::Number(_) => true,
-        Value::String(s) => s.len() <= 32,
-        Value::Array(items) => items.is_empty(),
-        Value::Object(entries) => entries.is_empty(),
-    }
-}
-
 /// A field's value in a key: in place when [`inline_in_key`], else by its
 /// memoised digest.
 fn key_part(h: &mut Canon, part: FieldPart<'_>) {
@@ -547,7 +533,7 @@ fn key_part(h: &mut Canon, part: FieldPart<'_>) {
         Some(value) if inline_in_key(value) => h.json(value),
         // An empty list encodes as the empty array it reads as.
         None if part.is_empty_list() => h.json(&Value::Array(Vec::new())),
-        _ => h.digest32(part.digest()),
+        _ => h.digest32(&part.digest()),
     };
 }
 
@@ -1135,19 +1121,15 @@ mod tests {
     fn a_field_no_superstep_wrote_shares_its_digest() {
         let states = evolved();
         let (first, last) = (&states[0], &states[states.len() - 1]);
-        // `question` was rewritten, `log` appended to; `absent` never set.
-        let digest = |s: &Battlefield, n: &str| s.field_digest(n).map(|d| d as *const _);
-        let (q1, q2) = (
-            digest(&states[1], "question"),
-            digest(&states[2], "question"),
-        );
-        assert!(q1.is_some() && q1 == q2, "unchanged: one memo");
+        // `meta` was set, kept, then rewritten; `log` appended to;
+        // `absent` never set; `question` is small: a key reads it in place.
+        let digest = |s: &Battlefield, n: &str| s.digest_memo(n).map(|d| d as *const _);
+        let (m2, m3) = (digest(&states[2], "meta"), digest(&states[3], "meta"));
+        assert!(m2.is_some() && m2 == m3, "unchanged: one memo");
         assert_ne!(digest(first, "log"), digest(last, "log"));
-        assert_ne!(
-            digest(&states[2], "question"),
-            digest(&states[3], "question")
-        );
+        assert_ne!(digest(&states[3], "meta"), digest(&states[4], "meta"));
         assert_eq!(digest(last, "absent"), None);
+        assert_eq!(digest(&states[1], "question"), None, "no memo kept");
     }
 
     #[test]
@@ -1162,6 +1144,8 @@ mod tests {
         // Hashing these alone would cost a SHA-256 block each, per key.
         assert!(!st.digest_computed("question") && !st.digest_computed("other"));
         assert!(st.digest_computed("context") && st.digest_computed("log"));
+        // ...and the snapshot keeps no memo for them at all.
+        assert!(st.digest_memo("question").is_none() && st.digest_memo("other").is_none());
         assert!(inline_in_key(&json!(null)) && inline_in_key(&json!(1.5)));
         assert!(inline_in_key(&json!("x".repeat(32))) && !inline_in_key(&json!("x".repeat(33))));
         assert!(inline_in_key(&json!([])) && inline_in_key(&json!({})));

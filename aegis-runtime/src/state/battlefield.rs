@@ -10,7 +10,7 @@ use std::sync::{Arc, OnceLock};
 
 use super::FieldName;
 use super::fields::Fields;
-use crate::canon::{Digest32, array_digest, value_digest};
+use crate::canon::{Digest32, array_digest, inline_in_key, value_digest};
 
 /// One field's stored value.
 ///
@@ -18,12 +18,17 @@ use crate::canon::{Digest32, array_digest, value_digest};
 /// appending is O(log n) and a snapshot never deep-copies earlier items; the
 /// JSON array is materialised lazily, once per snapshot, only when read.
 ///
-/// Each stored value also memoises the digest of its canonical encoding
-/// ([`value_digest`]), which node cache keys hash in its place: it is
-/// computed at most once per stored value, the first time a key needs it,
-/// and every later snapshot that did not rewrite the field shares it.
+/// A value a cache key encodes in place ([`inline_in_key`]: a scalar, a
+/// short string, an empty container) is kept bare. Any other stored value
+/// also memoises the digest of its canonical encoding ([`value_digest`]),
+/// which node cache keys hash in its place: it is computed at most once per
+/// stored value, the first time a key needs it, and every later snapshot
+/// that did not rewrite the field shares it.
 #[derive(Clone)]
 pub(crate) enum Slot {
+    /// No digest memo: a key never asks for one. A counter rewritten every
+    /// superstep is then 48 bytes a snapshot keeps, not 88.
+    Small(Arc<Value>),
     Value(Stored),
     /// Behind one `Arc` with what it computes lazily: a slot is two words,
     /// so the (name, slot) pairs every snapshot keeps stay small.
@@ -57,6 +62,9 @@ pub(crate) struct List {
 
 impl Slot {
     pub(crate) fn value(v: Value) -> Self {
+        if inline_in_key(&v) {
+            return Slot::Small(Arc::new(v));
+        }
         Slot::Value(Stored(Arc::new(StoredValue {
             value: v,
             digest: OnceLock::new(),
@@ -73,6 +81,7 @@ impl Slot {
 
     pub(super) fn get(&self) -> &Value {
         match self {
+            Slot::Small(v) => v,
             Slot::Value(v) => &v.0.value,
             Slot::List(list) => list
                 .materialized
@@ -80,13 +89,15 @@ impl Slot {
         }
     }
 
-    /// [`value_digest`] of the value, computed on first use. A list is
+    /// [`value_digest`] of the value, memoised on first use (hashed afresh
+    /// for a small value, which a key reads in place instead). A list is
     /// hashed item by item, exactly as its materialised array would be, so
     /// a list built by appends and the same list given as input agree.
-    fn digest(&self) -> &Digest32 {
+    fn digest(&self) -> Digest32 {
         match self {
-            Slot::Value(v) => v.0.digest.get_or_init(|| value_digest(&v.0.value)),
-            Slot::List(list) => list
+            Slot::Small(v) => value_digest(v),
+            Slot::Value(v) => *v.0.digest.get_or_init(|| value_digest(&v.0.value)),
+            Slot::List(list) => *list
                 .digest
                 .get_or_init(|| array_digest(list.items.len(), list.items.iter().map(|v| &**v))),
         }
@@ -103,6 +114,7 @@ impl<'a> FieldPart<'a> {
     /// digest, so it is never materialised for a key).
     pub(crate) fn plain(self) -> Option<&'a Value> {
         match self.0 {
+            Slot::Small(v) => Some(v),
             Slot::Value(v) => Some(&v.0.value),
             Slot::List(_) => None,
         }
@@ -113,8 +125,9 @@ impl<'a> FieldPart<'a> {
         matches!(self.0, Slot::List(list) if list.items.is_empty())
     }
 
-    /// The digest of its canonical encoding, computed at most once.
-    pub(crate) fn digest(self) -> &'a Digest32 {
+    /// The digest of its canonical encoding, computed at most once for a
+    /// value a key does not read in place.
+    pub(crate) fn digest(self) -> Digest32 {
         self.0.digest()
     }
 }
@@ -153,6 +166,7 @@ impl Battlefield {
     pub fn list_len(&self, field: &str) -> Option<usize> {
         match self.fields.get(field)? {
             Slot::List(list) => Some(list.items.len()),
+            Slot::Small(v) => v.as_array().map(Vec::len),
             Slot::Value(v) => v.as_array().map(Vec::len),
         }
     }
@@ -171,6 +185,7 @@ impl Battlefield {
     /// i.e. a superstep that did not write it did not copy it.
     pub fn shares_field_with(&self, other: &Battlefield, field: &str) -> bool {
         match (self.fields.get(field), other.fields.get(field)) {
+            (Some(Slot::Small(a)), Some(Slot::Small(b))) => Arc::ptr_eq(a, b),
             (Some(Slot::Value(a)), Some(Slot::Value(b))) => Arc::ptr_eq(&a.0, &b.0),
             (Some(Slot::List(a)), Some(Slot::List(b))) => Arc::ptr_eq(a, b),
             _ => false,
@@ -219,17 +234,26 @@ impl Battlefield {
     #[cfg(test)]
     pub(crate) fn digest_computed(&self, field: &str) -> bool {
         match self.fields.get(field) {
+            Some(Slot::Small(_)) => false,
             Some(Slot::Value(v)) => v.0.digest.get().is_some(),
             Some(Slot::List(list)) => list.digest.get().is_some(),
             None => false,
         }
     }
 
-    /// The digest of `field`'s value ([`value_digest`]), if it is set;
-    /// computed at most once per stored value.
+    /// The memo holding the digest of `field`'s value ([`value_digest`]),
+    /// computed now if it was not; `None` for a field that is not set or
+    /// keeps no memo (a small value).
     #[cfg(test)]
-    pub(crate) fn field_digest(&self, field: &str) -> Option<&Digest32> {
-        self.fields.get(field).map(Slot::digest)
+    pub(crate) fn digest_memo(&self, field: &str) -> Option<&Digest32> {
+        match self.fields.get(field)? {
+            Slot::Small(_) => None,
+            Slot::Value(v) => Some(v.0.digest.get_or_init(|| value_digest(&v.0.value))),
+            slot @ Slot::List(list) => {
+                let _ = slot.digest();
+                list.digest.get()
+            }
+        }
     }
 
     /// Every set field, in name order, as a cache key reads it.

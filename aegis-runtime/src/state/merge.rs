@@ -322,7 +322,7 @@ fn current(base: &Battlefield, field: &FieldName, rule: DispatchRule) -> Pending
     match rule {
         DispatchRule::Append => Pending::List(match base.slot(field) {
             Some(Slot::List(list)) => list.items.clone(),
-            Some(Slot::Value(v)) => match &**v {
+            Some(slot @ (Slot::Small(_) | Slot::Value(_))) => match slot.get() {
                 Value::Array(a) => a.iter().cloned().map(Arc::new).collect(),
                 other => Vector::unit(Arc::new(other.clone())),
             },
