@@ -33,7 +33,10 @@ fn find<'a>(pairs: &'a [(FieldName, Slot)], name: &[u8]) -> Option<&'a Slot> {
 pub(crate) enum Fields {
     /// Sorted by name, each name once.
     Small(Arc<[(FieldName, Slot)]>),
-    Large(OrdMap<FieldName, Slot>),
+    /// Behind an `Arc`, which a change clones only when it is shared (the
+    /// map itself then, which shares its nodes): inline, the map would make
+    /// every snapshot (every waypoint keeps one) a third larger.
+    Large(Arc<OrdMap<FieldName, Slot>>),
 }
 
 impl Default for Fields {
@@ -86,7 +89,7 @@ impl Fields {
     pub(crate) fn insert(&mut self, name: FieldName, slot: Slot) {
         let pairs = match self {
             Fields::Large(map) => {
-                map.insert(name, slot);
+                Arc::make_mut(map).insert(name, slot);
                 return;
             }
             Fields::Small(pairs) => pairs,
@@ -105,7 +108,7 @@ impl Fields {
             Err(_) => {
                 let mut map: OrdMap<FieldName, Slot> = pairs.iter().cloned().collect();
                 map.insert(name, slot);
-                *self = Fields::Large(map);
+                *self = Fields::Large(Arc::new(map));
                 return;
             }
         };
