@@ -4,11 +4,21 @@
 //! is what a long in-memory thread costs: in a fresh process every 4 KiB
 //! of it is a page the kernel must zero first, and that was a fifth of a
 //! chain's time. The public [`Waypoint`] carries what the store already
-//! knows (the thread id and the position) and keeps its records and its
-//! status in their general forms; `Kept` drops the first and keeps the
-//! common case of the second inline: 216 bytes and no allocation of its
-//! own for a chain's superstep, where the `Waypoint` and its one-record
-//! `Vec` were 392 bytes in two.
+//! knows and keeps everything in its general form; `Kept` keeps the common
+//! case in place and the rest behind one pointer:
+//!
+//! - the thread id and the position: the thread's history holds them;
+//! - the graph (fingerprint, manifest, previous graph): the same for every
+//!   waypoint of a run, so the thread keeps it once per change ([`GraphOf`]);
+//! - a superstep's one plain record, in place ([`PlainRecord`]);
+//! - the status, when it is `Running` or `Completed`, as a tag;
+//! - what few waypoints carry (another status, a parley answer, handled
+//!   failures) in one [`Rare`] box.
+//!
+//! A chain's superstep is 144 bytes and no allocation of its own, where
+//! the `Waypoint` and its one-record `Vec` were 392 bytes in two. (Times
+//! stay `SystemTime`s: as 8-byte nanoseconds they would save 16 bytes a
+//! superstep, but converting costs more than those bytes save.)
 
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -23,8 +33,8 @@ use crate::id::{GraphFingerprint, NodeId, ThreadId};
 use crate::state::Battlefield;
 use crate::trace::CacheOrigin;
 
-/// A waypoint without its thread id and position, which its thread's
-/// history holds for all of them.
+/// A waypoint without what its thread holds for it: its thread id, its
+/// position and its graph.
 #[derive(Debug)]
 pub(super) struct Kept {
     superstep: u32,
@@ -34,22 +44,55 @@ pub(super) struct Kept {
     vanguard: Arc<[Activation]>,
     completed: Completed,
     records: Records,
-    parley: Option<Arc<ParleyDelivery>>,
     visits: Visits,
-    fingerprint: GraphFingerprint,
-    manifest: Option<Arc<GraphManifest>>,
-    previous_graph: Option<Arc<PreviousGraph>>,
-    /// Exactly sized (nearly always empty, and then not allocated).
-    handled: Box<[HandledFailure]>,
     created_at: SystemTime,
+    rare: Option<Box<Rare>>,
 }
 
 /// The status: every waypoint but a thread's last one or two is `Running`.
-#[derive(Debug)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Status {
     Running,
     Completed,
-    Other(Box<WaypointStatus>),
+    /// In [`Rare::status`].
+    Other,
+}
+
+/// What a waypoint carries only now and then.
+#[derive(Debug)]
+struct Rare {
+    /// A status other than `Running` and `Completed`.
+    status: Option<WaypointStatus>,
+    parley: Option<Arc<ParleyDelivery>>,
+    handled: Box<[HandledFailure]>,
+}
+
+/// The graph a thread's waypoints were written under: its thread keeps one
+/// per change, not one per waypoint.
+#[derive(Debug, Clone)]
+pub(super) struct GraphOf {
+    fingerprint: GraphFingerprint,
+    manifest: Option<Arc<GraphManifest>>,
+    previous_graph: Option<Arc<PreviousGraph>>,
+}
+
+impl GraphOf {
+    /// Whether a waypoint written under `other` was written under this one:
+    /// the same fingerprint and the very same manifest and previous graph.
+    pub(super) fn same_as(&self, other: &GraphOf) -> bool {
+        self.fingerprint == other.fingerprint
+            && same_arc(self.manifest.as_ref(), other.manifest.as_ref())
+            && same_arc(self.previous_graph.as_ref(), other.previous_graph.as_ref())
+    }
+}
+
+/// Whether both are absent or both the very same allocation.
+fn same_arc<T>(a: Option<&Arc<T>>, b: Option<&Arc<T>>) -> bool {
+    match (a, b) {
+        (None, None) => true,
+        (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+        _ => false,
+    }
 }
 
 /// A superstep's records: a chain's one, when it holds no more than its
@@ -152,9 +195,10 @@ impl Records {
 }
 
 impl Kept {
-    /// Keeps `w`, whose thread id and position the caller holds.
+    /// Keeps `w`, whose thread id and position the caller holds; the graph
+    /// it was written under comes back for the caller to hold too.
     #[inline]
-    pub(super) fn new(w: Waypoint) -> Self {
+    pub(super) fn new(w: Waypoint) -> (Self, GraphOf) {
         // Every field named: a new one must be kept here, or the store
         // would lose it.
         let Waypoint {
@@ -175,12 +219,19 @@ impl Kept {
             handled,
             created_at,
         } = w;
-        let status = match status {
-            WaypointStatus::Running => Status::Running,
-            WaypointStatus::Completed => Status::Completed,
-            other => Status::Other(Box::new(other)),
+        let (status, other) = match status {
+            WaypointStatus::Running => (Status::Running, None),
+            WaypointStatus::Completed => (Status::Completed, None),
+            other => (Status::Other, Some(other)),
         };
-        Kept {
+        let rare = (other.is_some() || parley.is_some() || !handled.is_empty()).then(|| {
+            Box::new(Rare {
+                status: other,
+                parley,
+                handled: handled.into_boxed_slice(),
+            })
+        });
+        let kept = Kept {
             superstep,
             interrupted,
             status,
@@ -188,38 +239,44 @@ impl Kept {
             vanguard,
             completed,
             records: Records::new(records),
-            parley,
             visits,
+            created_at,
+            rare,
+        };
+        let graph = GraphOf {
             fingerprint,
             manifest,
             previous_graph,
-            handled: handled.into_boxed_slice(),
-            created_at,
-        }
+        };
+        (kept, graph)
     }
 
-    /// The waypoint at position `seq` of the thread `thread_id`.
-    pub(super) fn waypoint(&self, thread_id: &ThreadId, seq: u64) -> Waypoint {
+    /// The waypoint at position `seq` of the thread `thread_id`, written
+    /// under `graph`.
+    pub(super) fn waypoint(&self, thread_id: &ThreadId, seq: u64, graph: &GraphOf) -> Waypoint {
+        let rare = self.rare.as_deref();
         Waypoint {
             thread_id: thread_id.clone(),
             seq,
             superstep: self.superstep,
-            status: match &self.status {
-                Status::Running => WaypointStatus::Running,
-                Status::Completed => WaypointStatus::Completed,
-                Status::Other(status) => WaypointStatus::clone(status),
+            status: match (self.status, rare.and_then(|r| r.status.as_ref())) {
+                (Status::Running, _) => WaypointStatus::Running,
+                (Status::Completed, _) => WaypointStatus::Completed,
+                (Status::Other, Some(status)) => status.clone(),
+                // `new` keeps every other status in `rare`.
+                (Status::Other, None) => WaypointStatus::Running,
             },
             state: self.state.clone(),
             vanguard: self.vanguard.clone(),
             interrupted: self.interrupted,
             completed: self.completed.clone(),
             records: self.records.to_vec(),
-            parley: self.parley.clone(),
+            parley: rare.and_then(|r| r.parley.clone()),
             visits: self.visits.clone(),
-            fingerprint: self.fingerprint.clone(),
-            manifest: self.manifest.clone(),
-            previous_graph: self.previous_graph.clone(),
-            handled: self.handled.to_vec(),
+            fingerprint: graph.fingerprint.clone(),
+            manifest: graph.manifest.clone(),
+            previous_graph: graph.previous_graph.clone(),
+            handled: rare.map(|r| r.handled.to_vec()).unwrap_or_default(),
             created_at: self.created_at,
         }
     }
@@ -259,6 +316,12 @@ mod tests {
         serde_json::to_value(w).unwrap_or_default()
     }
 
+    /// `w` kept and read back at position `seq`.
+    fn round_trip(w: Waypoint, seq: u64) -> Waypoint {
+        let (kept, graph) = Kept::new(w);
+        kept.waypoint(&ThreadId::from("t"), seq, &graph)
+    }
+
     #[test]
     fn gives_back_every_status_and_any_number_of_records() {
         let failed = WaypointStatus::Failed {
@@ -286,7 +349,7 @@ mod tests {
                     error: error("x"),
                     handler: HandlerKind::Absorb,
                 }];
-                let back = Kept::new(w.clone()).waypoint(&ThreadId::from("t"), i as u64);
+                let back = round_trip(w.clone(), i as u64);
                 assert_eq!(shown(&back), shown(&w));
                 assert_eq!(back.records, w.records);
                 assert_eq!(back.status, w.status);
@@ -351,9 +414,12 @@ mod tests {
         for (r, plain) in single_records() {
             let mut w = Waypoint::new("t", 0, WaypointStatus::Running, Battlefield::new());
             w.records = vec![r.clone()];
-            let kept = Kept::new(w);
+            let (kept, graph) = Kept::new(w);
             assert_eq!(matches!(kept.records, Records::Plain(_)), plain, "{r:?}");
-            assert_eq!(kept.waypoint(&ThreadId::from("t"), 0).records, vec![r]);
+            assert_eq!(
+                kept.waypoint(&ThreadId::from("t"), 0, &graph).records,
+                vec![r]
+            );
         }
     }
 
@@ -363,6 +429,53 @@ mod tests {
         // store's chunk, not a waypoint and a `Vec` of one.
         let mut w = Waypoint::new("t", 0, WaypointStatus::Running, Battlefield::new());
         w.records = vec![record("a")];
-        assert!(matches!(Kept::new(w).records, Records::Plain(_)));
+        let (kept, _) = Kept::new(w);
+        assert!(matches!(kept.records, Records::Plain(_)));
+        assert!(kept.rare.is_none());
+        assert!(
+            std::mem::size_of::<Kept>() <= 144,
+            "the module's docs say 144 bytes"
+        );
+    }
+
+    #[test]
+    fn a_parley_answer_and_another_status_come_back() {
+        let mut w = Waypoint::new(
+            "t",
+            3,
+            WaypointStatus::AwaitingInput {
+                requests: vec![(
+                    NodeId::new("gate"),
+                    crate::graph::ParleyRequest::new("approve?"),
+                )],
+            },
+            Battlefield::new(),
+        );
+        w.parley = Some(Arc::new(ParleyDelivery {
+            nodes: vec![NodeId::new("gate")],
+            response: crate::graph::ParleyResponse::new(serde_json::json!("yes")),
+        }));
+        let back = round_trip(w.clone(), 3);
+        assert_eq!(shown(&back), shown(&w));
+        assert_eq!(back.status, w.status);
+        assert_eq!(back.parley, w.parley);
+    }
+
+    #[test]
+    fn the_graph_comes_back_from_its_thread() {
+        let mut w = Waypoint::new("t", 0, WaypointStatus::Running, Battlefield::new());
+        w.fingerprint = GraphFingerprint::from("v6:abc");
+        w.manifest = None;
+        let (_, graph) = Kept::new(w.clone());
+        let (kept, again) = Kept::new(w.clone());
+        assert!(graph.same_as(&again));
+        let back = kept.waypoint(&ThreadId::from("t"), 0, &graph);
+        assert_eq!(back.fingerprint, w.fingerprint);
+        assert_eq!(shown(&back), shown(&w));
+        // Another fingerprint, or another manifest even if equal, is
+        // another graph.
+        let mut other = w.clone();
+        other.fingerprint = GraphFingerprint::from("v6:abd");
+        assert!(!graph.same_as(&Kept::new(other).1));
     }
 }

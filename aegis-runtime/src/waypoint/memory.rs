@@ -4,7 +4,7 @@ use async_trait::async_trait;
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use super::kept::Kept;
+use super::kept::{GraphOf, Kept};
 use super::{Waypoint, WaypointStore};
 use crate::error::StoreError;
 use crate::id::{ThreadId, validate_thread_id};
@@ -78,6 +78,9 @@ const CHUNK: usize = 64;
 struct Thread {
     id: ThreadId,
     chunks: Vec<Vec<Kept>>,
+    /// The graph the waypoints from each position on were written under
+    /// (one entry per run, nearly always): a waypoint keeps none itself.
+    graphs: Vec<(u64, GraphOf)>,
     len: u64,
 }
 
@@ -86,6 +89,7 @@ impl Thread {
         Thread {
             id,
             chunks: Vec::new(),
+            graphs: Vec::new(),
             len: 0,
         }
     }
@@ -104,22 +108,40 @@ impl Thread {
         }
         if let Some(chunk) = self.chunks.last_mut() {
             // Built where it goes: a waypoint is a few hundred bytes.
-            chunk.push(Kept::new(waypoint));
+            let (kept, graph) = Kept::new(waypoint);
+            chunk.push(kept);
+            if !self.graphs.last().is_some_and(|(_, g)| g.same_as(&graph)) {
+                self.graphs.push((self.len, graph));
+            }
         }
         self.len += 1;
         Ok(())
     }
 
+    /// The graph the waypoint at `seq` was written under.
+    fn graph_at(&self, seq: u64) -> Option<&GraphOf> {
+        let after = self.graphs.partition_point(|(from, _)| *from <= seq);
+        self.graphs.get(after.checked_sub(1)?).map(|(_, g)| g)
+    }
+
     fn latest(&self) -> Option<Waypoint> {
         let seq = self.len.checked_sub(1)?;
         let kept = self.chunks.last()?.last()?;
-        Some(kept.waypoint(&self.id, seq))
+        Some(kept.waypoint(&self.id, seq, self.graph_at(seq)?))
     }
 
     fn history(&self) -> Vec<Waypoint> {
+        let mut graphs = self.graphs.iter().peekable();
+        let mut graph = None;
         (0u64..)
             .zip(self.chunks.iter().flatten())
-            .map(|(seq, kept)| kept.waypoint(&self.id, seq))
+            .filter_map(|(seq, kept)| {
+                // The graphs in order of the positions they start at.
+                while let Some((_, g)) = graphs.next_if(|(from, _)| *from <= seq) {
+                    graph = Some(g);
+                }
+                Some(kept.waypoint(&self.id, seq, graph?))
+            })
             .collect()
     }
 }
@@ -247,5 +269,53 @@ mod tests {
                 Err(StoreError::Conflict { actual_next, .. }) if actual_next == n
             ));
         }
+    }
+
+    #[tokio::test]
+    async fn each_waypoint_comes_back_with_the_graph_it_was_written_under() {
+        use crate::graph::GraphManifest;
+        use crate::id::GraphFingerprint;
+        use std::sync::Arc;
+        // A run under one graph, a migration to another, and a manifest
+        // that is equal but not the same allocation: each is its own graph.
+        let empty = || GraphManifest {
+            nodes: Default::default(),
+            fields: Default::default(),
+        };
+        let manifest = Arc::new(empty());
+        let graphs = [
+            ("v6:one", Some(manifest.clone())),
+            ("v6:one", Some(manifest.clone())),
+            ("v6:two", Some(manifest.clone())),
+            ("v6:two", Some(Arc::new(empty()))),
+            ("v6:two", None),
+            ("v6:one", None),
+        ];
+        let store = InMemoryWaypointStore::new();
+        let mut written = Vec::new();
+        for (seq, (fingerprint, manifest)) in (0u64..).zip(&graphs) {
+            for _ in 0..3 {
+                let mut w = at(written.len() as u64);
+                w.fingerprint = GraphFingerprint::from(*fingerprint);
+                w.manifest = manifest.clone();
+                store.put(w.clone()).await.unwrap();
+                written.push(w);
+            }
+            let latest = store.latest("t").await.unwrap().unwrap();
+            assert_eq!(latest.fingerprint.as_str(), *fingerprint, "{seq}");
+        }
+        let history = store.history("t").await.unwrap();
+        assert_eq!(history.len(), written.len());
+        for (back, w) in history.iter().zip(&written) {
+            assert_eq!(back.fingerprint, w.fingerprint, "{}", w.seq);
+            let same = match (&back.manifest, &w.manifest) {
+                (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                (a, b) => a.is_none() && b.is_none(),
+            };
+            assert!(same, "waypoint {} has its own manifest", w.seq);
+        }
+        // One entry per change of graph, not per waypoint.
+        let threads = store.lock().unwrap();
+        assert_eq!(threads.get("t").map(|t| t.graphs.len()), Some(5));
     }
 }
