@@ -838,3 +838,30 @@ async fn simultaneous_failures_name_the_first_node_in_vanguard_order() {
     let out = engine().start(&g, "t", json!({})).await.unwrap();
     assert_eq!(out.node_error().unwrap().node_id.as_str(), "b");
 }
+
+#[tokio::test(start_paused = true)]
+async fn records_are_timed_by_one_clock_from_the_calls_start() {
+    // `a` works for 5 s (the paused clock's), `b` not at all: `b` starts
+    // exactly 5 s after `a` by its record, the clock `a`'s duration is
+    // measured with, not the wall clock read afresh per activation.
+    let slow = NodeSpec::from_fn("slow", |_, _| {
+        Box::pin(async {
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            Ok(delta(&[("out", json!("a"))]).into())
+        })
+    });
+    let g = chain(
+        schema(&[("out", LastWrite)]),
+        vec![("a", slow), ("b", write("out", json!("b")))],
+    );
+    let e = engine();
+    run_to_state(&e, &g, "t", json!({})).await;
+    let history = e.chronicle().history("t").await.unwrap();
+    let (a, b) = (&history[1].records[0], &history[2].records[0]);
+    assert_eq!((a.node_id.as_str(), b.node_id.as_str()), ("a", "b"));
+    assert_eq!(a.duration_ms, 5_000);
+    assert_eq!(
+        b.started_at.duration_since(a.started_at).unwrap(),
+        Duration::from_secs(5)
+    );
+}

@@ -128,13 +128,40 @@ impl NodeCacheHandle {
         key: &CacheKey,
         at: tokio::time::Instant,
     ) -> CacheLookup {
-        let backend = self.backend.backend_name();
+        match self.lookup_now(schema, key, at) {
+            Some(found) => found,
+            None => {
+                let found = self.backend.get_shared(key).await;
+                // An entry awaited is judged when it arrives, not when it
+                // was asked.
+                self.judge(schema, key, found, self.clock.now())
+            }
+        }
+    }
+
+    /// [`NodeCacheHandle::lookup_at`] when the backend answers without
+    /// waiting (an in-process one); `None` when it must wait. No future is
+    /// built for a lookup that never waits.
+    pub(crate) fn lookup_now(
+        &self,
+        schema: &BattlefieldSchema,
+        key: &CacheKey,
+        at: tokio::time::Instant,
+    ) -> Option<CacheLookup> {
         let now = self.clock.at(at);
-        // An entry awaited is judged when it arrives, not when it was asked.
-        let (found, now) = match self.backend.get_now(key, now) {
-            Some(found) => (found, now),
-            None => (self.backend.get_shared(key).await, self.clock.now()),
-        };
+        let found = self.backend.get_now(key, now)?;
+        Some(self.judge(schema, key, found, now))
+    }
+
+    /// What the backend's answer for `key`, judged at `now`, is.
+    fn judge(
+        &self,
+        schema: &BattlefieldSchema,
+        key: &CacheKey,
+        found: Result<Option<Arc<CacheEntry>>, NodeCacheError>,
+        now: SystemTime,
+    ) -> CacheLookup {
+        let backend = self.backend.backend_name();
         let entry = match found {
             Ok(None) => return CacheLookup::Miss,
             Ok(Some(entry)) => entry,

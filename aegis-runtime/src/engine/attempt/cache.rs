@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::record::Recorder;
 use super::{ActivationCtx, ActivationResult};
-use crate::cache::{CacheKey, derive_key, derive_key_seeded};
+use crate::cache::{CacheEntry, CacheKey, CacheLookup, derive_key, derive_key_seeded};
 use crate::engine::WarEngine;
 use crate::graph::Directive;
 use crate::id::NodeId;
@@ -40,19 +40,43 @@ impl<S: WaypointStore> WarEngine<S> {
         }
     }
 
-    /// The activation served from the cache, when `key` has a live entry.
-    pub(super) async fn cache_hit(
+    /// What the cache holds under `key`, when the backend answers at once
+    /// (an in-process one): no future is built for such a lookup. `None`
+    /// when the backend must be awaited ([`Self::cache_lookup`]).
+    pub(super) fn cache_lookup_now(
         &self,
         act: &ActivationCtx<'_>,
-        key: Option<&CacheKey>,
+        key: &CacheKey,
+        rec: &Recorder,
+    ) -> Option<CacheLookup> {
+        match &self.node_cache {
+            Some(cache) => cache.lookup_now(act.schema, key, rec.started()),
+            None => Some(CacheLookup::Miss),
+        }
+    }
+
+    /// What the cache holds under `key`, waiting for the backend.
+    pub(super) async fn cache_lookup(
+        &self,
+        act: &ActivationCtx<'_>,
+        key: &CacheKey,
+        rec: &Recorder,
+    ) -> CacheLookup {
+        match &self.node_cache {
+            Some(cache) => cache.lookup_at(act.schema, key, rec.started()).await,
+            None => CacheLookup::Miss,
+        }
+    }
+
+    /// The activation `entry` serves: its delta along the edges, recorded
+    /// as a hit.
+    pub(super) fn served(
+        &self,
+        act: &ActivationCtx<'_>,
+        entry: Arc<CacheEntry>,
         node_id: &NodeId,
         rec: &mut Recorder,
-    ) -> Option<ActivationResult> {
-        let (key, cache) = (key?, self.node_cache.as_ref()?);
-        let entry = cache
-            .lookup_at(act.schema, key, rec.started())
-            .await
-            .into_hit()?;
+    ) -> ActivationResult {
         // A backend holding decoded entries shares its copy: take only the
         // delta and the origin from it; an entry of our own is moved.
         let (delta, origin) = match Arc::try_unwrap(entry) {
@@ -76,11 +100,11 @@ impl<S: WaypointStore> WarEngine<S> {
         let mut record = rec.finish(NodeStatus::Succeeded, 1);
         record.cache_hit = true;
         record.cache_origin = origin;
-        Some(ActivationResult::Done {
+        ActivationResult::Done {
             directive: Directive::edges(delta),
             record,
             handled: None,
-        })
+        }
     }
 
     /// Stores a success under `key` for the policy's TTL, recording who

@@ -4,7 +4,7 @@
 
 use std::future::Future;
 use std::task::Poll;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
 
 use super::{ActivationCtx, AttemptEnd};
@@ -16,11 +16,13 @@ use crate::id::NodeId;
 use crate::state::Battlefield;
 use crate::waypoint::WaypointStore;
 
-/// When one `start`/`resume` call runs out of time
+/// When one `start`/`resume` call began and when it runs out of time
 /// (`EngineLimits::run_timeout`).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct RunDeadline {
     started: Instant,
+    /// `started` by the wall clock.
+    wall: SystemTime,
     limit: Option<Duration>,
 }
 
@@ -29,8 +31,20 @@ impl RunDeadline {
     pub(crate) fn new(limit: Option<Duration>) -> Self {
         RunDeadline {
             started: Instant::now(),
+            wall: SystemTime::now(),
             limit,
         }
+    }
+
+    /// The wall-clock time at `at`: the call's start by the wall clock
+    /// plus the monotonic time since. Records take their times from it, so
+    /// a call reads the wall clock once, not once per activation, and its
+    /// records stay in the order they ran even if the wall clock is set
+    /// back meanwhile (under a paused test clock they advance with it).
+    pub(crate) fn wall_at(&self, at: Instant) -> SystemTime {
+        self.wall
+            .checked_add(at.saturating_duration_since(self.started))
+            .unwrap_or_else(SystemTime::now)
     }
 
     /// The instant it passes; `None` without a limit, or when the limit is

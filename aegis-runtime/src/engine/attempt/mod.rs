@@ -107,7 +107,7 @@ impl<S: WaypointStore> WarEngine<S> {
         activation: &Activation,
     ) -> ActivationResult {
         let node_id = &activation.node_id;
-        let mut rec = Recorder::new(node_id, act.task);
+        let mut rec = Recorder::of_run(node_id, act.task, &act.run_deadline);
         if matches!(act.spec, NodeSpec::Paladin { .. }) {
             rec = rec.recording_served();
         }
@@ -115,8 +115,12 @@ impl<S: WaypointStore> WarEngine<S> {
         let key = self.cache_key(act, state, node_id);
         if let Some(key) = &key {
             rec.touch();
-            if let Some(hit) = self.cache_hit(act, Some(key), node_id, &mut rec).await {
-                return hit;
+            let found = match self.cache_lookup_now(act, key, &rec) {
+                Some(found) => found,
+                None => self.cache_lookup(act, key, &rec).await,
+            };
+            if let Some(entry) = found.into_hit() {
+                return self.served(act, entry, node_id, &mut rec);
             }
         }
         let span =

@@ -6,7 +6,7 @@ use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
 use tracing::Level;
 
-use super::deadline::AttemptStart;
+use super::deadline::{AttemptStart, RunDeadline};
 use super::{ActivationCtx, ActivationResult, AttemptEnd};
 use crate::engine::WarEngine;
 use crate::engine::stream::AttemptTap;
@@ -39,11 +39,28 @@ pub(super) struct Recorder {
 
 impl Recorder {
     pub(super) fn new(node_id: &NodeId, task: Option<&MusterTask>) -> Self {
+        Self::starting_at(node_id, task, SystemTime::now(), Instant::now())
+    }
+
+    /// A recorder for an activation of the call `run`: its wall time is
+    /// derived from the monotonic one ([`RunDeadline::wall_at`]), one clock
+    /// read instead of two.
+    pub(super) fn of_run(node_id: &NodeId, task: Option<&MusterTask>, run: &RunDeadline) -> Self {
+        let started = Instant::now();
+        Self::starting_at(node_id, task, run.wall_at(started), started)
+    }
+
+    fn starting_at(
+        node_id: &NodeId,
+        task: Option<&MusterTask>,
+        started_at: SystemTime,
+        started: Instant,
+    ) -> Self {
         Recorder {
             node_id: node_id.clone(),
             task_key: task.map(|t| t.task_key.clone()),
-            started_at: SystemTime::now(),
-            started: Instant::now(),
+            started_at,
+            started,
             failed: Vec::new(),
             retry_skipped: None,
             served: ServedSlot::default(),
