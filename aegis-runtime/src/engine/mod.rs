@@ -432,8 +432,7 @@ impl<S: WaypointStore> WarEngine<S> {
         } else {
             WaypointStatus::Running
         };
-        self.store
-            .put(cursor.waypoint(0, status, Vec::new()))
+        self.put_draft(&mut cursor.draft(0, status, Vec::new()))
             .await?;
         self.run(&index, cursor, run_deadline, false).await
     }

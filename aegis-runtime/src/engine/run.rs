@@ -4,6 +4,7 @@
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use imbl::Vector;
+use std::any::Any;
 use std::collections::BTreeSet;
 use std::future::Future;
 use std::pin::Pin;
@@ -16,7 +17,7 @@ use super::attempt::{ActivationCtx, ActivationResult, NO_POLICIES, RunDeadline};
 use super::index::{GraphIndex, NodeEntry};
 use super::tally::VisitTally;
 use super::{RunOutcome, WarEngine};
-use crate::error::{EngineError, NodeError};
+use crate::error::{EngineError, NodeError, StoreError};
 use crate::few::Few;
 use crate::graph::{GraphManifest, MusterTask, ParleyRequest, TaskRef, TaskSource};
 use crate::id::NodeId;
@@ -24,8 +25,8 @@ use crate::state::Battlefield;
 use crate::trace::TraceEvent;
 use crate::waypoint::NodeExecutionRecord;
 use crate::waypoint::{
-    Activation, CompletedActivation, HandledFailure, ParleyDelivery, PreviousGraph, Waypoint,
-    WaypointStatus, WaypointStore,
+    Activation, CompletedActivation, Draft, HandledFailure, InMemoryWaypointStore, ParleyDelivery,
+    PreviousGraph, Waypoint, WaypointStatus, WaypointStore,
 };
 
 /// Where a thread stands between two waypoint writes.
@@ -68,28 +69,29 @@ impl Cursor {
         }
     }
 
-    pub(crate) fn waypoint(
+    /// The waypoint at `seq`, drafted from the cursor (see [`Draft`]).
+    pub(crate) fn draft(
         &self,
         seq: u64,
         status: WaypointStatus,
         records: Vec<NodeExecutionRecord>,
-    ) -> Waypoint {
-        Waypoint {
-            thread_id: self.thread_id.clone().into(),
+    ) -> Draft<'_> {
+        Draft {
+            thread_id: &self.thread_id,
             seq,
             superstep: self.superstep,
             status,
-            state: self.state.clone(),
-            vanguard: self.vanguard.clone(),
+            state: &self.state,
+            vanguard: &self.vanguard,
             interrupted: self.interrupted,
             completed: self.completed.clone().into(),
             records,
-            parley: self.parley.clone(),
+            parley: self.parley.as_ref(),
             visits: self.visits.snapshot(),
-            fingerprint: self.fingerprint.clone().into(),
-            manifest: self.manifest.clone(),
-            previous_graph: self.previous_graph.clone(),
-            handled: self.handled.clone(),
+            fingerprint: &self.fingerprint,
+            manifest: self.manifest.as_ref(),
+            previous_graph: self.previous_graph.as_ref(),
+            handled: &self.handled,
             created_at: SystemTime::now(),
         }
     }
@@ -260,13 +262,24 @@ impl<S: WaypointStore> WarEngine<S> {
         records: Vec<NodeExecutionRecord>,
     ) -> Result<(), EngineError> {
         let seq = cur.seq + 1;
-        let waypoint = cur.waypoint(seq, status, records);
-        match self.store.try_put(waypoint) {
-            Ok(written) => written?,
-            Err(waypoint) => self.store.put(waypoint).await?,
-        }
+        self.put_draft(&mut cur.draft(seq, status, records)).await?;
         cur.seq = seq;
         Ok(())
+    }
+
+    /// Stores the waypoint `draft` describes. The engine's own in-memory
+    /// store keeps the draft as it is, lent in place (a draft is 184
+    /// bytes: every move is a copy); any other store gets the public
+    /// `Waypoint`, without waiting when it can take it so.
+    pub(crate) async fn put_draft(&self, draft: &mut Draft<'_>) -> Result<(), StoreError> {
+        let store: &dyn Any = self.store.as_ref();
+        match store.downcast_ref::<InMemoryWaypointStore>() {
+            Some(memory) => memory.append(draft),
+            None => match self.store.try_put(draft.take_waypoint()) {
+                Ok(written) => written,
+                Err(waypoint) => self.store.put(waypoint).await,
+            },
+        }
     }
 
     pub(crate) async fn fail(

@@ -25,6 +25,11 @@ macro_rules! shared_str {
             pub fn as_str(&self) -> &str {
                 &self.0
             }
+
+            /// The shared string, as the engine holds it.
+            pub(crate) fn shared(&self) -> &Arc<str> {
+                &self.0
+            }
         }
 
         impl Deref for $name {

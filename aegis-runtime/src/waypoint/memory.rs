@@ -2,10 +2,10 @@
 
 use async_trait::async_trait;
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use super::kept::{GraphOf, Kept};
-use super::{Waypoint, WaypointStore};
+use super::{Draft, Waypoint, WaypointStore};
 use crate::error::StoreError;
 use crate::id::{ThreadId, validate_thread_id};
 
@@ -44,20 +44,20 @@ impl Threads {
     }
 
     /// The thread `id` names, if it has one, made the last one.
-    fn get_mut(&mut self, id: &ThreadId) -> Option<&mut Thread> {
+    fn get_mut(&mut self, id: &Arc<str>) -> Option<&mut Thread> {
         let at = self.find(id)?;
         if !matches!(self.last, Some((_, last)) if last == at) {
-            self.last = Some((id.clone(), at));
+            self.last = Some((id.clone().into(), at));
         }
         self.list.get_mut(at)
     }
 
-    /// A new thread named `id`, made the last one.
-    fn insert(&mut self, id: &ThreadId, thread: Thread) {
-        let at = self.list.len();
-        self.list.push(thread);
+    /// A new thread, made the last one.
+    fn insert(&mut self, thread: Thread) {
+        let (at, id) = (self.list.len(), thread.id.clone());
         self.by_id.insert(id.to_string(), at);
-        self.last = Some((id.clone(), at));
+        self.list.push(thread);
+        self.last = Some((id, at));
     }
 
     /// The thread `id` names, for a read.
@@ -94,25 +94,24 @@ impl Thread {
         }
     }
 
-    /// Appends `waypoint`, if it is the thread's next one.
-    fn append(&mut self, waypoint: Waypoint) -> Result<(), StoreError> {
-        if waypoint.seq != self.len {
+    /// Appends `draft`, if it is the thread's next waypoint.
+    fn append(&mut self, draft: &mut Draft<'_>) -> Result<(), StoreError> {
+        if draft.seq != self.len {
             return Err(StoreError::Conflict {
-                thread_id: waypoint.thread_id.to_string(),
-                expected_seq: waypoint.seq,
+                thread_id: draft.thread_id.to_string(),
+                expected_seq: draft.seq,
                 actual_next: self.len,
             });
+        }
+        if !self.graphs.last().is_some_and(|(_, g)| g.holds(draft)) {
+            self.graphs.push((self.len, GraphOf::of(draft)));
         }
         if self.chunks.last().is_none_or(|c| c.len() == CHUNK) {
             self.chunks.push(Vec::with_capacity(CHUNK));
         }
         if let Some(chunk) = self.chunks.last_mut() {
             // Built where it goes: a waypoint is a few hundred bytes.
-            let (kept, graph) = Kept::new(waypoint);
-            chunk.push(kept);
-            if !self.graphs.last().is_some_and(|(_, g)| g.same_as(&graph)) {
-                self.graphs.push((self.len, graph));
-            }
+            chunk.push(Kept::new(draft));
         }
         self.len += 1;
         Ok(())
@@ -152,18 +151,19 @@ impl InMemoryWaypointStore {
         Self::default()
     }
 
-    /// `put`, which never waits.
-    fn append(&self, waypoint: Waypoint) -> Result<(), StoreError> {
+    /// `put`, which never waits, of a waypoint drafted by the engine
+    /// ([`Draft`]): the engine writes its own store this way, without a
+    /// `Waypoint` in between. What the draft owns is taken out of it.
+    pub(crate) fn append(&self, draft: &mut Draft<'_>) -> Result<(), StoreError> {
         let mut threads = self.lock()?;
-        if let Some(thread) = threads.get_mut(&waypoint.thread_id) {
-            return thread.append(waypoint);
+        if let Some(thread) = threads.get_mut(draft.thread_id) {
+            return thread.append(draft);
         }
         // A new thread: the only time its id is checked.
-        validate_thread_id(&waypoint.thread_id).map_err(StoreError::InvalidThreadId)?;
-        let id = waypoint.thread_id.clone();
-        let mut thread = Thread::new(id.clone());
-        thread.append(waypoint)?;
-        threads.insert(&id, thread);
+        validate_thread_id(draft.thread_id).map_err(StoreError::InvalidThreadId)?;
+        let mut thread = Thread::new(draft.thread_id.clone().into());
+        thread.append(draft)?;
+        threads.insert(thread);
         Ok(())
     }
 
@@ -177,12 +177,12 @@ impl InMemoryWaypointStore {
 #[async_trait]
 impl WaypointStore for InMemoryWaypointStore {
     async fn put(&self, waypoint: Waypoint) -> Result<(), StoreError> {
-        self.append(waypoint)
+        waypoint.lend(|mut draft| self.append(&mut draft))
     }
 
     #[allow(clippy::result_large_err)] // see WaypointStore::try_put
     fn try_put(&self, waypoint: Waypoint) -> Result<Result<(), StoreError>, Waypoint> {
-        Ok(self.append(waypoint))
+        Ok(waypoint.lend(|mut draft| self.append(&mut draft)))
     }
 
     async fn latest(&self, thread_id: &str) -> Result<Option<Waypoint>, StoreError> {

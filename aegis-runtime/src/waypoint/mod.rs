@@ -1,6 +1,7 @@
 //! Waypoints (one per superstep), the stores that keep them, and Chronicle.
 
 mod chronicle;
+mod draft;
 mod kept;
 mod memory;
 mod record;
@@ -9,6 +10,7 @@ mod types;
 mod visits;
 
 pub use chronicle::Chronicle;
+pub(crate) use draft::Draft;
 pub use memory::InMemoryWaypointStore;
 pub use record::{
     AttemptRecord, HandledFailure, HandlerKind, NodeExecutionRecord, NodeStatus, RetrySkip,
