@@ -77,6 +77,26 @@ impl<T> Extend<T> for Few<T> {
     }
 }
 
+impl<T> From<Vec<T>> for Few<T> {
+    fn from(mut items: Vec<T>) -> Self {
+        match items.len() {
+            0 => Few::Zero,
+            1 => items.pop().map_or(Few::Zero, Few::One),
+            _ => Few::Many(items),
+        }
+    }
+}
+
+impl<T> From<Few<T>> for Vec<T> {
+    fn from(few: Few<T>) -> Self {
+        match few {
+            Few::Zero => Vec::new(),
+            Few::One(item) => vec![item],
+            Few::Many(items) => items,
+        }
+    }
+}
+
 impl<T> IntoIterator for Few<T> {
     type Item = T;
     type IntoIter = FewIter<T>;
@@ -138,6 +158,15 @@ mod tests {
         assert_eq!(one.into_iter().len(), 1);
         let none: Few<u8> = std::iter::empty().collect();
         assert!(matches!(none, Few::Zero));
+        for n in 0..4 {
+            let few = Few::from((0..n).collect::<Vec<u8>>());
+            assert_eq!(few.len(), usize::from(n));
+            assert!(matches!(
+                (n, &few),
+                (0, Few::Zero) | (1, Few::One(0)) | (2.., Few::Many(_))
+            ));
+            assert_eq!(Vec::from(few), (0..n).collect::<Vec<u8>>());
+        }
         let mut many: Few<u8> = (0..3).collect();
         many.extend([3, 4]);
         assert_eq!(

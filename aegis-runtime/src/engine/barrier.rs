@@ -147,16 +147,23 @@ fn interrupted(
 
 /// The records of a superstep whose activations all finished: those kept
 /// in the cursor, then those just returned, in node and task order.
+///
+/// A chain's one record is returned in place, not in a `Vec` the store
+/// would free at once (it keeps a lone record inline); several are in an
+/// exactly sized one (growing from empty reserves four records).
 fn records_of(
     cur: &Cursor,
     unfinished: Few<(usize, ActivationResult)>,
-) -> Vec<NodeExecutionRecord> {
-    // Exactly sized: every waypoint keeps this Vec, and growing it from
-    // empty reserves four records (608 bytes) for a chain's one.
+) -> Few<NodeExecutionRecord> {
+    // Matched in place: an iterator over the list would first move every
+    // whole result into itself, then each into its closure.
+    if cur.completed.is_empty()
+        && let Few::One((_, ActivationResult::Done { record, .. })) = unfinished
+    {
+        return Few::One(record);
+    }
     let mut records = Vec::with_capacity(cur.completed.len() + unfinished.len());
     records.extend(cur.completed.iter().map(|c| c.record.clone()));
-    // Matched in place: an iterator over the list would first move every
-    // whole result (288 bytes) into itself, then each into its closure.
     match unfinished {
         Few::One((_, ActivationResult::Done { record, .. })) => records.push(record),
         Few::Many(all) => {
@@ -169,7 +176,7 @@ fn records_of(
         Few::One(_) | Few::Zero => {}
     }
     by_node_and_task(&mut records);
-    records
+    records.into()
 }
 
 fn by_node_and_task(records: &mut [NodeExecutionRecord]) {
@@ -230,7 +237,11 @@ impl<S: WaypointStore> WarEngine<S> {
         // nothing borrows the results any more.
         if let Some(e) = task_violation(finished.as_slice()) {
             drop(finished);
-            return Ok(Some(Ending::failed(e, None, records_of(cur, unfinished))));
+            return Ok(Some(Ending::failed(
+                e,
+                None,
+                records_of(cur, unfinished).into(),
+            )));
         }
 
         // A parleying activation's delta is discarded: it runs again, with
@@ -253,7 +264,7 @@ impl<S: WaypointStore> WarEngine<S> {
             Ok(s) => s,
             Err(e) => {
                 drop((writes, finished));
-                let records = records_of(cur, unfinished);
+                let records = records_of(cur, unfinished).into();
                 return Ok(Some(Ending::failed(e.into(), None, records)));
             }
         };
@@ -264,7 +275,11 @@ impl<S: WaypointStore> WarEngine<S> {
             Ok(n) => n,
             Err(e) => {
                 drop((writes, finished));
-                return Ok(Some(Ending::failed(e, None, records_of(cur, unfinished))));
+                return Ok(Some(Ending::failed(
+                    e,
+                    None,
+                    records_of(cur, unfinished).into(),
+                )));
             }
         };
         cur.state = merged;

@@ -432,7 +432,7 @@ impl<S: WaypointStore> WarEngine<S> {
         } else {
             WaypointStatus::Running
         };
-        self.put_draft(&mut cursor.draft(0, status, Vec::new()))
+        self.put_draft(&mut cursor.draft(0, status, crate::few::Few::Zero))
             .await?;
         self.run(&index, cursor, run_deadline, false).await
     }

@@ -74,7 +74,7 @@ impl Cursor {
         &self,
         seq: u64,
         status: WaypointStatus,
-        records: Vec<NodeExecutionRecord>,
+        records: Few<NodeExecutionRecord>,
     ) -> Draft<'_> {
         Draft {
             thread_id: &self.thread_id,
@@ -259,7 +259,7 @@ impl<S: WaypointStore> WarEngine<S> {
         &self,
         cur: &mut Cursor,
         status: WaypointStatus,
-        records: Vec<NodeExecutionRecord>,
+        records: Few<NodeExecutionRecord>,
     ) -> Result<(), EngineError> {
         let seq = cur.seq + 1;
         self.put_draft(&mut cur.draft(seq, status, records)).await?;
@@ -293,7 +293,7 @@ impl<S: WaypointStore> WarEngine<S> {
             error: error.to_string(),
             node_error,
         };
-        self.write(&mut cur, status, records).await?;
+        self.write(&mut cur, status, records.into()).await?;
         Ok(RunOutcome::Failed {
             thread_id: cur.thread_id.to_string(),
             state: cur.state,
@@ -310,7 +310,7 @@ impl<S: WaypointStore> WarEngine<S> {
         let status = WaypointStatus::Halted {
             reason: "shutdown".to_string(),
         };
-        self.write(&mut cur, status, records).await?;
+        self.write(&mut cur, status, records.into()).await?;
         Ok(RunOutcome::Halted {
             thread_id: cur.thread_id.to_string(),
             state: cur.state,
@@ -589,7 +589,7 @@ impl<S: WaypointStore> WarEngine<S> {
                             sort_completed(&mut cur.completed);
                             in_order = true;
                         }
-                        self.write(cur, WaypointStatus::Running, Vec::new()).await?;
+                        self.write(cur, WaypointStatus::Running, Few::Zero).await?;
                     }
                 }
                 (other, _) => unfinished.push((i, other)),

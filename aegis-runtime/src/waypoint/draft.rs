@@ -17,6 +17,7 @@ use super::{
     Activation, HandledFailure, NodeExecutionRecord, ParleyDelivery, PreviousGraph, Visits,
     Waypoint, WaypointStatus,
 };
+use crate::few::Few;
 use crate::graph::GraphManifest;
 use crate::state::Battlefield;
 
@@ -31,7 +32,7 @@ pub(crate) struct Draft<'a> {
     pub(crate) vanguard: &'a Arc<[Activation]>,
     pub(crate) interrupted: bool,
     pub(crate) completed: Completed,
-    pub(crate) records: Vec<NodeExecutionRecord>,
+    pub(crate) records: Few<NodeExecutionRecord>,
     pub(crate) parley: Option<&'a Arc<ParleyDelivery>>,
     pub(crate) visits: Visits,
     pub(crate) fingerprint: &'a Arc<str>,
@@ -73,7 +74,7 @@ impl Draft<'_> {
             vanguard: Arc::clone(vanguard),
             interrupted: *interrupted,
             completed: std::mem::take(completed),
-            records: std::mem::take(records),
+            records: std::mem::take(records).into(),
             parley: parley.cloned(),
             visits: std::mem::take(visits),
             fingerprint: Arc::clone(fingerprint).into(),
@@ -118,7 +119,7 @@ impl Waypoint {
             vanguard: &vanguard,
             interrupted,
             completed,
-            records,
+            records: records.into(),
             parley: parley.as_ref(),
             visits,
             fingerprint: fingerprint.shared(),

@@ -28,6 +28,7 @@ use super::{
     Activation, Draft, HandledFailure, NodeExecutionRecord, ParleyDelivery, PreviousGraph, Visits,
 };
 use super::{NodeStatus, Waypoint, WaypointStatus};
+use crate::few::Few;
 use crate::graph::GraphManifest;
 use crate::id::{GraphFingerprint, NodeId, ThreadId};
 use crate::state::Battlefield;
@@ -185,14 +186,11 @@ impl PlainRecord {
 }
 
 impl Records {
-    fn new(mut records: Vec<NodeExecutionRecord>) -> Self {
-        if let [only] = records.as_slice()
-            && PlainRecord::fits(only)
-            && let Some(only) = records.pop()
-        {
-            return Records::Plain(PlainRecord::of(only));
+    fn new(records: Few<NodeExecutionRecord>) -> Self {
+        match records {
+            Few::One(only) if PlainRecord::fits(&only) => Records::Plain(PlainRecord::of(only)),
+            other => Records::Many(Vec::from(other).into_boxed_slice()),
         }
-        Records::Many(records.into_boxed_slice())
     }
 
     fn to_vec(&self) -> Vec<NodeExecutionRecord> {
