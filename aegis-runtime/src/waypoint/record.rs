@@ -62,7 +62,10 @@ pub struct NodeExecutionRecord {
     /// records move through the engine on every superstep.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_origin: Option<std::sync::Arc<CacheOrigin>>,
-    /// When the activation started.
+    /// When the activation started: the engine reads the wall clock once
+    /// per `start`/`resume` call and adds the monotonic time since, so a
+    /// call's records keep the order they ran in whatever the wall clock
+    /// does meanwhile.
     pub started_at: SystemTime,
     /// How long the activation took, backoff waits included.
     pub duration_ms: u64,
