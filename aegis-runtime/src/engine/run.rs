@@ -268,7 +268,7 @@ impl<S: WaypointStore> WarEngine<S> {
     }
 
     /// Stores the waypoint `draft` describes. The engine's own in-memory
-    /// store keeps the draft as it is, lent in place (a draft is 184
+    /// store keeps the draft as it is, lent in place (a draft is 312
     /// bytes: every move is a copy); any other store gets the public
     /// `Waypoint`, without waiting when it can take it so.
     pub(crate) async fn put_draft(&self, draft: &mut Draft<'_>) -> Result<(), StoreError> {
