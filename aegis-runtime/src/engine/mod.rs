@@ -33,6 +33,7 @@ use tracing::Instrument;
 use crate::aegis::{Aegis, ErrorHandlerSpec, RetryPredicate};
 use crate::cache::{NodeCache, NodeCacheHandle};
 use crate::error::{EngineError, PolicyOffender};
+use crate::few::Few;
 use crate::graph::{HeartbeatHandle, NodeSpec, ParleyExpiry, ParleyResponse, WarGraph};
 use crate::id::NodeId;
 use crate::id::validate_root_thread_id;
@@ -432,7 +433,7 @@ impl<S: WaypointStore> WarEngine<S> {
         } else {
             WaypointStatus::Running
         };
-        self.put_draft(&mut cursor.draft(0, status, crate::few::Few::Zero))
+        self.put_draft(&mut cursor.draft(0, status, Few::Zero))
             .await?;
         self.run(&index, cursor, run_deadline, false).await
     }

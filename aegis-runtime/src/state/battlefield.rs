@@ -89,17 +89,27 @@ impl Slot {
         }
     }
 
-    /// [`value_digest`] of the value, memoised on first use (hashed afresh
-    /// for a small value, which a key reads in place instead). A list is
-    /// hashed item by item, exactly as its materialised array would be, so
-    /// a list built by appends and the same list given as input agree.
+    /// [`value_digest`] of the value (hashed afresh for a small value,
+    /// which a key reads in place instead).
     fn digest(&self) -> Digest32 {
+        self.memo()
+            .copied()
+            .unwrap_or_else(|| value_digest(self.get()))
+    }
+
+    /// The memoised [`value_digest`] of the value, computed on first use;
+    /// `None` for a small value, which keeps no memo. A list is hashed item
+    /// by item, exactly as its materialised array would be, so a list built
+    /// by appends and the same list given as input agree.
+    fn memo(&self) -> Option<&Digest32> {
         match self {
-            Slot::Small(v) => value_digest(v),
-            Slot::Value(v) => *v.0.digest.get_or_init(|| value_digest(&v.0.value)),
-            Slot::List(list) => *list
-                .digest
-                .get_or_init(|| array_digest(list.items.len(), list.items.iter().map(|v| &**v))),
+            Slot::Small(_) => None,
+            Slot::Value(v) => Some(v.0.digest.get_or_init(|| value_digest(&v.0.value))),
+            Slot::List(list) => {
+                Some(list.digest.get_or_init(|| {
+                    array_digest(list.items.len(), list.items.iter().map(|v| &**v))
+                }))
+            }
         }
     }
 }
@@ -246,14 +256,7 @@ impl Battlefield {
     /// keeps no memo (a small value).
     #[cfg(test)]
     pub(crate) fn digest_memo(&self, field: &str) -> Option<&Digest32> {
-        match self.fields.get(field)? {
-            Slot::Small(_) => None,
-            Slot::Value(v) => Some(v.0.digest.get_or_init(|| value_digest(&v.0.value))),
-            slot @ Slot::List(list) => {
-                let _ = slot.digest();
-                list.digest.get()
-            }
-        }
+        self.fields.get(field)?.memo()
     }
 
     /// Every set field, in name order, as a cache key reads it.

@@ -7,7 +7,7 @@
 //! drop them again, and moves its 224 bytes through three calls on the way
 //! in. The in-memory store builds what it keeps straight from a draft,
 //! cloning only what it keeps; every other store gets the `Waypoint` the
-//! draft makes ([`Draft::into_waypoint`]).
+//! draft makes ([`Draft::take_waypoint`]).
 
 use std::sync::Arc;
 use std::time::SystemTime;
