@@ -151,10 +151,7 @@ async fn adding_a_downstream_node_continues_and_records_the_old_graph() {
         assert_eq!(w.fingerprint, v2.fingerprint());
         assert_eq!(
             w.previous_graph.as_deref(),
-            Some(&PreviousGraph {
-                fingerprint: v1.clone(),
-                migrated: false
-            })
+            Some(&PreviousGraph::new(v1.clone()))
         );
         assert_eq!(w.manifest.as_deref(), Some(&v2.manifest()));
     }
@@ -345,27 +342,26 @@ fn string_log_graph() -> WarGraph {
 async fn a_migration_carries_the_thread_over_and_is_recorded() {
     let (store, v1) = parked().await;
     let mut v2 = string_log_graph();
-    v2.with_migration(v1.clone(), |mut state: Value| {
-        let joined = state["log"]
-            .as_array()
-            .ok_or_else(|| MigrationError::new("log is not a list"))?
-            .iter()
-            .filter_map(Value::as_str)
-            .collect::<Vec<_>>()
-            .join("\n");
-        state["log"] = json!(joined);
-        Ok(state)
-    });
+    v2.with_migration(
+        Migration::new("log-as-text", v1.clone()).with_state(|mut state: Value| {
+            let joined = state["log"]
+                .as_array()
+                .ok_or_else(|| MigrationError::new("log is not a list"))?
+                .iter()
+                .filter_map(Value::as_str)
+                .collect::<Vec<_>>()
+                .join("\n");
+            state["log"] = json!(joined);
+            Ok(state)
+        }),
+    );
     let state = completes(&store, &v2).await;
     assert_eq!(log(&state), json!("drafted"));
     let latest = store.latest("t").await.unwrap().unwrap();
     assert_eq!(latest.fingerprint, v2.fingerprint());
     assert_eq!(
         latest.previous_graph.as_deref(),
-        Some(&PreviousGraph {
-            fingerprint: v1,
-            migrated: true
-        })
+        Some(&PreviousGraph::new(v1).with_migration("log-as-text", []))
     );
 }
 
@@ -373,7 +369,9 @@ async fn a_migration_carries_the_thread_over_and_is_recorded() {
 async fn a_failing_or_misfitting_migration_is_refused_with_its_reason() {
     let (store, v1) = parked().await;
     let mut failing = string_log_graph();
-    failing.with_migration(v1.clone(), |_| Err(MigrationError::new("no way back")));
+    failing.with_migration(
+        Migration::new("fails", v1.clone()).with_state(|_| Err(MigrationError::new("no way back"))),
+    );
     let (reasons, _, message) = refused(&store, &failing).await;
     assert_eq!(
         reasons,
@@ -388,10 +386,12 @@ async fn a_failing_or_misfitting_migration_is_refused_with_its_reason() {
 
     // A state with a field the new schema does not declare does not fit.
     let mut misfit = string_log_graph();
-    misfit.with_migration(v1.clone(), |mut state: Value| {
-        state["ghost"] = json!(1);
-        Ok(state)
-    });
+    misfit.with_migration(
+        Migration::new("ghost", v1.clone()).with_state(|mut state: Value| {
+            state["ghost"] = json!(1);
+            Ok(state)
+        }),
+    );
     let (reasons, _, _) = refused(&store, &misfit).await;
     assert!(
         matches!(&reasons[..], [Incompatibility::StateDoesNotFit { message }] if message.contains("ghost")),
@@ -400,7 +400,7 @@ async fn a_failing_or_misfitting_migration_is_refused_with_its_reason() {
 
     // A migration from another fingerprint does not apply.
     let mut elsewhere = string_log_graph();
-    elsewhere.with_migration("v7:not-this-thread", Ok);
+    elsewhere.with_migration(Migration::new("other", "v7:not-this-thread").with_state(Ok));
     let (reasons, _, _) = refused(&store, &elsewhere).await;
     assert!(
         matches!(
@@ -411,6 +411,123 @@ async fn a_failing_or_misfitting_migration_is_refused_with_its_reason() {
     );
 }
 
+/// The first version with `ask` renamed `approve` (the node itself,
+/// kind and code, unchanged unless `kind` says otherwise).
+fn renamed_graph(kind: &'static str) -> WarGraph {
+    let mut g = WarGraph::new(BattlefieldSchema::new(fields()), EngineLimits::default());
+    g.add_node("draft", draft())
+        .add_node("approve", ask(kind))
+        .add_edge(START, "draft")
+        .add_edge("draft", "approve")
+        .add_edge("approve", END);
+    g
+}
+
+#[tokio::test]
+async fn a_migration_renames_the_waiting_node_and_the_move_is_recorded() {
+    let (store, v1) = parked().await;
+    // Without a migration the renamed node is refused, naming the old one.
+    let (reasons, _, _) = refused(&store, &renamed_graph("ask")).await;
+    assert_eq!(
+        reasons,
+        [Incompatibility::PendingNodeRemoved {
+            node: NodeId::new("ask")
+        }]
+    );
+
+    let mut v2 = renamed_graph("ask");
+    v2.with_migration(Migration::new("ask-is-approve", v1.clone()).map_node("ask", "approve"));
+    // The answer reaches the node under its new name.
+    let state = completes(&store, &v2).await;
+    assert_eq!(log(&state), json!(["drafted"]));
+    let latest = store.latest("t").await.unwrap().unwrap();
+    assert_eq!(latest.fingerprint, v2.fingerprint());
+    let moved = PreviousGraph::new(v1.clone()).with_migration(
+        "ask-is-approve",
+        [(NodeId::new("ask"), NodeId::new("approve"))],
+    );
+    assert_eq!(latest.previous_graph.as_deref(), Some(&moved));
+    assert_eq!(
+        latest
+            .records
+            .iter()
+            .map(|r| r.node_id.as_str())
+            .collect::<Vec<_>>(),
+        ["approve"]
+    );
+    // The visit the thread made as `ask` is `approve`'s (the re-run after
+    // an answer continues it), and no count is left under the old name.
+    assert_eq!(
+        latest
+            .visits()
+            .map(|(n, c)| (n.as_str(), c))
+            .collect::<Vec<_>>(),
+        [("approve", 1), ("draft", 1)]
+    );
+    // Chronicle lists the move: which migration, from and to.
+    let moves = engine(&store).chronicle().graph_moves("t").await.unwrap();
+    assert_eq!(moves.len(), 1);
+    let m = &moves[0];
+    assert_eq!(
+        (m.from.as_str(), m.to.as_str()),
+        (v1.as_str(), v2.fingerprint().as_str())
+    );
+    assert_eq!(m.migration.as_deref(), Some("ask-is-approve"));
+    assert_eq!(
+        m.mapped_nodes,
+        [(NodeId::new("ask"), NodeId::new("approve"))]
+    );
+}
+
+#[tokio::test]
+async fn a_mapped_node_may_change_kind_but_must_exist() {
+    let (store, v1) = parked().await;
+    // Replaced by a node of another kind: the migration says so.
+    let mut v2 = renamed_graph("approve-v2");
+    v2.with_migration(Migration::new("replace", v1.clone()).map_node("ask", "approve"));
+    completes(&store, &v2).await;
+
+    // Mapped to a node the graph does not have: refused, naming both.
+    let (store, v1) = parked().await;
+    let mut missing = renamed_graph("ask");
+    missing.with_migration(Migration::new("typo", v1).map_node("ask", "aprove"));
+    let (reasons, _, message) = refused(&store, &missing).await;
+    assert_eq!(
+        reasons,
+        [Incompatibility::MappedNodeMissing {
+            from: NodeId::new("ask"),
+            to: NodeId::new("aprove")
+        }]
+    );
+    assert!(
+        message.contains("`ask`") && message.contains("`aprove`"),
+        "{message}"
+    );
+}
+
+#[tokio::test]
+async fn a_migration_maps_nodes_and_rewrites_state_together() {
+    let (store, v1) = parked().await;
+    let mut changed = fields();
+    changed[1] = field("log", DispatchRule::LastWrite);
+    let mut v2 = WarGraph::new(BattlefieldSchema::new(changed), EngineLimits::default());
+    v2.add_node("draft", draft())
+        .add_node("approve", ask("ask"))
+        .add_edge(START, "draft")
+        .add_edge("draft", "approve")
+        .add_edge("approve", END);
+    v2.with_migration(
+        Migration::new("both", v1)
+            .map_node("ask", "approve")
+            .with_state(|mut state: Value| {
+                state["log"] = json!("flattened");
+                Ok(state)
+            }),
+    );
+    let state = completes(&store, &v2).await;
+    assert_eq!(log(&state), json!("flattened"));
+}
+
 #[tokio::test]
 async fn a_migration_cannot_bring_back_the_waiting_node() {
     let (store, v1) = parked().await;
@@ -418,7 +535,7 @@ async fn a_migration_cannot_bring_back_the_waiting_node() {
     v2.add_node("draft", draft())
         .add_edge(START, "draft")
         .add_edge("draft", END)
-        .with_migration(v1, Ok);
+        .with_migration(Migration::new("keep", v1).with_state(Ok));
     let (reasons, _, _) = refused(&store, &v2).await;
     assert_eq!(
         reasons,
@@ -587,10 +704,7 @@ async fn resume_the_previous_versions_thread<S: WaypointStore>(store: Arc<S>) {
     assert_eq!(latest.manifest.as_deref(), Some(&v2.manifest()));
     assert_eq!(
         latest.previous_graph.as_deref(),
-        Some(&PreviousGraph {
-            fingerprint: before.fingerprint.into(),
-            migrated: false
-        })
+        Some(&PreviousGraph::new(before.fingerprint))
     );
     // The whole history reads back, old rows and new.
     let history = store.history(FIXTURE_THREAD).await.unwrap();

@@ -5,8 +5,8 @@
 #![allow(dead_code, unreachable_pub, clippy::unwrap_used, clippy::expect_used)]
 
 use aegis::worker::{
-    AttemptInfo, Claim, Lease, PostgresRunQueue, Release, Renewal, RunQueue, RunStatus, Submitted,
-    WorkerConfig, WorkerError, WorkerInfo, WorkerPool,
+    AttemptInfo, Claim, Lease, PinnedRun, PostgresRunQueue, Release, Renewal, RunQueue, RunStatus,
+    Submitted, Verdict, WorkerConfig, WorkerError, WorkerInfo, WorkerPool,
 };
 use aegis::*;
 use serde_json::{Value, json};
@@ -255,6 +255,15 @@ impl RunQueue for Recording {
         ttl: Duration,
     ) -> Result<Vec<Claim>, WorkerError> {
         self.inner.claim(w, max, ttl).await
+    }
+    async fn unjudged(&self, w: &WorkerInfo, max: usize) -> Result<Vec<PinnedRun>, WorkerError> {
+        self.inner.unjudged(w, max).await
+    }
+    async fn record_verdict(&self, v: &Verdict) -> Result<(), WorkerError> {
+        self.inner.record_verdict(v).await
+    }
+    async fn pinned(&self, fp: Option<&str>, max: usize) -> Result<Vec<PinnedRun>, WorkerError> {
+        self.inner.pinned(fp, max).await
     }
     async fn renew(&self, l: &Lease, ttl: Duration) -> Result<Renewal, WorkerError> {
         self.inner.renew(l, ttl).await

@@ -6,35 +6,46 @@
 //! template); every field the stored state holds is still declared with the
 //! same dispatch rule; every new field has a default or is optional. Edges,
 //! new nodes and policies may change freely. A migration registered for the
-//! thread's fingerprint replaces the field checks by its own rewrite.
+//! thread's fingerprint first maps the thread's pending nodes (the node
+//! checks then see the new names, and a mapped node may change kind), and
+//! its state rewrite, when it has one, replaces the field checks.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::error::{EngineError, Incompatibility};
-use crate::graph::{GraphManifest, NextStep, WarGraph};
+use crate::graph::{GraphManifest, Migration, NextStep, WarGraph};
 use crate::id::NodeId;
 use crate::state::{Battlefield, DispatchRule, initial_state};
-use crate::waypoint::{PreviousGraph, Waypoint, WaypointStatus};
+use crate::waypoint::{Activation, CompletedActivation, PreviousGraph, Waypoint, WaypointStatus};
 use serde_json::Value;
 
 /// `latest` carried onto `graph`: unchanged when `graph` is the graph that
-/// wrote it; otherwise checked, migrated or given new fields' defaults, and
-/// marked with the graph it came from. `GraphMismatch` when it cannot go on.
-pub(super) fn onto(graph: &WarGraph, mut latest: Waypoint) -> Result<Waypoint, EngineError> {
+/// wrote it; otherwise mapped and checked, migrated or given new fields'
+/// defaults, and marked with the graph it came from. `GraphMismatch` when
+/// it cannot go on.
+///
+/// Pure: it reads nothing and writes nothing, so a worker fleet also uses
+/// it to judge whether its graph can continue a thread another graph wrote.
+pub(crate) fn onto(graph: &WarGraph, mut latest: Waypoint) -> Result<Waypoint, EngineError> {
     let found = graph.fingerprint();
     if latest.fingerprint == found {
         return Ok(latest);
     }
     let new = graph.manifest();
-    let old = latest.manifest.as_deref();
-    let mut reasons = node_reasons(&latest, old, &new);
+    let old = latest.manifest.clone();
+    let old = old.as_deref();
     let migration = graph.migration_from(&latest.fingerprint);
+    let mapped = match migration {
+        Some(m) if !m.mapped_nodes().is_empty() => map_nodes(&mut latest, m),
+        _ => Vec::new(),
+    };
+    let mut reasons = node_reasons(&latest, old, &new, &mapped);
     let state = if !reasons.is_empty() {
         None
-    } else if let Some(m) = migration {
+    } else if let Some(rewrite) = migration.and_then(Migration::state_rewrite) {
         // The node checks passed; the migration answers for the fields.
-        match (m.apply)(latest.state.to_json()) {
+        match rewrite(latest.state.to_json()) {
             Err(e) => {
                 reasons.push(Incompatibility::MigrationFailed { message: e.message });
                 None
@@ -73,12 +84,76 @@ pub(super) fn onto(graph: &WarGraph, mut latest: Waypoint) -> Result<Waypoint, E
         });
     };
     latest.state = state;
-    latest.previous_graph = Some(Arc::new(PreviousGraph {
-        fingerprint: std::mem::replace(&mut latest.fingerprint, found.into()).to_string(),
-        migrated: migration.is_some(),
+    let from = std::mem::replace(&mut latest.fingerprint, found.into()).to_string();
+    let moved = PreviousGraph::new(from);
+    latest.previous_graph = Some(Arc::new(match migration {
+        Some(m) => moved.with_migration(m.name(), mapped),
+        None => moved,
     }));
     latest.manifest = Some(Arc::new(new));
     Ok(latest)
+}
+
+/// Renames, in `w`, every node the thread is about to run that `m` maps:
+/// the pending vanguard, the finished part of an interrupted superstep and
+/// the jumps it decided, the parley on its way and the questions awaiting
+/// an answer, and the visit counts (so a renamed node keeps its visits
+/// towards `max_node_visits`). Records stay as they were: they tell what
+/// ran, under the name it ran as. Returns the mappings that applied.
+fn map_nodes(w: &mut Waypoint, m: &Migration) -> Vec<(NodeId, NodeId)> {
+    let mut applied: Vec<(NodeId, NodeId)> = Vec::new();
+    let mut map = |node: &mut NodeId| {
+        let new = m.map(node);
+        if new != node {
+            let pair = (node.clone(), new.clone());
+            if !applied.contains(&pair) {
+                applied.push(pair);
+            }
+            *node = new.clone();
+        }
+    };
+    let mut vanguard: Vec<Activation> = w.vanguard.to_vec();
+    vanguard.iter_mut().for_each(|a| map(&mut a.node_id));
+    // Vanguard order is by node id: a new name may sort elsewhere.
+    vanguard.sort();
+    w.vanguard = vanguard.into();
+    if w.completed().len() > 0 {
+        let completed: Vec<CompletedActivation> = w
+            .completed()
+            .map(|c| {
+                let mut c = c.clone();
+                map(&mut c.activation.node_id);
+                match &mut c.directive.next {
+                    NextStep::Goto(target) => map(target),
+                    NextStep::Muster { worker, .. } => map(worker),
+                    _ => {}
+                }
+                c
+            })
+            .collect();
+        w.completed = completed
+            .into_iter()
+            .map(Arc::new)
+            .collect::<imbl::Vector<_>>()
+            .into();
+    }
+    if let Some(p) = &w.parley {
+        let mut delivery = (**p).clone();
+        delivery.nodes.iter_mut().for_each(&mut map);
+        w.parley = Some(Arc::new(delivery));
+    }
+    if let WaypointStatus::AwaitingInput { requests } = &mut w.status {
+        requests.iter_mut().for_each(|(node, _)| map(node));
+    }
+    if w.visits().any(|(node, _)| m.map(node) != node) {
+        let mut counts: BTreeMap<NodeId, u32> = BTreeMap::new();
+        for (node, n) in w.visits() {
+            let c = counts.entry(m.map(node).clone()).or_default();
+            *c = c.saturating_add(n);
+        }
+        w.visits = counts.into_iter().collect();
+    }
+    applied
 }
 
 /// Every node the thread will run, and whether it runs as mustered tasks.
@@ -113,20 +188,32 @@ fn pending_nodes(w: &Waypoint) -> BTreeMap<NodeId, bool> {
     nodes
 }
 
+/// Why the nodes the thread is about to run cannot run on `new`. `mapped`
+/// lists the nodes a migration renamed, `(old, new)`: a mapped node is
+/// checked under its new name, and may have changed kind.
 fn node_reasons(
     w: &Waypoint,
     old: Option<&GraphManifest>,
     new: &GraphManifest,
+    mapped: &[(NodeId, NodeId)],
 ) -> Vec<Incompatibility> {
     let mut reasons = Vec::new();
     for (node, mustered) in pending_nodes(w) {
+        let from = mapped.iter().find(|(_, to)| *to == node).map(|(f, _)| f);
         let Some(now) = new.nodes.get(&node) else {
-            reasons.push(Incompatibility::PendingNodeRemoved { node });
+            reasons.push(match from {
+                Some(from) => Incompatibility::MappedNodeMissing {
+                    from: from.clone(),
+                    to: node,
+                },
+                None => Incompatibility::PendingNodeRemoved { node },
+            });
             continue;
         };
         // A thread from before manifests shows no kinds: existence is all
         // that can be checked.
-        if let Some(was) = old.and_then(|o| o.nodes.get(&node))
+        if from.is_none()
+            && let Some(was) = old.and_then(|o| o.nodes.get(&node))
             && was.kind != now.kind
         {
             reasons.push(Incompatibility::PendingNodeKindChanged {

@@ -4,7 +4,7 @@ mod attempt;
 mod barrier;
 mod battalion;
 mod config;
-mod evolve;
+pub(crate) mod evolve;
 mod hooks;
 mod index;
 mod outcome;

@@ -140,6 +140,14 @@ pub enum Incompatibility {
         /// The field.
         field: FieldName,
     },
+    /// The migration registered for the thread's fingerprint maps a node
+    /// the thread is about to run to a node this graph does not have.
+    MappedNodeMissing {
+        /// The node as the thread knew it.
+        from: NodeId,
+        /// The node the migration maps it to.
+        to: NodeId,
+    },
     /// The migration registered for the thread's fingerprint failed.
     MigrationFailed {
         /// What it said.
@@ -181,6 +189,10 @@ impl fmt::Display for Incompatibility {
             Incompatibility::NewFieldRequired { field } => write!(
                 f,
                 "new field `{field}` is required and has no default, and a resumed thread takes no input"
+            ),
+            Incompatibility::MappedNodeMissing { from, to } => write!(
+                f,
+                "the migration maps node `{from}`, which the waiting thread will run, to `{to}`, which this graph does not have"
             ),
             Incompatibility::MigrationFailed { message } => {
                 write!(f, "the migration failed: {message}")

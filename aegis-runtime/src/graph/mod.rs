@@ -30,6 +30,7 @@ pub use fingerprint::FINGERPRINT_VERSION;
 pub use input::{InputMapping, TemplateError};
 pub use limits::EngineLimits;
 pub use manifest::{FieldShape, GraphManifest, NodeShape};
+pub use migration::Migration;
 pub use node::{Directive, FnNode, NextStep, NodeFuture, NodeKind, NodeSpec, StateNode};
 pub use paladin::{Armament, Paladin};
 pub use parley::{MusterTask, ParleyExpiry, ParleyRequest, ParleyResponse};

@@ -9,7 +9,7 @@ mod store;
 mod types;
 mod visits;
 
-pub use chronicle::Chronicle;
+pub use chronicle::{Chronicle, GraphMove};
 pub(crate) use draft::Draft;
 pub use memory::InMemoryWaypointStore;
 pub use record::{

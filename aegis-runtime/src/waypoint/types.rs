@@ -324,14 +324,53 @@ impl<'de> Deserialize<'de> for Completed {
     }
 }
 
-/// The graph a thread ran before a resume moved it onto the current one.
+/// The graph a thread ran before a resume moved it onto the current one
+/// (whose fingerprint is the waypoint's own), and how it moved.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct PreviousGraph {
     /// Its fingerprint.
     pub fingerprint: String,
     /// Whether a migration ([`WarGraph::with_migration`](crate::WarGraph::with_migration))
-    /// rewrote the state, rather than the change being compatible as it was.
+    /// carried the thread over, rather than the change being compatible as
+    /// it was.
     pub migrated: bool,
+    /// The migration's name ([`Migration::name`](crate::Migration::name));
+    /// `None` for a compatible change, and in rows written before
+    /// migrations had names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub migration: Option<String>,
+    /// The nodes the migration mapped, `(old, new)`, that the thread was
+    /// about to run: its waiting node renamed, say. Empty when it mapped
+    /// none of them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mapped_nodes: Vec<(NodeId, NodeId)>,
+}
+
+impl PreviousGraph {
+    /// A thread moved from the graph `fingerprint` by a compatible change.
+    pub fn new(fingerprint: impl Into<String>) -> Self {
+        PreviousGraph {
+            fingerprint: fingerprint.into(),
+            migrated: false,
+            migration: None,
+            mapped_nodes: Vec::new(),
+        }
+    }
+
+    /// The same move, carried by the migration named `name`, which mapped
+    /// `mapped_nodes` of the thread's pending nodes.
+    #[must_use]
+    pub fn with_migration(
+        mut self,
+        name: impl Into<String>,
+        mapped_nodes: impl IntoIterator<Item = (NodeId, NodeId)>,
+    ) -> Self {
+        self.migrated = true;
+        self.migration = Some(name.into());
+        self.mapped_nodes = mapped_nodes.into_iter().collect();
+        self
+    }
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{AttemptInfo, RunQueue, RunState, RunStatus, Submitted, WorkerError};
+use super::{AttemptInfo, PinnedRun, RunQueue, RunState, RunStatus, Submitted, WorkerError};
 use crate::graph::ParleyResponse;
 use crate::waypoint::Waypoint;
 
@@ -64,6 +64,28 @@ impl Client {
     /// Every claim of the thread: who held which epoch, and how it ended.
     pub async fn attempts(&self, thread_id: &str) -> Result<Vec<AttemptInfo>, WorkerError> {
         self.queue.attempts(thread_id).await
+    }
+
+    /// Up to `max` unfinished runs pinned to a graph fingerprint that no
+    /// live worker runs (stranded until a worker of that version or a
+    /// compatible graph takes them), oldest first, each with what the live
+    /// workers' graphs judged of it: compatible (claimed as soon as it is
+    /// queued), incompatible with the reason, or not judged yet.
+    pub async fn pinned(&self, max: usize) -> Result<Vec<PinnedRun>, WorkerError> {
+        self.queue.pinned(None, max).await
+    }
+
+    /// Up to `max` unfinished runs pinned to `fingerprint`, whether or not
+    /// a live worker runs it, with the live graphs' verdicts: before
+    /// retiring the last workers of a version, the runs listed here whose
+    /// verdicts are all incompatible are the ones that version (or a
+    /// migration) still has to finish.
+    pub async fn pinned_to(
+        &self,
+        fingerprint: &str,
+        max: usize,
+    ) -> Result<Vec<PinnedRun>, WorkerError> {
+        self.queue.pinned(Some(fingerprint), max).await
     }
 
     /// The thread's latest waypoint (its state and status).

@@ -8,10 +8,10 @@ use std::time::Duration;
 use tokio::sync::{Mutex, Notify};
 use tokio::time::Instant;
 
-use super::types::{matching_fingerprint, waiting_reason};
+use super::types::{claiming_graph, runs_fingerprint, to_judge, waiting_reason};
 use super::{
-    AttemptInfo, Claim, Lease, Release, Renewal, RunQueue, RunState, RunStatus, Submitted,
-    WorkerError, WorkerInfo,
+    AttemptInfo, Claim, Lease, PinnedRun, Release, Renewal, RunQueue, RunState, RunStatus,
+    Submitted, Verdict, WorkerError, WorkerInfo,
 };
 use crate::error::StoreError;
 use crate::graph::ParleyResponse;
@@ -51,9 +51,30 @@ struct Run {
     cancel_requested: bool,
     order: u64,
     attempts: Vec<AttemptInfo>,
+    /// One per judging graph; only those of the current epoch count.
+    verdicts: Vec<Verdict>,
+    /// The latest move onto another graph: the fingerprint it left and the
+    /// migration that carried it.
+    moved: Option<(String, Option<String>)>,
 }
 
 impl Run {
+    /// The verdicts of the run's current epoch.
+    fn verdicts(&self) -> Vec<Verdict> {
+        self.verdicts
+            .iter()
+            .filter(|v| v.epoch == self.epoch)
+            .cloned()
+            .collect()
+    }
+
+    /// Whether the run waits for a worker: queued, or running under an
+    /// expired lease.
+    fn waits(&self, now: Instant) -> bool {
+        self.state == RunState::Queued
+            || (self.state == RunState::Running && self.expires.is_some_and(|e| e <= now))
+    }
+
     fn held_by(&self, lease: &Lease) -> bool {
         self.epoch == lease.epoch && self.state == RunState::Running
     }
@@ -63,6 +84,32 @@ impl Run {
             a.outcome = outcome.to_string();
         }
     }
+}
+
+/// The graph a claim runs a thread on: its fingerprint, and the migration
+/// that carries the thread onto it (when it moves by one).
+type GraphPick = (String, Option<String>);
+
+/// The workers whose registration has not expired.
+fn live_workers(state: &State, now: Instant) -> Vec<WorkerInfo> {
+    state
+        .workers
+        .values()
+        .filter(|(_, until)| *until > now)
+        .map(|(w, _)| w.clone())
+        .collect()
+}
+
+fn pinned_run(thread_id: &str, run: &Run, fingerprint: &str, verdicts: Vec<Verdict>) -> PinnedRun {
+    let mut pinned = PinnedRun::new(
+        thread_id,
+        run.graph_name.clone(),
+        run.state,
+        run.epoch,
+        fingerprint,
+    );
+    pinned.verdicts = verdicts;
+    pinned
 }
 
 fn lost(lease: &Lease) -> WorkerError {
@@ -139,6 +186,8 @@ impl RunQueue for InMemoryRunQueue {
                 cancel_requested: false,
                 order,
                 attempts: Vec::new(),
+                verdicts: Vec::new(),
+                moved: None,
             },
         );
         drop(state);
@@ -168,7 +217,8 @@ impl RunQueue for InMemoryRunQueue {
     ) -> Result<Vec<Claim>, WorkerError> {
         let now = Instant::now();
         let mut state = self.state.lock().await;
-        let mut due: Vec<(u64, String)> = Vec::new();
+        let live = live_workers(&state, now);
+        let mut due: Vec<(u64, String, GraphPick)> = Vec::new();
         for (thread_id, run) in state.runs.iter_mut() {
             let expired = run.state == RunState::Running && run.expires.is_some_and(|e| e <= now);
             if expired && run.cancel_requested {
@@ -179,31 +229,47 @@ impl RunQueue for InMemoryRunQueue {
                 run.set_attempt_outcome(epoch, "expired");
                 continue;
             }
-            let runnable = run.state == RunState::Queued || expired;
-            if runnable
-                && matching_fingerprint(&worker.graphs, &run.graph_name, run.fingerprint.as_deref())
-                    .is_some()
-            {
-                due.push((run.order, thread_id.clone()));
+            if !run.waits(now) {
+                continue;
+            }
+            let pinned_live = run
+                .fingerprint
+                .as_deref()
+                .is_some_and(|fp| runs_fingerprint(&live, &run.graph_name, fp));
+            let verdicts = run.verdicts();
+            if let Some(g) = claiming_graph(
+                &worker.graphs,
+                &run.graph_name,
+                run.fingerprint.as_deref(),
+                pinned_live,
+                &verdicts,
+            ) {
+                let migration = verdicts
+                    .iter()
+                    .find(|v| v.is_by(g))
+                    .and_then(|v| v.migration.clone());
+                due.push((
+                    run.order,
+                    thread_id.clone(),
+                    (g.fingerprint.clone(), migration),
+                ));
             }
         }
         due.sort();
         due.truncate(max);
         let mut claims = Vec::with_capacity(due.len());
-        for (_, thread_id) in due {
+        for (_, thread_id, (fp, migration)) in due {
             let Some(run) = state.runs.get_mut(&thread_id) else {
-                continue;
-            };
-            let Some(fp) =
-                matching_fingerprint(&worker.graphs, &run.graph_name, run.fingerprint.as_deref())
-            else {
                 continue;
             };
             if run.state == RunState::Running {
                 let previous = run.epoch;
                 run.set_attempt_outcome(previous, "expired");
             }
-            run.fingerprint = Some(fp.to_string());
+            if let Some(from) = run.fingerprint.take().filter(|from| *from != fp) {
+                run.moved = Some((from, migration));
+            }
+            run.fingerprint = Some(fp);
             run.epoch = run.epoch.saturating_add(1);
             run.state = RunState::Running;
             run.worker_id = Some(worker.worker_id.clone());
@@ -225,6 +291,65 @@ impl RunQueue for InMemoryRunQueue {
             });
         }
         Ok(claims)
+    }
+
+    async fn unjudged(
+        &self,
+        worker: &WorkerInfo,
+        max: usize,
+    ) -> Result<Vec<PinnedRun>, WorkerError> {
+        let now = Instant::now();
+        let state = self.state.lock().await;
+        let mut found: Vec<(u64, PinnedRun)> = state
+            .runs
+            .iter()
+            .filter(|(_, run)| run.waits(now) || run.state == RunState::AwaitingInput)
+            .filter_map(|(thread_id, run)| {
+                let fp = run.fingerprint.as_deref()?;
+                to_judge(worker, &run.graph_name, fp, &run.verdicts())?;
+                Some((run.order, pinned_run(thread_id, run, fp, Vec::new())))
+            })
+            .collect();
+        found.sort_by_key(|(order, _)| *order);
+        Ok(found.into_iter().take(max).map(|(_, r)| r).collect())
+    }
+
+    async fn record_verdict(&self, verdict: &Verdict) -> Result<(), WorkerError> {
+        let mut state = self.state.lock().await;
+        let run = state
+            .runs
+            .get_mut(&verdict.thread_id)
+            .ok_or_else(|| unknown(&verdict.thread_id))?;
+        run.verdicts.retain(|v| {
+            !(v.fingerprint == verdict.fingerprint && v.migrations == verdict.migrations)
+        });
+        run.verdicts.push(verdict.clone());
+        Ok(())
+    }
+
+    async fn pinned(
+        &self,
+        fingerprint: Option<&str>,
+        max: usize,
+    ) -> Result<Vec<PinnedRun>, WorkerError> {
+        let now = Instant::now();
+        let state = self.state.lock().await;
+        let live = live_workers(&state, now);
+        let mut found: Vec<(u64, PinnedRun)> = state
+            .runs
+            .iter()
+            .filter(|(_, run)| run.waits(now) || run.state == RunState::AwaitingInput)
+            .filter_map(|(thread_id, run)| {
+                let fp = run.fingerprint.as_deref()?;
+                let listed = match fingerprint {
+                    Some(wanted) => wanted == fp,
+                    None => !runs_fingerprint(&live, &run.graph_name, fp),
+                };
+                listed.then(|| (run.order, pinned_run(thread_id, run, fp, run.verdicts())))
+            })
+            .collect();
+        found.sort_by_key(|(order, _)| *order);
+        Ok(found.into_iter().take(max).map(|(_, r)| r).collect())
     }
 
     async fn renew(&self, lease: &Lease, ttl: Duration) -> Result<Renewal, WorkerError> {
@@ -257,6 +382,9 @@ impl RunQueue for InMemoryRunQueue {
         // The answer was delivered by the run that just ended.
         run.answer = None;
         run.set_attempt_outcome(lease.epoch, release.outcome());
+        if next.is_final() {
+            run.verdicts.clear();
+        }
         drop(state);
         super::wake(&self.changed);
         Ok(())
@@ -311,14 +439,8 @@ impl RunQueue for InMemoryRunQueue {
         let Some(run) = state.runs.get(thread_id) else {
             return Ok(None);
         };
-        let live: Vec<WorkerInfo> = state
-            .workers
-            .values()
-            .filter(|(_, until)| *until > now)
-            .map(|(w, _)| w.clone())
-            .collect();
-        let expired = run.state == RunState::Running && run.expires.is_some_and(|e| e <= now);
-        let waiting = run.state == RunState::Queued || expired;
+        let live = live_workers(&state, now);
+        let waiting = run.waits(now);
         Ok(Some(RunStatus {
             thread_id: thread_id.to_string(),
             graph_name: run.graph_name.clone(),
@@ -328,8 +450,17 @@ impl RunQueue for InMemoryRunQueue {
             fingerprint: run.fingerprint.clone(),
             error: run.error.clone(),
             waiting_reason: waiting
-                .then(|| waiting_reason(&run.graph_name, run.fingerprint.as_deref(), &live))
+                .then(|| {
+                    waiting_reason(
+                        &run.graph_name,
+                        run.fingerprint.as_deref(),
+                        &live,
+                        &run.verdicts(),
+                    )
+                })
                 .flatten(),
+            previous_fingerprint: run.moved.as_ref().map(|(from, _)| from.clone()),
+            migration: run.moved.as_ref().and_then(|(_, m)| m.clone()),
         }))
     }
 

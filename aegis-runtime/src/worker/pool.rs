@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use super::{Claim, GraphKey, LeasedStore, Release, RunQueue, WorkerError, WorkerInfo};
+use super::{Claim, GraphKey, LeasedStore, Release, RunQueue, Verdict, WorkerError, WorkerInfo};
 use crate::engine::{RunOutcome, WarEngine};
 use crate::error::EngineError;
 use crate::error::StoreError;
@@ -170,10 +170,7 @@ impl WorkerPool {
         let mut graphs: Vec<GraphKey> = self
             .graphs
             .iter()
-            .map(|(name, g)| GraphKey {
-                name: name.clone(),
-                fingerprint: g.fingerprint(),
-            })
+            .map(|(name, g)| GraphKey::of(name.clone(), g))
             .collect();
         graphs.sort_by(|a, b| a.name.cmp(&b.name));
         WorkerInfo {
@@ -232,6 +229,12 @@ impl WorkerPool {
             if claimed > 0 && runs.len() < self.config.max_runs {
                 continue;
             }
+            // Idle capacity: judge the threads other versions of our graphs
+            // left, so those ours can continue are claimed (at once, if any
+            // was found) and the rest show why they wait.
+            if free > claimed && shared.judge(&info).await > 0 {
+                continue;
+            }
             let wait = self
                 .config
                 .poll_interval
@@ -282,7 +285,68 @@ fn is_lease_lost(e: &EngineError) -> bool {
     )
 }
 
+/// How many threads a worker judges per pass: each costs a read of the
+/// thread's latest waypoint.
+const JUDGE_BATCH: usize = 32;
+
 impl Shared {
+    /// Judges up to [`JUDGE_BATCH`] threads pinned to other versions of
+    /// this worker's graphs, as `resume` would (the same check, on the
+    /// thread's latest waypoint), and records each verdict; returns how
+    /// many were recorded compatible. A thread whose waypoints cannot be read is
+    /// left unjudged, to be tried again on a later pass.
+    async fn judge(&self, info: &WorkerInfo) -> usize {
+        let runs = match self.queue.unjudged(info, JUDGE_BATCH).await {
+            Ok(runs) => runs,
+            Err(e) => {
+                tracing::warn!(error = %e, "aegis worker: listing threads to judge failed");
+                return 0;
+            }
+        };
+        let store = self.queue.waypoints();
+        let mut compatible = 0;
+        for run in runs {
+            let (Some(graph), Some(key)) = (
+                self.graphs.get(&run.graph_name),
+                info.graphs.iter().find(|g| g.name == run.graph_name),
+            ) else {
+                continue;
+            };
+            let verdict = match store.latest(&run.thread_id).await {
+                // Claimed once but never written: it starts from its input
+                // on any graph of its name.
+                Ok(None) => Verdict::compatible(&run, key, None),
+                Ok(Some(latest)) => match crate::engine::evolve::onto(graph, latest) {
+                    Ok(moved) => Verdict::compatible(
+                        &run,
+                        key,
+                        moved.previous_graph.and_then(|p| p.migration.clone()),
+                    ),
+                    Err(e) => Verdict::incompatible(&run, key, e.to_string()),
+                },
+                Err(e) => {
+                    tracing::warn!(error = %e, thread_id = %run.thread_id, "aegis worker: reading a thread to judge failed");
+                    continue;
+                }
+            };
+            tracing::info!(
+                worker = %info.worker_id,
+                thread_id = %run.thread_id,
+                pinned_to = %run.fingerprint,
+                fingerprint = %key.fingerprint,
+                compatible = verdict.compatible,
+                "aegis worker: judged a thread of another version"
+            );
+            match self.queue.record_verdict(&verdict).await {
+                Ok(()) => compatible += usize::from(verdict.compatible),
+                Err(e) => {
+                    tracing::warn!(error = %e, thread_id = %run.thread_id, "aegis worker: recording a verdict failed")
+                }
+            }
+        }
+        compatible
+    }
+
     async fn execute(self: Arc<Self>, claim: Claim, token: CancellationToken) {
         let lease = claim.lease.clone();
         let flags = Arc::new(Flags::default());

@@ -11,10 +11,10 @@ use tokio::sync::Notify;
 use tokio_postgres::AsyncMessage;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
-use super::types::waiting_reason;
+use super::types::{to_judge, waiting_reason};
 use super::{
-    AttemptInfo, Claim, GraphKey, Lease, Release, Renewal, RunQueue, RunState, RunStatus,
-    Submitted, WorkerError, WorkerInfo,
+    AttemptInfo, Claim, GraphKey, Lease, PinnedRun, Release, Renewal, RunQueue, RunState,
+    RunStatus, Submitted, Verdict, WorkerError, WorkerInfo,
 };
 use crate::error::StoreError;
 use crate::graph::ParleyResponse;
@@ -54,7 +54,8 @@ CREATE TABLE IF NOT EXISTS {s}.aegis_workers (
     worker_id TEXT PRIMARY KEY,
     graph_names TEXT[] NOT NULL,
     fingerprints TEXT[] NOT NULL,
-    expires_at TIMESTAMPTZ NOT NULL
+    expires_at TIMESTAMPTZ NOT NULL,
+    migrations TEXT[]
 );
 CREATE TABLE IF NOT EXISTS {s}.aegis_run_attempts (
     thread_id TEXT NOT NULL,
@@ -64,6 +65,7 @@ CREATE TABLE IF NOT EXISTS {s}.aegis_run_attempts (
     claimed_at TIMESTAMPTZ NOT NULL DEFAULT now(),
     PRIMARY KEY (thread_id, epoch)
 );
+{verdicts}
 CREATE OR REPLACE FUNCTION {s}.aegis_runs_notify() RETURNS trigger AS $$
 BEGIN
     PERFORM pg_notify('{channel}', NEW.thread_id);
@@ -72,6 +74,34 @@ END $$ LANGUAGE plpgsql;
 DROP TRIGGER IF EXISTS aegis_runs_notify ON {s}.aegis_runs;
 CREATE TRIGGER aegis_runs_notify AFTER INSERT OR UPDATE OF state ON {s}.aegis_runs
     FOR EACH ROW WHEN (NEW.state <> 'running') EXECUTE FUNCTION {s}.aegis_runs_notify();";
+
+/// The tables of rolling deploys: what each graph judged of a thread pinned
+/// to another, and the moves claims made. Added after the first release:
+/// created on their own when a schema has the rest, since they lock nothing
+/// the workers use.
+const VERDICTS: &str = "
+CREATE TABLE IF NOT EXISTS {s}.aegis_run_verdicts (
+    thread_id TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    migrations TEXT NOT NULL,
+    epoch BIGINT NOT NULL,
+    pinned_to TEXT NOT NULL,
+    compatible BOOLEAN NOT NULL,
+    migration TEXT,
+    reason TEXT,
+    judged_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+    PRIMARY KEY (thread_id, fingerprint, migrations)
+);
+CREATE TABLE IF NOT EXISTS {s}.aegis_run_moves (
+    thread_id TEXT NOT NULL,
+    epoch BIGINT NOT NULL,
+    from_fingerprint TEXT NOT NULL,
+    to_fingerprint TEXT NOT NULL,
+    migration TEXT,
+    moved_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+    PRIMARY KEY (thread_id, epoch)
+);
+ALTER TABLE {s}.aegis_workers ADD COLUMN IF NOT EXISTS migrations TEXT[];";
 
 /// The run queue in PostgreSQL: any number of worker and client processes
 /// share it.
@@ -183,11 +213,27 @@ impl PostgresRunQueue {
             if !ready {
                 tx.batch_execute(
                     &SCHEMA
+                        .replace("{verdicts}", VERDICTS)
                         .replace("{s}", &quoted)
                         .replace("{channel}", &channel),
                 )
                 .await
                 .map_err(backend)?;
+            } else {
+                let has_verdicts: bool = tx
+                    .query_one(
+                        "SELECT to_regclass($1::text) IS NOT NULL",
+                        &[&format!("{quoted}.aegis_run_moves")],
+                    )
+                    .await
+                    .map_err(backend)?
+                    .try_get(0)
+                    .map_err(backend)?;
+                if !has_verdicts {
+                    tx.batch_execute(&VERDICTS.replace("{s}", &quoted))
+                        .await
+                        .map_err(backend)?;
+                }
             }
             tx.commit().await.map_err(backend)?;
         }
@@ -215,6 +261,76 @@ impl PostgresRunQueue {
     async fn client(&self) -> Result<deadpool_postgres::Object, WorkerError> {
         Ok(self.pool.get().await?)
     }
+
+    /// The verdicts on `thread_id` at `epoch`.
+    async fn verdicts_of(
+        &self,
+        client: &deadpool_postgres::Object,
+        thread_id: &str,
+        epoch: u64,
+    ) -> Result<Vec<Verdict>, WorkerError> {
+        let statement = client
+            .prepare_cached(&self.sql(
+                "SELECT fingerprint, migrations, pinned_to, compatible, migration, reason \
+                 FROM {s}.aegis_run_verdicts WHERE thread_id = $1 AND epoch = $2 \
+                 ORDER BY fingerprint, migrations",
+            ))
+            .await
+            .map_err(backend)?;
+        let rows = client
+            .query(&statement, &[&thread_id, &epoch_to(epoch)])
+            .await
+            .map_err(backend)?;
+        rows.iter()
+            .map(|r| {
+                let run = PinnedRun::new(
+                    thread_id,
+                    "",
+                    RunState::Queued,
+                    epoch,
+                    r.try_get::<_, String>(2).map_err(backend)?,
+                );
+                let key = GraphKey::new("", r.try_get::<_, String>(0).map_err(backend)?)
+                    .with_migrations(r.try_get::<_, String>(1).map_err(backend)?);
+                Ok(if r.try_get::<_, bool>(3).map_err(backend)? {
+                    Verdict::compatible(&run, &key, r.try_get(4).map_err(backend)?)
+                } else {
+                    let reason: Option<String> = r.try_get(5).map_err(backend)?;
+                    Verdict::incompatible(&run, &key, reason.unwrap_or_default())
+                })
+            })
+            .collect()
+    }
+}
+
+/// A worker's graphs as the claim statements take them: names,
+/// fingerprints and migration digests, in step.
+fn graph_columns(worker: &WorkerInfo) -> (Vec<&str>, Vec<&str>, Vec<&str>) {
+    let names = worker.graphs.iter().map(|g| g.name.as_str()).collect();
+    let fps = worker
+        .graphs
+        .iter()
+        .map(|g| g.fingerprint.as_str())
+        .collect();
+    let migrations = worker
+        .graphs
+        .iter()
+        .map(|g| g.migrations.as_str())
+        .collect();
+    (names, fps, migrations)
+}
+
+/// A run row (thread_id, graph_name, state, epoch, fingerprint) as a pinned
+/// run without verdicts.
+fn pinned_row(r: &tokio_postgres::Row) -> Result<PinnedRun, WorkerError> {
+    let state: String = r.try_get(2).map_err(backend)?;
+    Ok(PinnedRun::new(
+        r.try_get::<_, String>(0).map_err(backend)?,
+        r.try_get::<_, String>(1).map_err(backend)?,
+        RunState::parse(&state).unwrap_or(RunState::Queued),
+        epoch_from(r.try_get(3).map_err(backend)?),
+        r.try_get::<_, String>(4).map_err(backend)?,
+    ))
 }
 
 /// Keeps a `LISTEN` connection open and turns notifications into wake-ups;
@@ -348,20 +464,18 @@ impl RunQueue for PostgresRunQueue {
     async fn register(&self, worker: &WorkerInfo, ttl: Duration) -> Result<(), WorkerError> {
         let client = self.client().await?;
         let sql = self.sql(
-            "INSERT INTO {s}.aegis_workers (worker_id, graph_names, fingerprints, expires_at) \
-             VALUES ($1, $2, $3, now() + $4::BIGINT * interval '1 millisecond') \
+            "INSERT INTO {s}.aegis_workers (worker_id, graph_names, fingerprints, migrations, expires_at) \
+             VALUES ($1, $2, $3, $5, now() + $4::BIGINT * interval '1 millisecond') \
              ON CONFLICT (worker_id) DO UPDATE SET graph_names = $2, fingerprints = $3, \
-             expires_at = EXCLUDED.expires_at",
+             migrations = $5, expires_at = EXCLUDED.expires_at",
         );
         let statement = client.prepare_cached(&sql).await.map_err(backend)?;
-        let names: Vec<&str> = worker.graphs.iter().map(|g| g.name.as_str()).collect();
-        let fps: Vec<&str> = worker
-            .graphs
-            .iter()
-            .map(|g| g.fingerprint.as_str())
-            .collect();
+        let (names, fps, migrations) = graph_columns(worker);
         client
-            .execute(&statement, &[&worker.worker_id, &names, &fps, &ttl_ms(ttl)])
+            .execute(
+                &statement,
+                &[&worker.worker_id, &names, &fps, &ttl_ms(ttl), &migrations],
+            )
             .await
             .map_err(backend)?;
         Ok(())
@@ -399,13 +513,26 @@ impl RunQueue for PostgresRunQueue {
             .await
             .map_err(backend)?;
         client.execute(&cancel, &[]).await.map_err(backend)?;
+        // A thread is this worker's when it is unbound, or pinned to the
+        // fingerprint of its graph of that name; or, when no live worker
+        // runs the fingerprint it is pinned to, when this worker's graph
+        // judged it compatible at its current epoch. A claim of the last
+        // kind records the move.
         let claim = client
             .prepare_cached(&self.sql(
                 "WITH due AS ( \
-                   SELECT r.thread_id, r.state AS old_state, r.epoch AS old_epoch, g.f AS fp \
+                   SELECT r.thread_id, r.state AS old_state, r.epoch AS old_epoch, \
+                     r.fingerprint AS old_fp, g.f AS fp, g.migration \
                    FROM {s}.aegis_runs r \
-                   CROSS JOIN LATERAL (SELECT g.f FROM unnest($2::TEXT[], $3::TEXT[]) AS g(n, f) \
-                     WHERE g.n = r.graph_name AND (r.fingerprint IS NULL OR r.fingerprint = g.f) \
+                   CROSS JOIN LATERAL (SELECT g.f, v.migration \
+                     FROM unnest($2::TEXT[], $3::TEXT[], $6::TEXT[]) AS g(n, f, m) \
+                     LEFT JOIN {s}.aegis_run_verdicts v ON v.thread_id = r.thread_id \
+                       AND v.fingerprint = g.f AND v.migrations = g.m AND v.epoch = r.epoch \
+                       AND v.compatible \
+                     WHERE g.n = r.graph_name AND (r.fingerprint IS NULL OR r.fingerprint = g.f \
+                       OR (v.thread_id IS NOT NULL AND NOT EXISTS ( \
+                         SELECT 1 FROM {s}.aegis_workers w, unnest(w.graph_names, w.fingerprints) AS x(n, f) \
+                         WHERE w.expires_at > now() AND x.n = r.graph_name AND x.f = r.fingerprint))) \
                      LIMIT 1) g \
                    WHERE (r.state = 'queued' OR (r.state = 'running' AND r.lease_expires_at <= now() \
                      AND NOT r.cancel_requested)) \
@@ -417,29 +544,36 @@ impl RunQueue for PostgresRunQueue {
                      lease_expires_at = now() + $5::BIGINT * interval '1 millisecond' \
                    FROM due WHERE r.thread_id = due.thread_id \
                    RETURNING r.thread_id, r.epoch, r.graph_name, r.input, r.answer, \
-                     due.old_state, due.old_epoch, r.queued_at), \
+                     due.old_state, due.old_epoch, due.old_fp, due.fp, due.migration, r.queued_at), \
                  expired AS ( \
                    UPDATE {s}.aegis_run_attempts a SET outcome = 'expired' FROM claimed c \
                    WHERE a.thread_id = c.thread_id AND a.epoch = c.old_epoch \
                      AND c.old_state = 'running' AND a.outcome = 'running'), \
                  attempts AS ( \
                    INSERT INTO {s}.aegis_run_attempts (thread_id, epoch, worker_id, outcome) \
-                   SELECT thread_id, epoch, $1, 'running' FROM claimed) \
+                   SELECT thread_id, epoch, $1, 'running' FROM claimed), \
+                 moves AS ( \
+                   INSERT INTO {s}.aegis_run_moves \
+                     (thread_id, epoch, from_fingerprint, to_fingerprint, migration) \
+                   SELECT thread_id, epoch, old_fp, fp, migration FROM claimed \
+                   WHERE old_fp IS NOT NULL AND old_fp <> fp) \
                  SELECT thread_id, epoch, graph_name, input, answer FROM claimed ORDER BY queued_at",
             ))
             .await
             .map_err(backend)?;
-        let names: Vec<&str> = worker.graphs.iter().map(|g| g.name.as_str()).collect();
-        let fps: Vec<&str> = worker
-            .graphs
-            .iter()
-            .map(|g| g.fingerprint.as_str())
-            .collect();
+        let (names, fps, migrations) = graph_columns(worker);
         let max = i64::try_from(max).unwrap_or(i64::MAX);
         let rows = client
             .query(
                 &claim,
-                &[&worker.worker_id, &names, &fps, &max, &ttl_ms(ttl)],
+                &[
+                    &worker.worker_id,
+                    &names,
+                    &fps,
+                    &max,
+                    &ttl_ms(ttl),
+                    &migrations,
+                ],
             )
             .await
             .map_err(backend)?;
@@ -461,6 +595,108 @@ impl RunQueue for PostgresRunQueue {
                 })
             })
             .collect()
+    }
+
+    async fn unjudged(
+        &self,
+        worker: &WorkerInfo,
+        max: usize,
+    ) -> Result<Vec<PinnedRun>, WorkerError> {
+        let client = self.client().await?;
+        // A run is listed once per graph of this worker's with its name and
+        // another fingerprint that has no verdict on it at its epoch.
+        let statement = client
+            .prepare_cached(&self.sql(
+                "SELECT r.thread_id, r.graph_name, r.state, r.epoch, r.fingerprint \
+                 FROM {s}.aegis_runs r \
+                 JOIN unnest($1::TEXT[], $2::TEXT[], $3::TEXT[]) AS g(n, f, m) \
+                   ON g.n = r.graph_name AND r.fingerprint <> g.f \
+                 WHERE (r.state IN ('queued', 'awaiting_input') \
+                   OR (r.state = 'running' AND r.lease_expires_at <= now())) \
+                   AND NOT EXISTS (SELECT 1 FROM {s}.aegis_run_verdicts v \
+                     WHERE v.thread_id = r.thread_id AND v.fingerprint = g.f \
+                     AND v.migrations = g.m AND v.epoch = r.epoch) \
+                 ORDER BY r.queued_at LIMIT $4",
+            ))
+            .await
+            .map_err(backend)?;
+        let (names, fps, migrations) = graph_columns(worker);
+        let max = i64::try_from(max).unwrap_or(i64::MAX);
+        let rows = client
+            .query(&statement, &[&names, &fps, &migrations, &max])
+            .await
+            .map_err(backend)?;
+        let runs = rows.iter().map(pinned_row).collect::<Result<Vec<_>, _>>()?;
+        // The query and `to_judge` agree; the filter keeps one rule.
+        Ok(runs
+            .into_iter()
+            .filter(|r| to_judge(worker, &r.graph_name, &r.fingerprint, &r.verdicts).is_some())
+            .collect())
+    }
+
+    async fn record_verdict(&self, verdict: &Verdict) -> Result<(), WorkerError> {
+        let client = self.client().await?;
+        let statement = client
+            .prepare_cached(&self.sql(
+                "INSERT INTO {s}.aegis_run_verdicts (thread_id, fingerprint, migrations, epoch, \
+                 pinned_to, compatible, migration, reason) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
+                 ON CONFLICT (thread_id, fingerprint, migrations) DO UPDATE SET \
+                 epoch = EXCLUDED.epoch, pinned_to = EXCLUDED.pinned_to, \
+                 compatible = EXCLUDED.compatible, migration = EXCLUDED.migration, \
+                 reason = EXCLUDED.reason, judged_at = now()",
+            ))
+            .await
+            .map_err(backend)?;
+        client
+            .execute(
+                &statement,
+                &[
+                    &verdict.thread_id,
+                    &verdict.fingerprint,
+                    &verdict.migrations,
+                    &epoch_to(verdict.epoch),
+                    &verdict.pinned_to,
+                    &verdict.compatible,
+                    &verdict.migration,
+                    &verdict.reason,
+                ],
+            )
+            .await
+            .map_err(backend)?;
+        Ok(())
+    }
+
+    async fn pinned(
+        &self,
+        fingerprint: Option<&str>,
+        max: usize,
+    ) -> Result<Vec<PinnedRun>, WorkerError> {
+        let client = self.client().await?;
+        let statement = client
+            .prepare_cached(&self.sql(
+                "SELECT r.thread_id, r.graph_name, r.state, r.epoch, r.fingerprint \
+                 FROM {s}.aegis_runs r \
+                 WHERE r.fingerprint IS NOT NULL \
+                   AND (r.state IN ('queued', 'awaiting_input') \
+                     OR (r.state = 'running' AND r.lease_expires_at <= now())) \
+                   AND CASE WHEN $1::TEXT IS NULL THEN NOT EXISTS ( \
+                       SELECT 1 FROM {s}.aegis_workers w, unnest(w.graph_names, w.fingerprints) AS x(n, f) \
+                       WHERE w.expires_at > now() AND x.n = r.graph_name AND x.f = r.fingerprint) \
+                     ELSE r.fingerprint = $1 END \
+                 ORDER BY r.queued_at LIMIT $2",
+            ))
+            .await
+            .map_err(backend)?;
+        let max = i64::try_from(max).unwrap_or(i64::MAX);
+        let rows = client
+            .query(&statement, &[&fingerprint, &max])
+            .await
+            .map_err(backend)?;
+        let mut runs = rows.iter().map(pinned_row).collect::<Result<Vec<_>, _>>()?;
+        for run in &mut runs {
+            run.verdicts = self.verdicts_of(&client, &run.thread_id, run.epoch).await?;
+        }
+        Ok(runs)
     }
 
     async fn renew(&self, lease: &Lease, ttl: Duration) -> Result<Renewal, WorkerError> {
@@ -496,7 +732,9 @@ impl RunQueue for PostgresRunQueue {
                    worker_id = NULL, lease_expires_at = NULL, error = $4, answer = NULL \
                  WHERE thread_id = $1 AND epoch = $2 AND state = 'running' RETURNING thread_id), \
                  a AS (UPDATE {s}.aegis_run_attempts SET outcome = $5 \
-                   WHERE thread_id = $1 AND epoch = $2 AND EXISTS (SELECT 1 FROM r)) \
+                   WHERE thread_id = $1 AND epoch = $2 AND EXISTS (SELECT 1 FROM r)), \
+                 v AS (DELETE FROM {s}.aegis_run_verdicts WHERE thread_id = $1 \
+                   AND $3 IN ('completed', 'failed', 'cancelled') AND EXISTS (SELECT 1 FROM r)) \
                  SELECT count(*) FROM r",
             ))
             .await
@@ -612,12 +850,13 @@ impl RunQueue for PostgresRunQueue {
         })?;
         let fingerprint: Option<String> = row.try_get(4).map_err(backend)?;
         let expired: Option<bool> = row.try_get(6).map_err(backend)?;
+        let epoch = epoch_from(row.try_get(2).map_err(backend)?);
         let waiting = if state == RunState::Queued || expired == Some(true) {
             let live = client
                 .query(
                     &self.sql(
-                        "SELECT worker_id, graph_names, fingerprints FROM {s}.aegis_workers \
-                         WHERE expires_at > now()",
+                        "SELECT worker_id, graph_names, fingerprints, migrations \
+                         FROM {s}.aegis_workers WHERE expires_at > now()",
                     ),
                     &[],
                 )
@@ -628,29 +867,54 @@ impl RunQueue for PostgresRunQueue {
                 .map(|r| {
                     let names: Vec<String> = r.try_get(1).map_err(backend)?;
                     let fps: Vec<String> = r.try_get(2).map_err(backend)?;
+                    let migrations: Option<Vec<String>> = r.try_get(3).map_err(backend)?;
+                    let mut migrations = migrations.unwrap_or_default().into_iter();
                     Ok(WorkerInfo {
                         worker_id: r.try_get(0).map_err(backend)?,
                         graphs: names
                             .into_iter()
                             .zip(fps)
-                            .map(|(name, fingerprint)| GraphKey { name, fingerprint })
+                            .map(|(name, fingerprint)| {
+                                GraphKey::new(name, fingerprint)
+                                    .with_migrations(migrations.next().unwrap_or_default())
+                            })
                             .collect(),
                     })
                 })
                 .collect::<Result<Vec<_>, WorkerError>>()?;
-            waiting_reason(&graph_name, fingerprint.as_deref(), &workers)
+            let verdicts = self.verdicts_of(&client, thread_id, epoch).await?;
+            waiting_reason(&graph_name, fingerprint.as_deref(), &workers, &verdicts)
         } else {
             None
+        };
+        let moved = client
+            .query_opt(
+                &self.sql(
+                    "SELECT from_fingerprint, migration FROM {s}.aegis_run_moves \
+                     WHERE thread_id = $1 ORDER BY epoch DESC LIMIT 1",
+                ),
+                &[&thread_id],
+            )
+            .await
+            .map_err(backend)?;
+        let (previous_fingerprint, migration) = match moved {
+            Some(r) => (
+                Some(r.try_get::<_, String>(0).map_err(backend)?),
+                r.try_get::<_, Option<String>>(1).map_err(backend)?,
+            ),
+            None => (None, None),
         };
         Ok(Some(RunStatus {
             thread_id: thread_id.to_string(),
             graph_name,
             state,
-            epoch: epoch_from(row.try_get(2).map_err(backend)?),
+            epoch,
             worker_id: row.try_get(3).map_err(backend)?,
             fingerprint,
             error: row.try_get(5).map_err(backend)?,
             waiting_reason: waiting,
+            previous_fingerprint,
+            migration,
         }))
     }
 

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{
-    AttemptInfo, Claim, Lease, Release, Renewal, RunStatus, Submitted, WorkerError, WorkerInfo,
+    AttemptInfo, Claim, Lease, PinnedRun, Release, Renewal, RunStatus, Submitted, Verdict,
+    WorkerError, WorkerInfo,
 };
 use crate::error::StoreError;
 use crate::graph::ParleyResponse;
@@ -48,17 +49,50 @@ pub trait RunQueue: Send + Sync + 'static {
     /// Forgets a worker (graceful shutdown).
     async fn deregister(&self, worker_id: &str) -> Result<(), WorkerError>;
 
-    /// Claims up to `max` runnable threads whose graph (and, once bound,
-    /// fingerprint) `worker` has: queued ones, and running ones whose lease
-    /// expired (takeover). Each claim bumps the thread's epoch and holds it
-    /// for `ttl`. Oldest first; concurrent claimers never get the same
-    /// thread.
+    /// Claims up to `max` runnable threads `worker` can run: queued ones,
+    /// and running ones whose lease expired (takeover). Each claim bumps the
+    /// thread's epoch and holds it for `ttl`. Oldest first; concurrent
+    /// claimers never get the same thread.
+    ///
+    /// Which threads a worker can run: those of its graphs' names that no
+    /// worker claimed yet, or pinned to the fingerprint of its graph of
+    /// that name; and, when no live worker runs the fingerprint a thread is
+    /// pinned to, those its graph judged compatible at the thread's epoch
+    /// ([`RunQueue::record_verdict`]). Such a claim moves the thread onto
+    /// the claimer's graph: it is pinned to that fingerprint from then on,
+    /// and [`RunStatus`] records the move.
     async fn claim(
         &self,
         worker: &WorkerInfo,
         max: usize,
         ttl: Duration,
     ) -> Result<Vec<Claim>, WorkerError>;
+
+    /// Up to `max` runs of `worker`'s graphs' names that are pinned to
+    /// another fingerprint and that `worker`'s graph has no verdict on at
+    /// their current epoch: queued (or answered), awaiting input, or
+    /// running under an expired lease. Oldest first. A worker judges each
+    /// and records the verdict, so a rolling deploy costs one judgement per
+    /// thread and graph, never a claim.
+    async fn unjudged(
+        &self,
+        worker: &WorkerInfo,
+        max: usize,
+    ) -> Result<Vec<PinnedRun>, WorkerError>;
+
+    /// Records `verdict`, replacing the same graph's earlier verdict on the
+    /// thread. Wakes no worker: the judging worker claims next.
+    async fn record_verdict(&self, verdict: &Verdict) -> Result<(), WorkerError>;
+
+    /// Up to `max` unfinished runs (queued, awaiting input, or running
+    /// under an expired lease) pinned to `fingerprint`, or, when it is
+    /// `None`, to a fingerprint no live worker of their graph runs; oldest
+    /// first, each with the verdicts of its current epoch.
+    async fn pinned(
+        &self,
+        fingerprint: Option<&str>,
+        max: usize,
+    ) -> Result<Vec<PinnedRun>, WorkerError>;
 
     /// Extends `lease` by `ttl` from now; [`WorkerError::LeaseLost`] if it
     /// was superseded or the run left the running state.

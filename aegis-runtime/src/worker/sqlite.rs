@@ -10,10 +10,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::Notify;
 
-use super::types::{matching_fingerprint, waiting_reason};
+use super::types::{claiming_graph, runs_fingerprint, to_judge, waiting_reason};
 use super::{
-    AttemptInfo, Claim, GraphKey, Lease, Release, Renewal, RunQueue, RunState, RunStatus,
-    Submitted, WorkerError, WorkerInfo,
+    AttemptInfo, Claim, GraphKey, Lease, PinnedRun, Release, Renewal, RunQueue, RunState,
+    RunStatus, Submitted, Verdict, WorkerError, WorkerInfo,
 };
 use crate::error::StoreError;
 use crate::graph::ParleyResponse;
@@ -44,6 +44,25 @@ CREATE TABLE IF NOT EXISTS aegis_run_attempts (
     epoch INTEGER NOT NULL,
     worker_id TEXT NOT NULL,
     outcome TEXT NOT NULL,
+    PRIMARY KEY (thread_id, epoch)
+);
+CREATE TABLE IF NOT EXISTS aegis_run_verdicts (
+    thread_id TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    migrations TEXT NOT NULL,
+    epoch INTEGER NOT NULL,
+    pinned_to TEXT NOT NULL,
+    compatible INTEGER NOT NULL,
+    migration TEXT,
+    reason TEXT,
+    PRIMARY KEY (thread_id, fingerprint, migrations)
+);
+CREATE TABLE IF NOT EXISTS aegis_run_moves (
+    thread_id TEXT NOT NULL,
+    epoch INTEGER NOT NULL,
+    from_fingerprint TEXT NOT NULL,
+    to_fingerprint TEXT NOT NULL,
+    migration TEXT,
     PRIMARY KEY (thread_id, epoch)
 );";
 
@@ -108,13 +127,20 @@ fn encode_graphs(graphs: &[GraphKey]) -> String {
     Value::Array(
         graphs
             .iter()
-            .map(|g| Value::Array(vec![g.name.clone().into(), g.fingerprint.clone().into()]))
+            .map(|g| {
+                Value::Array(vec![
+                    g.name.clone().into(),
+                    g.fingerprint.clone().into(),
+                    g.migrations.clone().into(),
+                ])
+            })
             .collect(),
     )
     .to_string()
 }
 
-/// The graphs a worker row lists; an unreadable row lists none.
+/// The graphs a worker row lists (a row written before migrations were
+/// listed has none); an unreadable row lists none.
 fn decode_graphs(text: &str) -> Vec<GraphKey> {
     let Ok(Value::Array(items)) = serde_json::from_str::<Value>(text) else {
         return Vec::new();
@@ -122,13 +148,118 @@ fn decode_graphs(text: &str) -> Vec<GraphKey> {
     items
         .iter()
         .filter_map(|item| {
-            let pair = item.as_array()?;
-            Some(GraphKey {
-                name: pair.first()?.as_str()?.to_string(),
-                fingerprint: pair.get(1)?.as_str()?.to_string(),
+            let parts = item.as_array()?;
+            let key = GraphKey::new(parts.first()?.as_str()?, parts.get(1)?.as_str()?);
+            Some(match parts.get(2).and_then(Value::as_str) {
+                Some(m) => key.with_migrations(m),
+                None => key,
             })
         })
         .collect()
+}
+
+/// The workers whose registration has not expired at `now`.
+fn live_workers(c: &Connection, now: i64) -> Result<Vec<WorkerInfo>, WorkerError> {
+    let mut live = c
+        .prepare_cached("SELECT worker_id, graphs FROM aegis_workers WHERE expires_ms > ?1")
+        .map_err(backend)?;
+    live.query_map(params![now], |r| {
+        Ok(WorkerInfo {
+            worker_id: r.get(0)?,
+            graphs: decode_graphs(&r.get::<_, String>(1)?),
+        })
+    })
+    .map_err(backend)?
+    .collect::<Result<Vec<_>, _>>()
+    .map_err(backend)
+}
+
+/// The verdicts on `thread_id` at `epoch`.
+fn verdicts_of(c: &Connection, thread_id: &str, epoch: u64) -> Result<Vec<Verdict>, WorkerError> {
+    let mut q = c
+        .prepare_cached(
+            "SELECT fingerprint, migrations, pinned_to, compatible, migration, reason \
+             FROM aegis_run_verdicts WHERE thread_id = ?1 AND epoch = ?2",
+        )
+        .map_err(backend)?;
+    q.query_map(params![thread_id, epoch_to(epoch)], |r| {
+        let run = PinnedRun::new(
+            thread_id,
+            "",
+            RunState::Queued,
+            epoch,
+            r.get::<_, String>(2)?,
+        );
+        let key = GraphKey::new("", r.get::<_, String>(0)?).with_migrations(r.get::<_, String>(1)?);
+        Ok(if r.get::<_, bool>(3)? {
+            Verdict::compatible(&run, &key, r.get(4)?)
+        } else {
+            Verdict::incompatible(
+                &run,
+                &key,
+                r.get::<_, Option<String>>(5)?.unwrap_or_default(),
+            )
+        })
+    })
+    .map_err(backend)?
+    .collect::<Result<Vec<_>, _>>()
+    .map_err(backend)
+}
+
+/// The unfinished runs `select` picks (columns: thread_id, graph_name,
+/// state, epoch, fingerprint), oldest first, that wait for a worker (queued,
+/// awaiting input, or running under a lease expired at `now`) and are
+/// pinned to a fingerprint; `keep` decides which to return, given the run
+/// and its verdicts at its epoch, until `max` are kept.
+fn pinned_runs(
+    c: &Connection,
+    now: i64,
+    max: usize,
+    mut keep: impl FnMut(&PinnedRun) -> bool,
+) -> Result<Vec<PinnedRun>, WorkerError> {
+    let mut q = c
+        .prepare_cached(
+            "SELECT thread_id, graph_name, state, epoch, fingerprint FROM aegis_runs \
+             WHERE fingerprint IS NOT NULL AND (state IN ('queued', 'awaiting_input') \
+             OR (state = 'running' AND expires_ms <= ?1)) ORDER BY rowid",
+        )
+        .map_err(backend)?;
+    let mut rows = q.query(params![now]).map_err(backend)?;
+    let mut found = Vec::new();
+    while found.len() < max {
+        let Some(row) = rows.next().map_err(backend)? else {
+            break;
+        };
+        let state: String = row.get(2).map_err(backend)?;
+        let mut run = PinnedRun::new(
+            row.get::<_, String>(0).map_err(backend)?,
+            row.get::<_, String>(1).map_err(backend)?,
+            RunState::parse(&state).unwrap_or(RunState::Queued),
+            epoch_from(row.get(3).map_err(backend)?),
+            row.get::<_, String>(4).map_err(backend)?,
+        );
+        run.verdicts = verdicts_of(c, &run.thread_id, run.epoch)?;
+        if keep(&run) {
+            found.push(run);
+        }
+    }
+    Ok(found)
+}
+
+/// A thread a claim picked, as its row stood.
+struct Picked {
+    thread_id: String,
+    graph_name: String,
+    input: String,
+    answer: Option<String>,
+    state: String,
+    epoch: i64,
+    /// The fingerprint it was pinned to, if any.
+    from: Option<String>,
+    /// The claimer's graph's fingerprint: the thread's from now on.
+    fingerprint: String,
+    /// The migration carrying it onto that graph, when it moves by one.
+    migration: Option<String>,
 }
 
 fn lost(lease: &Lease) -> WorkerError {
@@ -330,8 +461,8 @@ impl RunQueue for SqliteRunQueue {
                 params![now],
             )
             .map_err(backend)?;
-            let mut picked: Vec<(String, String, String, Option<String>, String, i64, String)> =
-                Vec::new();
+            let live = live_workers(&tx, now)?;
+            let mut picked: Vec<Picked> = Vec::new();
             {
                 let mut due = tx
                     .prepare(
@@ -345,55 +476,152 @@ impl RunQueue for SqliteRunQueue {
                     let Some(row) = rows.next().map_err(backend)? else {
                         break;
                     };
+                    let thread_id: String = row.get(0).map_err(backend)?;
                     let graph: String = row.get(1).map_err(backend)?;
                     let fingerprint: Option<String> = row.get(4).map_err(backend)?;
-                    let Some(fp) =
-                        matching_fingerprint(&worker.graphs, &graph, fingerprint.as_deref())
-                    else {
+                    let epoch: i64 = row.get(6).map_err(backend)?;
+                    // The common case, an unbound thread or one of this
+                    // worker's fingerprint, needs no verdicts.
+                    let mut verdicts = Vec::new();
+                    let mut graph_key = claiming_graph(
+                        &worker.graphs,
+                        &graph,
+                        fingerprint.as_deref(),
+                        true,
+                        &verdicts,
+                    );
+                    if let Some(fp) = fingerprint.as_deref()
+                        && graph_key.is_none()
+                        && !runs_fingerprint(&live, &graph, fp)
+                    {
+                        verdicts = verdicts_of(&tx, &thread_id, epoch_from(epoch))?;
+                        graph_key =
+                            claiming_graph(&worker.graphs, &graph, Some(fp), false, &verdicts);
+                    }
+                    let Some(key) = graph_key else {
                         continue;
                     };
-                    picked.push((
-                        row.get(0).map_err(backend)?,
-                        graph,
-                        row.get(2).map_err(backend)?,
-                        row.get(3).map_err(backend)?,
-                        row.get(5).map_err(backend)?,
-                        row.get(6).map_err(backend)?,
-                        fp.to_string(),
-                    ));
+                    let migration = verdicts
+                        .iter()
+                        .find(|v| v.is_by(key))
+                        .and_then(|v| v.migration.clone());
+                    picked.push(Picked {
+                        thread_id,
+                        graph_name: graph,
+                        input: row.get(2).map_err(backend)?,
+                        answer: row.get(3).map_err(backend)?,
+                        state: row.get(5).map_err(backend)?,
+                        epoch,
+                        from: fingerprint,
+                        fingerprint: key.fingerprint.clone(),
+                        migration,
+                    });
                 }
             }
             let mut claims = Vec::with_capacity(picked.len());
-            for (thread_id, graph_name, input, answer, state, epoch, fp) in picked {
-                if state == "running" {
-                    set_outcome(&tx, &thread_id, epoch_from(epoch), "expired")?;
+            for p in picked {
+                if p.state == "running" {
+                    set_outcome(&tx, &p.thread_id, epoch_from(p.epoch), "expired")?;
                 }
-                let next = epoch.saturating_add(1);
+                let next = p.epoch.saturating_add(1);
                 tx.execute(
                     "UPDATE aegis_runs SET state = 'running', epoch = ?2, worker_id = ?3, \
                      expires_ms = ?4, fingerprint = ?5 WHERE thread_id = ?1",
-                    params![thread_id, next, worker.worker_id, until, fp],
+                    params![p.thread_id, next, worker.worker_id, until, p.fingerprint],
                 )
                 .map_err(backend)?;
                 tx.execute(
                     "INSERT OR REPLACE INTO aegis_run_attempts (thread_id, epoch, worker_id, outcome) \
                      VALUES (?1, ?2, ?3, 'running')",
-                    params![thread_id, next, worker.worker_id],
+                    params![p.thread_id, next, worker.worker_id],
                 )
                 .map_err(backend)?;
+                if let Some(from) = p.from.filter(|from| *from != p.fingerprint) {
+                    tx.execute(
+                        "INSERT OR REPLACE INTO aegis_run_moves \
+                         (thread_id, epoch, from_fingerprint, to_fingerprint, migration) \
+                         VALUES (?1, ?2, ?3, ?4, ?5)",
+                        params![p.thread_id, next, from, p.fingerprint, p.migration],
+                    )
+                    .map_err(backend)?;
+                }
                 claims.push(Claim {
                     lease: Lease {
-                        thread_id,
+                        thread_id: p.thread_id,
                         epoch: epoch_from(next),
                         worker_id: worker.worker_id.clone(),
                     },
-                    graph_name,
-                    input: serde_json::from_str(&input).unwrap_or(Value::Null),
-                    answer: answer.and_then(|a| serde_json::from_str(&a).ok()),
+                    graph_name: p.graph_name,
+                    input: serde_json::from_str(&p.input).unwrap_or(Value::Null),
+                    answer: p.answer.and_then(|a| serde_json::from_str(&a).ok()),
                 });
             }
             tx.commit().map_err(backend)?;
             Ok(claims)
+        })
+        .await
+    }
+
+    async fn unjudged(
+        &self,
+        worker: &WorkerInfo,
+        max: usize,
+    ) -> Result<Vec<PinnedRun>, WorkerError> {
+        let worker = worker.clone();
+        self.with(move |c| {
+            pinned_runs(c, now_ms(), max, |run| {
+                to_judge(&worker, &run.graph_name, &run.fingerprint, &run.verdicts).is_some()
+            })
+            .map(|runs| {
+                runs.into_iter()
+                    .map(|mut r| {
+                        r.verdicts.clear();
+                        r
+                    })
+                    .collect()
+            })
+        })
+        .await
+    }
+
+    async fn record_verdict(&self, verdict: &Verdict) -> Result<(), WorkerError> {
+        let v = verdict.clone();
+        self.with(move |c| {
+            c.execute(
+                "INSERT INTO aegis_run_verdicts (thread_id, fingerprint, migrations, epoch, \
+                 pinned_to, compatible, migration, reason) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) \
+                 ON CONFLICT (thread_id, fingerprint, migrations) DO UPDATE SET epoch = ?4, \
+                 pinned_to = ?5, compatible = ?6, migration = ?7, reason = ?8",
+                params![
+                    v.thread_id,
+                    v.fingerprint,
+                    v.migrations,
+                    epoch_to(v.epoch),
+                    v.pinned_to,
+                    v.compatible,
+                    v.migration,
+                    v.reason
+                ],
+            )
+            .map_err(backend)?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn pinned(
+        &self,
+        fingerprint: Option<&str>,
+        max: usize,
+    ) -> Result<Vec<PinnedRun>, WorkerError> {
+        let wanted = fingerprint.map(str::to_string);
+        self.with(move |c| {
+            let now = now_ms();
+            let live = live_workers(c, now)?;
+            pinned_runs(c, now, max, |run| match &wanted {
+                Some(fp) => *fp == run.fingerprint,
+                None => !runs_fingerprint(&live, &run.graph_name, &run.fingerprint),
+            })
         })
         .await
     }
@@ -441,6 +669,14 @@ impl RunQueue for SqliteRunQueue {
                     .map_err(backend)?;
                 if n == 1 {
                     set_outcome(&tx, &l.thread_id, l.epoch, release.outcome())?;
+                    // A finished run is judged no more.
+                    if release.state().is_final() {
+                        tx.execute(
+                            "DELETE FROM aegis_run_verdicts WHERE thread_id = ?1",
+                            params![l.thread_id],
+                        )
+                        .map_err(backend)?;
+                    }
                 }
                 tx.commit().map_err(backend)?;
                 Ok(n == 1)
@@ -557,23 +793,21 @@ impl RunQueue for SqliteRunQueue {
             })?;
             let expired = state == RunState::Running && expires.is_some_and(|e| e <= now);
             let waiting = if state == RunState::Queued || expired {
-                let mut live = c
-                    .prepare("SELECT worker_id, graphs FROM aegis_workers WHERE expires_ms > ?1")
-                    .map_err(backend)?;
-                let workers = live
-                    .query_map(params![now], |r| {
-                        Ok(WorkerInfo {
-                            worker_id: r.get(0)?,
-                            graphs: decode_graphs(&r.get::<_, String>(1)?),
-                        })
-                    })
-                    .map_err(backend)?
-                    .collect::<Result<Vec<_>, _>>()
-                    .map_err(backend)?;
-                waiting_reason(&graph_name, fingerprint.as_deref(), &workers)
+                let workers = live_workers(c, now)?;
+                let verdicts = verdicts_of(c, &thread, epoch_from(epoch))?;
+                waiting_reason(&graph_name, fingerprint.as_deref(), &workers, &verdicts)
             } else {
                 None
             };
+            let moved: Option<(String, Option<String>)> = c
+                .query_row(
+                    "SELECT from_fingerprint, migration FROM aegis_run_moves \
+                     WHERE thread_id = ?1 ORDER BY epoch DESC LIMIT 1",
+                    params![thread],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .optional()
+                .map_err(backend)?;
             Ok(Some(RunStatus {
                 thread_id: thread.clone(),
                 graph_name,
@@ -583,6 +817,8 @@ impl RunQueue for SqliteRunQueue {
                 fingerprint,
                 error,
                 waiting_reason: waiting,
+                previous_fingerprint: moved.as_ref().map(|(from, _)| from.clone()),
+                migration: moved.and_then(|(_, m)| m),
             }))
         })
         .await

@@ -60,10 +60,7 @@ fn other_counter_graph() -> WarGraph {
 fn worker(id: &str, graph: &WarGraph) -> WorkerInfo {
     WorkerInfo {
         worker_id: id.to_string(),
-        graphs: vec![GraphKey {
-            name: "counter".to_string(),
-            fingerprint: graph.fingerprint(),
-        }],
+        graphs: vec![GraphKey::of("counter", graph)],
     }
 }
 
@@ -470,6 +467,135 @@ async fn epochs_strictly_increase_over_many_claims(kind: Kind) {
     assert_eq!(epochs, (1..=9).collect::<Vec<_>>());
 }
 
+/// A thread `old` ran and halted, pinned to `old`'s fingerprint at epoch 1.
+async fn pinned_thread(q: &Arc<dyn RunQueue>, old: &WorkerInfo, thread: &str, release: Release) {
+    q.submit("counter", thread, json!({})).await.unwrap();
+    let c = claim_one(q, old, TTL).await;
+    q.release(&c.lease, release).await.unwrap();
+}
+
+async fn a_compatible_verdict_moves_the_thread_once_its_version_is_gone(kind: Kind) {
+    let (q, _c) = queue(kind, "verdict").await;
+    let (g, changed) = (counter_graph(), other_counter_graph());
+    let (w_old, w_new) = (worker("old", &g), worker("new", &changed));
+    pinned_thread(&q, &w_old, "t1", Release::Halted).await;
+    q.register(&w_old, TTL).await.unwrap();
+    q.register(&w_new, TTL).await.unwrap();
+
+    // Handed out once to be judged, by its graph of another fingerprint.
+    let unjudged = q.unjudged(&w_new, 10).await.unwrap();
+    assert_eq!(
+        unjudged,
+        [PinnedRun::new(
+            "t1",
+            "counter",
+            RunState::Queued,
+            1,
+            g.fingerprint()
+        )]
+    );
+    assert!(q.unjudged(&w_old, 10).await.unwrap().is_empty(), "its own");
+    let key = &w_new.graphs[0];
+    q.record_verdict(&Verdict::compatible(&unjudged[0], key, Some("m1".into())))
+        .await
+        .unwrap();
+    assert!(
+        q.unjudged(&w_new, 10).await.unwrap().is_empty(),
+        "judged once"
+    );
+
+    // While a worker of its own version is live, that worker takes it.
+    assert!(q.claim(&w_new, 10, TTL).await.unwrap().is_empty());
+    assert_eq!(q.status("t1").await.unwrap().unwrap().waiting_reason, None);
+    assert!(q.pinned(None, 10).await.unwrap().is_empty());
+    let listed = q.pinned(Some(&g.fingerprint()), 10).await.unwrap();
+    assert_eq!(listed.len(), 1);
+    assert!(listed[0].verdicts[0].compatible, "{listed:?}");
+
+    // Once it is gone, the judged-compatible graph does, and the move is
+    // recorded.
+    q.deregister("old").await.unwrap();
+    assert_eq!(q.status("t1").await.unwrap().unwrap().waiting_reason, None);
+    let c = claim_one(&q, &w_new, TTL).await;
+    assert_eq!(c.lease.epoch, 2);
+    let s = q.status("t1").await.unwrap().unwrap();
+    assert_eq!(s.fingerprint, Some(changed.fingerprint()));
+    assert_eq!(s.previous_fingerprint, Some(g.fingerprint()));
+    assert_eq!(s.migration.as_deref(), Some("m1"));
+    assert_eq!(outcomes(&q, "t1").await.len(), 2, "no other claim");
+}
+
+async fn an_incompatible_verdict_pins_the_thread_with_its_reason(kind: Kind) {
+    let (q, _c) = queue(kind, "pinned").await;
+    let (g, changed) = (counter_graph(), other_counter_graph());
+    let (w_old, w_new) = (worker("old", &g), worker("new", &changed));
+    // Parked first: a queued thread would be claimed with the next one.
+    pinned_thread(&q, &w_old, "t2", Release::AwaitingInput).await;
+    pinned_thread(&q, &w_old, "t1", Release::Halted).await;
+    q.register(&w_new, TTL).await.unwrap();
+
+    let unjudged = q.unjudged(&w_new, 10).await.unwrap();
+    let threads: Vec<_> = unjudged
+        .iter()
+        .map(|r| (r.thread_id.as_str(), r.state))
+        .collect();
+    assert_eq!(
+        threads,
+        [("t2", RunState::AwaitingInput), ("t1", RunState::Queued)],
+        "a parked thread is judged before its answer arrives"
+    );
+    let reason = "the waiting thread will run node `inc`, which this graph no longer has";
+    for run in &unjudged {
+        q.record_verdict(&Verdict::incompatible(run, &w_new.graphs[0], reason))
+            .await
+            .unwrap();
+    }
+    // Pinned, with its reason, and never claimed or judged again: no churn.
+    assert!(q.claim(&w_new, 10, TTL).await.unwrap().is_empty());
+    assert!(q.unjudged(&w_new, 10).await.unwrap().is_empty());
+    let s = q.status("t1").await.unwrap().unwrap();
+    assert_eq!(s.state, RunState::Queued);
+    let waiting = s.waiting_reason.unwrap();
+    assert!(waiting.contains(&g.fingerprint()), "{waiting}");
+    assert!(waiting.contains(&changed.fingerprint()), "{waiting}");
+    assert!(waiting.contains(reason), "{waiting}");
+    assert_eq!(outcomes(&q, "t1").await.len(), 1);
+    let pinned = q.pinned(None, 10).await.unwrap();
+    assert_eq!(
+        pinned
+            .iter()
+            .map(|r| r.thread_id.as_str())
+            .collect::<Vec<_>>(),
+        ["t2", "t1"]
+    );
+    assert_eq!(pinned[1].verdicts.len(), 1);
+    assert_eq!(pinned[1].verdicts[0].reason.as_deref(), Some(reason));
+    assert_eq!(pinned[1].verdicts[0].pinned_to, g.fingerprint());
+
+    // A graph with other migrations has not judged it: it may.
+    let mut migrating = worker("migrating", &changed);
+    migrating.graphs[0] = migrating.graphs[0].clone().with_migrations("m:1");
+    assert_eq!(q.unjudged(&migrating, 10).await.unwrap().len(), 2);
+
+    // The old version takes it back; a verdict of an earlier epoch is
+    // stale, so the thread is judged again.
+    q.register(&w_old, TTL).await.unwrap();
+    let c = claim_one(&q, &w_old, TTL).await;
+    assert_eq!(c.lease.thread_id, "t1");
+    q.release(&c.lease, Release::Halted).await.unwrap();
+    let again = q.unjudged(&w_new, 10).await.unwrap();
+    assert_eq!(again.len(), 1);
+    assert_eq!((again[0].thread_id.as_str(), again[0].epoch), ("t1", 2));
+    // A finished run is no longer pinned.
+    let c = claim_one(&q, &w_old, TTL).await;
+    q.release(&c.lease, Release::Completed).await.unwrap();
+    assert_eq!(
+        q.pinned(Some(&g.fingerprint()), 10).await.unwrap().len(),
+        1,
+        "only t2"
+    );
+}
+
 macro_rules! contract {
     ($($name:ident),* $(,)?) => {
         mod memory {
@@ -496,6 +622,8 @@ contract!(
     cancel_ends_a_queued_run_and_asks_a_running_one,
     a_thread_waits_with_a_reason_for_a_worker_with_its_graph,
     epochs_strictly_increase_over_many_claims,
+    a_compatible_verdict_moves_the_thread_once_its_version_is_gone,
+    an_incompatible_verdict_pins_the_thread_with_its_reason,
 );
 
 // ---- The in-memory queue on tokio's paused clock -------------------------

@@ -3,7 +3,7 @@
 use serde_json::Value;
 use std::fmt;
 
-use crate::graph::ParleyResponse;
+use crate::graph::{ParleyResponse, WarGraph};
 
 /// Where a submitted run stands in its queue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -91,13 +91,153 @@ pub struct Claim {
     pub answer: Option<ParleyResponse>,
 }
 
-/// A graph a worker can run: its name and its fingerprint.
+/// A graph a worker can run: its name, its fingerprint and its migrations.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct GraphKey {
     /// The registered name.
     pub name: String,
     /// [`WarGraph::fingerprint`](crate::WarGraph::fingerprint).
     pub fingerprint: String,
+    /// A digest of the graph's registered migrations (empty when it has
+    /// none). Migrations are not part of the fingerprint, yet they decide
+    /// which threads of other graphs this graph can continue, so the
+    /// verdicts a worker records name both.
+    pub migrations: String,
+}
+
+impl GraphKey {
+    /// The key of `graph` registered as `name`.
+    pub fn of(name: impl Into<String>, graph: &WarGraph) -> Self {
+        GraphKey {
+            name: name.into(),
+            fingerprint: graph.fingerprint(),
+            migrations: graph.migrations_digest(),
+        }
+    }
+
+    /// A key from its parts: a graph `name` with `fingerprint` and no
+    /// migrations (set them with [`GraphKey::with_migrations`]).
+    pub fn new(name: impl Into<String>, fingerprint: impl Into<String>) -> Self {
+        GraphKey {
+            name: name.into(),
+            fingerprint: fingerprint.into(),
+            migrations: String::new(),
+        }
+    }
+
+    /// Sets [`GraphKey::migrations`].
+    #[must_use]
+    pub fn with_migrations(mut self, migrations: impl Into<String>) -> Self {
+        self.migrations = migrations.into();
+        self
+    }
+}
+
+/// A worker's judgement of whether its graph can continue a thread that
+/// another graph (of the same name) ran last, as `resume` would judge it:
+/// recorded in the queue so that the thread is claimed only by a worker
+/// that can run it, and judged once per claim of the thread (its epoch),
+/// not once per poll.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Verdict {
+    /// The thread.
+    pub thread_id: String,
+    /// The thread's epoch when it was judged: a later claim (which may
+    /// change where it waits) makes the verdict stale.
+    pub epoch: u64,
+    /// The fingerprint of the judging graph.
+    pub fingerprint: String,
+    /// The judging graph's [`GraphKey::migrations`].
+    pub migrations: String,
+    /// The fingerprint the thread was pinned to when judged.
+    pub pinned_to: String,
+    /// Whether the judging graph can continue the thread.
+    pub compatible: bool,
+    /// The migration that carries it, when one does.
+    pub migration: Option<String>,
+    /// Why it cannot (the `GraphMismatch` message), when it cannot.
+    pub reason: Option<String>,
+}
+
+impl Verdict {
+    /// `graph` can continue the thread `run` describes, carried by
+    /// `migration` if a migration is needed.
+    pub fn compatible(run: &PinnedRun, graph: &GraphKey, migration: Option<String>) -> Self {
+        Verdict {
+            thread_id: run.thread_id.clone(),
+            epoch: run.epoch,
+            fingerprint: graph.fingerprint.clone(),
+            migrations: graph.migrations.clone(),
+            pinned_to: run.fingerprint.clone(),
+            compatible: true,
+            migration,
+            reason: None,
+        }
+    }
+
+    /// `graph` cannot continue the thread `run` describes, because of
+    /// `reason`.
+    pub fn incompatible(run: &PinnedRun, graph: &GraphKey, reason: impl Into<String>) -> Self {
+        Verdict {
+            thread_id: run.thread_id.clone(),
+            epoch: run.epoch,
+            fingerprint: graph.fingerprint.clone(),
+            migrations: graph.migrations.clone(),
+            pinned_to: run.fingerprint.clone(),
+            compatible: false,
+            migration: None,
+            reason: Some(reason.into()),
+        }
+    }
+
+    /// Whether this verdict is `graph`'s.
+    pub(crate) fn is_by(&self, graph: &GraphKey) -> bool {
+        self.fingerprint == graph.fingerprint && self.migrations == graph.migrations
+    }
+}
+
+/// A run bound to a graph fingerprint: one a worker is asked to judge
+/// ([`RunQueue::unjudged`](super::RunQueue::unjudged)), or one no live
+/// worker runs the fingerprint of ([`Client::pinned`](super::Client::pinned)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PinnedRun {
+    /// The thread.
+    pub thread_id: String,
+    /// The graph's registered name.
+    pub graph_name: String,
+    /// Where it stands: queued (or answered), awaiting input, or running
+    /// under an expired lease.
+    pub state: RunState,
+    /// Its epoch.
+    pub epoch: u64,
+    /// The fingerprint it is pinned to: the graph that ran it last.
+    pub fingerprint: String,
+    /// What live workers' graphs judged at this epoch (empty for a run
+    /// handed out to be judged, and while nobody has judged it).
+    pub verdicts: Vec<Verdict>,
+}
+
+impl PinnedRun {
+    /// A run pinned to `fingerprint`, with no verdicts.
+    pub fn new(
+        thread_id: impl Into<String>,
+        graph_name: impl Into<String>,
+        state: RunState,
+        epoch: u64,
+        fingerprint: impl Into<String>,
+    ) -> Self {
+        PinnedRun {
+            thread_id: thread_id.into(),
+            graph_name: graph_name.into(),
+            state,
+            epoch,
+            fingerprint: fingerprint.into(),
+            verdicts: Vec::new(),
+        }
+    }
 }
 
 /// A worker as the queue sees it.
@@ -194,9 +334,15 @@ pub struct RunStatus {
     /// Why a failed run failed.
     pub error: Option<String>,
     /// Why a queued run is not being picked up (no live worker runs its
-    /// graph, or none with its fingerprint). `None` when some live worker
-    /// could claim it.
+    /// graph, or none with its fingerprint and no live graph of its name
+    /// can continue it, with the reason each gave). `None` when some live
+    /// worker could claim it.
     pub waiting_reason: Option<String>,
+    /// The fingerprint the thread ran on before its latest move onto
+    /// another graph (a rolling deploy): `None` while it never moved.
+    pub previous_fingerprint: Option<String>,
+    /// The migration that carried its latest move, when one did.
+    pub migration: Option<String>,
 }
 
 /// One claim of a thread, kept for inspection: who held which epoch and
@@ -214,11 +360,15 @@ pub struct AttemptInfo {
     pub outcome: String,
 }
 
-/// The reason shown for a queued run no live worker can take.
+/// The reason shown for a queued run no live worker can take: `None` when
+/// some live worker runs its graph with its fingerprint (or it is unbound),
+/// or judged that its graph can continue it (`verdicts`: the thread's
+/// verdicts at its current epoch).
 pub(crate) fn waiting_reason(
     graph_name: &str,
     fingerprint: Option<&str>,
     live: &[WorkerInfo],
+    verdicts: &[Verdict],
 ) -> Option<String> {
     let by_name: Vec<&GraphKey> = live
         .iter()
@@ -228,28 +378,82 @@ pub(crate) fn waiting_reason(
     if by_name.is_empty() {
         return Some(format!("no live worker runs graph `{graph_name}`"));
     }
-    match fingerprint {
-        Some(fp) if !by_name.iter().any(|g| g.fingerprint == fp) => Some(format!(
-            "no live worker runs graph `{graph_name}` with fingerprint {fp} (the thread started on it; workers have {})",
-            by_name
-                .iter()
-                .map(|g| g.fingerprint.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        )),
-        _ => None,
+    let fp = fingerprint?;
+    if by_name.iter().any(|g| g.fingerprint == fp) {
+        return None;
     }
+    if by_name
+        .iter()
+        .any(|g| verdicts.iter().any(|v| v.is_by(g) && v.compatible))
+    {
+        return None;
+    }
+    let mut seen: Vec<&GraphKey> = Vec::new();
+    for g in by_name {
+        if !seen
+            .iter()
+            .any(|s| s.fingerprint == g.fingerprint && s.migrations == g.migrations)
+        {
+            seen.push(g);
+        }
+    }
+    let judged: Vec<String> = seen
+        .iter()
+        .map(|g| match verdicts.iter().find(|v| v.is_by(g)) {
+            Some(v) => format!(
+                "{} cannot continue it: {}",
+                g.fingerprint,
+                v.reason.as_deref().unwrap_or("incompatible")
+            ),
+            None => format!("{} has not judged it yet", g.fingerprint),
+        })
+        .collect();
+    Some(format!(
+        "no live worker runs graph `{graph_name}` with fingerprint {fp}, which the thread is pinned to; of the live graphs, {}",
+        judged.join("; ")
+    ))
 }
 
-/// Whether a worker with `graphs` may run a thread of `graph_name` bound to
-/// `fingerprint` (unbound: any fingerprint), and the fingerprint it binds.
-pub(crate) fn matching_fingerprint<'a>(
+/// Whether a worker with `graphs` may claim a thread of `graph_name` pinned
+/// to `fingerprint` (unbound: any fingerprint), and the graph it runs it on:
+/// its own graph of that fingerprint first; otherwise, when no live worker
+/// runs the pinned fingerprint (`pinned_live`), one of its graphs whose
+/// verdict at the thread's epoch (`verdicts`) is compatible.
+pub(crate) fn claiming_graph<'a>(
     graphs: &'a [GraphKey],
     graph_name: &str,
     fingerprint: Option<&str>,
-) -> Option<&'a str> {
-    graphs
-        .iter()
-        .find(|g| g.name == graph_name && fingerprint.is_none_or(|f| f == g.fingerprint))
-        .map(|g| g.fingerprint.as_str())
+    pinned_live: bool,
+    verdicts: &[Verdict],
+) -> Option<&'a GraphKey> {
+    let mut named = graphs.iter().filter(|g| g.name == graph_name);
+    let exact = named
+        .clone()
+        .find(|g| fingerprint.is_none_or(|f| f == g.fingerprint));
+    if exact.is_some() || pinned_live {
+        return exact;
+    }
+    named.find(|g| verdicts.iter().any(|v| v.is_by(g) && v.compatible))
+}
+
+/// Whether some worker in `live` runs `graph_name` with `fingerprint`.
+pub(crate) fn runs_fingerprint(live: &[WorkerInfo], graph_name: &str, fingerprint: &str) -> bool {
+    live.iter()
+        .flat_map(|w| w.graphs.iter())
+        .any(|g| g.name == graph_name && g.fingerprint == fingerprint)
+}
+
+/// Whether `worker` should judge a run of `graph_name` pinned to
+/// `fingerprint` at `epoch`: it runs a graph of that name with another
+/// fingerprint that has no verdict on the run at this epoch yet. Returns
+/// that graph.
+pub(crate) fn to_judge<'a>(
+    worker: &'a WorkerInfo,
+    graph_name: &str,
+    fingerprint: &str,
+    verdicts: &[Verdict],
+) -> Option<&'a GraphKey> {
+    worker.graphs.iter().find(|g| {
+        g.name == graph_name && g.fingerprint != fingerprint && !verdicts.iter().any(|v| v.is_by(g))
+    })
 }

@@ -306,9 +306,12 @@ fn fixture_thread() -> Vec<Waypoint> {
     for w in &mut thread[4..] {
         w.fingerprint = "v7:fedcba9876543210".into();
         w.manifest = Some(manifest("function:b"));
+        // As rows written before migrations had names and node maps.
         w.previous_graph = Some(std::sync::Arc::new(PreviousGraph {
             fingerprint: "v1:0123456789abcdef".into(),
             migrated: true,
+            migration: None,
+            mapped_nodes: Vec::new(),
         }));
     }
     thread
@@ -557,4 +560,26 @@ fn handled_failures_round_trip_and_a_row_without_them_reads_none() {
     assert!(decoded[0].handled.is_empty());
     let first: Value = serde_json::from_slice(&rows[0].payload).unwrap();
     assert!(first.get("handled").is_none(), "absent when none: {first}");
+}
+
+#[test]
+fn a_named_migration_and_its_node_map_round_trip_and_old_rows_read_without_them() {
+    let s0 = initial_state(&schema(), &json!({"log": ["a"]})).unwrap();
+    let s1 = step(&s0, json!({"log": "b"}));
+    let mut w1 = waypoint(1, s1);
+    let moved = PreviousGraph::new("v7:0123").with_migration(
+        "review-becomes-approve",
+        [(NodeId::new("review"), NodeId::new("approve"))],
+    );
+    w1.previous_graph = Some(Arc::new(moved.clone()));
+    let waypoints = [waypoint(0, s0), w1];
+    let (_, decoded) = round_trip(&waypoints, RULE);
+    assert_eq!(decoded[1].previous_graph.as_deref(), Some(&moved));
+    assert_eq!(decoded[0].previous_graph, None);
+
+    // A row written before migrations had names reads with none.
+    let old: PreviousGraph =
+        serde_json::from_value(json!({"fingerprint": "v7:0123", "migrated": true})).unwrap();
+    assert_eq!(old.migration, None);
+    assert!(old.mapped_nodes.is_empty() && old.migrated);
 }
