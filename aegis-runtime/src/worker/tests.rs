@@ -12,7 +12,7 @@ use crate::engine::{RunOutcome, WarEngine};
 use crate::error::EngineError;
 use crate::error::StoreError;
 use crate::graph::EngineLimits;
-use crate::graph::{NodeSpec, ParleyResponse, WarGraph};
+use crate::graph::{Migration, NodeSpec, ParleyResponse, WarGraph};
 use crate::id::{END, START};
 use crate::paladin::UnconfiguredPaladinPort;
 use crate::state::{BattlefieldSchema, DispatchRule, FieldName, FieldSpec, StateDelta};
@@ -863,4 +863,146 @@ fn a_pool_refuses_a_graph_name_twice() {
         .register("counter", counter_graph())
         .unwrap_err();
     assert!(matches!(err, WorkerError::Config(_)));
+}
+
+/// `parley_graph` with a node after the gate's approval: a compatible
+/// change for a thread waiting at the gate.
+fn parley_graph_v2() -> WarGraph {
+    gated_graph("ask", Some("audit"))
+}
+
+/// A counter node, a gate named `gate`, then `inc2` (adding 10) and, when
+/// `after` names one, a node adding 100.
+fn gated_graph(gate: &str, after: Option<&'static str>) -> WarGraph {
+    let mut g = counter_graph();
+    let add = |name: &'static str, n: i64| {
+        NodeSpec::from_fn(name, move |_, _| {
+            Box::pin(async move {
+                let mut d = StateDelta::new();
+                d.set("count", n)?;
+                Ok(d.into())
+            })
+        })
+    };
+    g.add_node(gate, NodeSpec::gate("go on?", "inc2", END))
+        .add_node("inc2", add("inc2", 10))
+        .add_edge("inc", gate);
+    match after {
+        Some(last) => {
+            g.add_node(last, add(last, 100))
+                .add_edge("inc2", last)
+                .add_edge(last, END);
+        }
+        None => {
+            g.add_edge("inc2", END);
+        }
+    }
+    g
+}
+
+/// `parley_graph` with the gate renamed: incompatible for a thread waiting
+/// at the gate, unless a migration maps it.
+fn parley_graph_renamed() -> WarGraph {
+    gated_graph("confirm", None)
+}
+
+/// Parks `threads` at the gate on a v1 pool, then stops it (as a deploy's
+/// SIGTERM does).
+async fn parked_by_v1(q: &Arc<dyn RunQueue>, client: &Client, threads: &[&str]) {
+    let stop = tokio_util::sync::CancellationToken::new();
+    let v1 = tokio::spawn(pool(q, "v1", parley_graph(), TTL).run(stop.clone()));
+    for t in threads {
+        client.submit("counter", t, json!({})).await.unwrap();
+        let s = client.wait(t, Duration::from_secs(5)).await.unwrap();
+        assert_eq!(s.state, RunState::AwaitingInput);
+    }
+    stop.cancel();
+    v1.await.unwrap().unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_rolling_deploy_continues_parked_threads_on_the_new_version() {
+    let q: Arc<dyn RunQueue> = Arc::new(InMemoryRunQueue::new());
+    let client = Client::new(q.clone());
+    parked_by_v1(&q, &client, &["t1", "t2"]).await;
+    let v1 = parley_graph().fingerprint();
+
+    let stop = tokio_util::sync::CancellationToken::new();
+    let v2 = parley_graph_v2();
+    let v2_fingerprint = v2.fingerprint();
+    let running = tokio::spawn(pool(&q, "v2", v2, TTL).run(stop.clone()));
+    for t in ["t1", "t2"] {
+        client
+            .answer(t, ParleyResponse::new(json!("approve")))
+            .await
+            .unwrap();
+    }
+    for t in ["t1", "t2"] {
+        let s = client
+            .wait_until(t, Duration::from_secs(5), |s| s.is_final())
+            .await
+            .unwrap();
+        assert_eq!(s.state, RunState::Completed, "{s:?}");
+        assert_eq!(s.fingerprint.as_deref(), Some(v2_fingerprint.as_str()));
+        assert_eq!(s.previous_fingerprint.as_deref(), Some(v1.as_str()));
+        assert_eq!(s.migration, None);
+        let latest = client.latest(t).await.unwrap().unwrap();
+        // v1's nodes, then v2's new one.
+        assert_eq!(latest.state.get("count"), Some(&json!(111)));
+        // One claim by v1, one by v2: judging claimed nothing.
+        let claims: Vec<_> = outcomes(&q, t).await.into_iter().map(|o| o.1).collect();
+        assert_eq!(claims, ["v1", "v2"]);
+    }
+    stop.cancel();
+    running.await.unwrap().unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_incompatible_version_leaves_the_thread_pinned_until_a_migration_carries_it() {
+    let q: Arc<dyn RunQueue> = Arc::new(InMemoryRunQueue::new());
+    let client = Client::new(q.clone());
+    parked_by_v1(&q, &client, &["t1"]).await;
+    let v1 = parley_graph().fingerprint();
+
+    let stop = tokio_util::sync::CancellationToken::new();
+    let renamed = tokio::spawn(pool(&q, "renamed", parley_graph_renamed(), TTL).run(stop.clone()));
+    client
+        .answer("t1", ParleyResponse::new(json!("approve")))
+        .await
+        .unwrap();
+    // A minute of polls: judged once, never claimed.
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    let s = client.status("t1").await.unwrap().unwrap();
+    assert_eq!(s.state, RunState::Queued);
+    let reason = s.waiting_reason.unwrap();
+    assert!(reason.contains(&v1), "{reason}");
+    assert!(
+        reason.contains("will run node `ask`, which this graph no longer has"),
+        "{reason}"
+    );
+    assert_eq!(outcomes(&q, "t1").await.len(), 1, "no claim/release churn");
+    let pinned = client.pinned(10).await.unwrap();
+    assert_eq!(pinned.len(), 1);
+    assert!(!pinned[0].verdicts[0].compatible);
+    stop.cancel();
+    renamed.await.unwrap().unwrap();
+
+    // The next deploy carries it with a migration naming the new gate.
+    let mut migrating = parley_graph_renamed();
+    migrating
+        .with_migration(Migration::new("ask-is-confirm", v1.clone()).map_node("ask", "confirm"));
+    let stop = tokio_util::sync::CancellationToken::new();
+    let running = tokio::spawn(pool(&q, "migrating", migrating, TTL).run(stop.clone()));
+    let s = client
+        .wait_until("t1", Duration::from_secs(5), |s| s.is_final())
+        .await
+        .unwrap();
+    assert_eq!(s.state, RunState::Completed, "{s:?}");
+    assert_eq!(s.migration.as_deref(), Some("ask-is-confirm"));
+    assert_eq!(s.previous_fingerprint.as_deref(), Some(v1.as_str()));
+    let latest = client.latest("t1").await.unwrap().unwrap();
+    assert_eq!(latest.state.get("count"), Some(&json!(11)));
+    assert!(client.pinned(10).await.unwrap().is_empty());
+    stop.cancel();
+    running.await.unwrap().unwrap();
 }
