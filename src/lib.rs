@@ -75,6 +75,12 @@ pub mod prelude {
     };
 }
 
+// The longer guides in docs/ are doctested as the README is: every Rust
+// block in them compiles and runs with `cargo test --doc`.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/DEPLOYING.md")]
+struct DeployingGuide;
+
 /// What the code `#[aegis]` and `graph!` generate names, and nothing else
 /// should: it changes with the macros. `crate = "path"` in either macro
 /// points them at another path to this module's parent.
