@@ -199,6 +199,10 @@ impl WorkerPool {
         self.queue.register(&info, ttl).await?;
         let mut runs: JoinSet<()> = JoinSet::new();
         let mut last_register = tokio::time::Instant::now();
+        // When the last judging pass found less than a batch, the next one
+        // waits: looking for threads of other versions reads the queue, and
+        // outside a deploy there are none.
+        let mut next_judge = last_register;
         while !shutdown.is_cancelled() {
             let now = tokio::time::Instant::now();
             if now.saturating_duration_since(last_register) >= self.config.heartbeat_interval {
@@ -232,8 +236,15 @@ impl WorkerPool {
             // Idle capacity: judge the threads other versions of our graphs
             // left, so those ours can continue are claimed (at once, if any
             // was found) and the rest show why they wait.
-            if free > claimed && shared.judge(&info).await > 0 {
-                continue;
+            if free > claimed && now >= next_judge {
+                let judged = shared.judge(&info).await;
+                if judged.seen < JUDGE_BATCH {
+                    let pause = self.config.poll_interval.saturating_mul(JUDGE_PAUSE_POLLS);
+                    next_judge = now.checked_add(pause).unwrap_or(now);
+                }
+                if judged.compatible > 0 {
+                    continue;
+                }
             }
             let wait = self
                 .config
@@ -289,21 +300,36 @@ fn is_lease_lost(e: &EngineError) -> bool {
 /// thread's latest waypoint.
 const JUDGE_BATCH: usize = 32;
 
+/// After a judging pass that found less than a batch, how many poll
+/// intervals pass before the next one.
+const JUDGE_PAUSE_POLLS: u32 = 10;
+
+/// What a judging pass did.
+#[derive(Debug, Default, Clone, Copy)]
+struct Judged {
+    /// Threads handed out to judge.
+    seen: usize,
+    /// Verdicts recorded compatible.
+    compatible: usize,
+}
+
 impl Shared {
     /// Judges up to [`JUDGE_BATCH`] threads pinned to other versions of
     /// this worker's graphs, as `resume` would (the same check, on the
     /// thread's latest waypoint), and records each verdict; returns how
-    /// many were recorded compatible. A thread whose waypoints cannot be read is
-    /// left unjudged, to be tried again on a later pass.
-    async fn judge(&self, info: &WorkerInfo) -> usize {
+    /// many it saw and how many it recorded compatible. A thread whose
+    /// waypoints cannot be read is left unjudged, to be tried again on a
+    /// later pass.
+    async fn judge(&self, info: &WorkerInfo) -> Judged {
         let runs = match self.queue.unjudged(info, JUDGE_BATCH).await {
             Ok(runs) => runs,
             Err(e) => {
                 tracing::warn!(error = %e, "aegis worker: listing threads to judge failed");
-                return 0;
+                return Judged::default();
             }
         };
         let store = self.queue.waypoints();
+        let seen = runs.len();
         let mut compatible = 0;
         for run in runs {
             let (Some(graph), Some(key)) = (
@@ -344,7 +370,7 @@ impl Shared {
                 }
             }
         }
-        compatible
+        Judged { seen, compatible }
     }
 
     async fn execute(self: Arc<Self>, claim: Claim, token: CancellationToken) {
