@@ -277,6 +277,12 @@ impl RunQueue for Recording {
     async fn answer(&self, t: &str, r: ParleyResponse) -> Result<(), WorkerError> {
         self.inner.answer(t, r).await
     }
+    async fn requeue(&self, t: &str) -> Result<(), WorkerError> {
+        self.inner.requeue(t).await
+    }
+    async fn quarantined(&self, max: usize) -> Result<Vec<RunStatus>, WorkerError> {
+        self.inner.quarantined(max).await
+    }
     async fn cancel(&self, t: &str) -> Result<(), WorkerError> {
         self.inner.cancel(t).await
     }

@@ -51,6 +51,18 @@ impl Client {
         self.queue.answer(thread_id, response).await
     }
 
+    /// Puts a quarantined run back in the queue once its rows are
+    /// repaired (see [`RunQueue::requeue`]).
+    pub async fn requeue(&self, thread_id: &str) -> Result<(), WorkerError> {
+        self.queue.requeue(thread_id).await
+    }
+
+    /// Up to `max` quarantined runs, oldest first, each with its
+    /// [`RunStatus::fault`](super::RunStatus::fault).
+    pub async fn quarantined(&self, max: usize) -> Result<Vec<RunStatus>, WorkerError> {
+        self.queue.quarantined(max).await
+    }
+
     /// Cancels a run (see [`RunQueue::cancel`]).
     pub async fn cancel(&self, thread_id: &str) -> Result<(), WorkerError> {
         self.queue.cancel(thread_id).await
@@ -98,11 +110,11 @@ impl Client {
         Ok(self.queue.waypoints().history(thread_id).await?)
     }
 
-    /// Waits until the run is finished or awaiting input, at most
-    /// `timeout`; returns its status then.
+    /// Waits until the run is finished, awaiting input or quarantined, at
+    /// most `timeout`; returns its status then.
     pub async fn wait(&self, thread_id: &str, timeout: Duration) -> Result<RunStatus, WorkerError> {
         self.wait_until(thread_id, timeout, |s| {
-            s.is_final() || s == RunState::AwaitingInput
+            s.is_final() || s == RunState::AwaitingInput || s == RunState::Quarantined
         })
         .await
     }

@@ -42,6 +42,15 @@ pub enum WorkerError {
         /// The state it is in.
         state: String,
     },
+    /// [`Client::requeue`](super::Client::requeue) of a run that is not
+    /// quarantined.
+    #[error("thread `{thread_id}` is not quarantined (it is {state})")]
+    NotQuarantined {
+        /// The thread.
+        thread_id: String,
+        /// The state it is in.
+        state: String,
+    },
     /// A run input that is not a JSON object, or a graph name that is
     /// empty.
     #[error("invalid submission: {0}")]

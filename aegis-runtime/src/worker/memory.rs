@@ -10,8 +10,8 @@ use tokio::time::Instant;
 
 use super::types::{claiming_graph, runs_fingerprint, to_judge, waiting_reason};
 use super::{
-    AttemptInfo, Claim, Lease, PinnedRun, Release, Renewal, RunQueue, RunState, RunStatus,
-    Submitted, Verdict, WorkerError, WorkerInfo,
+    AttemptInfo, Claim, Lease, PinnedRun, Release, Renewal, RunFault, RunQueue, RunState,
+    RunStatus, Submitted, Verdict, WorkerError, WorkerInfo,
 };
 use crate::error::StoreError;
 use crate::graph::ParleyResponse;
@@ -56,6 +56,9 @@ struct Run {
     /// The latest move onto another graph: the fingerprint it left and the
     /// migration that carried it.
     moved: Option<(String, Option<String>)>,
+    /// Why the latest claims could not run it, how many in a row, and when
+    /// it may be claimed again.
+    fault: Option<(RunFault, u32, Option<Instant>)>,
 }
 
 impl Run {
@@ -73,6 +76,30 @@ impl Run {
     fn waits(&self, now: Instant) -> bool {
         self.state == RunState::Queued
             || (self.state == RunState::Running && self.expires.is_some_and(|e| e <= now))
+    }
+
+    /// Whether an unreadable thread's backoff holds it back at `now`.
+    fn held_back(&self, now: Instant) -> bool {
+        self.fault
+            .as_ref()
+            .and_then(|(_, _, until)| *until)
+            .is_some_and(|until| until > now)
+    }
+
+    fn status(&self, thread_id: &str, waiting_reason: Option<String>) -> RunStatus {
+        RunStatus {
+            thread_id: thread_id.to_string(),
+            graph_name: self.graph_name.clone(),
+            state: self.state,
+            epoch: self.epoch,
+            worker_id: self.worker_id.clone(),
+            fingerprint: self.fingerprint.clone(),
+            error: self.error.clone(),
+            waiting_reason,
+            previous_fingerprint: self.moved.as_ref().map(|(from, _)| from.clone()),
+            migration: self.moved.as_ref().and_then(|(_, m)| m.clone()),
+            fault: self.fault.as_ref().map(|(f, _, _)| f.clone()),
+        }
     }
 
     fn held_by(&self, lease: &Lease) -> bool {
@@ -129,6 +156,17 @@ impl InMemoryRunQueue {
     /// An empty queue with an empty waypoint store.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Ends every unreadable thread's backoff, for tests that step
+    /// through the claims a poisoned thread gets.
+    #[cfg(test)]
+    pub(crate) async fn lift_backoffs(&self) {
+        for run in self.state.lock().await.runs.values_mut() {
+            if let Some((_, _, until)) = &mut run.fault {
+                *until = None;
+            }
+        }
     }
 
     fn expiry(ttl: Duration) -> Instant {
@@ -188,6 +226,7 @@ impl RunQueue for InMemoryRunQueue {
                 attempts: Vec::new(),
                 verdicts: Vec::new(),
                 moved: None,
+                fault: None,
             },
         );
         drop(state);
@@ -229,7 +268,7 @@ impl RunQueue for InMemoryRunQueue {
                 run.set_attempt_outcome(epoch, "expired");
                 continue;
             }
-            if !run.waits(now) {
+            if !run.waits(now) || run.held_back(now) {
                 continue;
             }
             let pinned_live = run
@@ -279,16 +318,16 @@ impl RunQueue for InMemoryRunQueue {
                 worker_id: worker.worker_id.clone(),
                 outcome: "running".to_string(),
             });
-            claims.push(Claim {
-                lease: Lease {
+            claims.push(Claim::new(
+                Lease {
                     thread_id: thread_id.clone(),
                     epoch: run.epoch,
                     worker_id: worker.worker_id.clone(),
                 },
-                graph_name: run.graph_name.clone(),
-                input: run.input.clone(),
-                answer: run.answer.clone(),
-            });
+                run.graph_name.clone(),
+                run.input.clone(),
+                run.answer.clone(),
+            ));
         }
         Ok(claims)
     }
@@ -372,22 +411,87 @@ impl RunQueue for InMemoryRunQueue {
             _ => return Err(lost(lease)),
         };
         let mut next = release.state();
+        let mut held_until = None;
+        match &release {
+            Release::Poisoned(fault) => {
+                let count = run
+                    .fault
+                    .as_ref()
+                    .map_or(0, |(_, n, _)| *n)
+                    .saturating_add(1);
+                let (state, wait) = fault.next(count);
+                next = state;
+                held_until = wait.map(Self::expiry);
+                run.fault = Some((fault.clone(), count, held_until));
+            }
+            // The thread was read: whatever failed before is over.
+            _ => run.fault = None,
+        }
         if next == RunState::Queued && run.cancel_requested {
             next = RunState::Cancelled;
         }
         run.state = next;
         run.worker_id = None;
         run.expires = None;
-        run.error = release.error().map(str::to_string);
-        // The answer was delivered by the run that just ended.
-        run.answer = None;
+        run.error = release.error();
+        // The answer was delivered by the run that just ended (an
+        // unreadable one stays, for the operator to see).
+        if !matches!(
+            release,
+            Release::Poisoned(RunFault::UnreadableAnswer { .. })
+        ) {
+            run.answer = None;
+        }
         run.set_attempt_outcome(lease.epoch, release.outcome());
         if next.is_final() {
             run.verdicts.clear();
         }
         drop(state);
+        // A thread held back by a backoff wakes nobody: no worker may
+        // claim it yet, and polls find it when it may.
+        if held_until.is_none() {
+            super::wake(&self.changed);
+        }
+        Ok(())
+    }
+
+    async fn requeue(&self, thread_id: &str) -> Result<(), WorkerError> {
+        let mut state = self.state.lock().await;
+        let run = state
+            .runs
+            .get_mut(thread_id)
+            .ok_or_else(|| unknown(thread_id))?;
+        if run.state != RunState::Quarantined {
+            return Err(WorkerError::NotQuarantined {
+                thread_id: thread_id.to_string(),
+                state: run.state.to_string(),
+            });
+        }
+        // An unreadable answer is dropped: the run waits for a new one.
+        // Anything else runs again from its rows.
+        if let Some((RunFault::UnreadableAnswer { .. }, _, _)) = run.fault {
+            run.state = RunState::AwaitingInput;
+            run.answer = None;
+        } else {
+            run.state = RunState::Queued;
+        }
+        run.fault = None;
+        run.error = None;
+        drop(state);
         super::wake(&self.changed);
         Ok(())
+    }
+
+    async fn quarantined(&self, max: usize) -> Result<Vec<RunStatus>, WorkerError> {
+        let state = self.state.lock().await;
+        let mut found: Vec<(u64, RunStatus)> = state
+            .runs
+            .iter()
+            .filter(|(_, run)| run.state == RunState::Quarantined)
+            .map(|(thread_id, run)| (run.order, run.status(thread_id, None)))
+            .collect();
+        found.sort_by_key(|(order, _)| *order);
+        Ok(found.into_iter().take(max).map(|(_, s)| s).collect())
     }
 
     async fn abandon(&self, lease: &Lease) -> Result<(), WorkerError> {
@@ -440,28 +544,15 @@ impl RunQueue for InMemoryRunQueue {
             return Ok(None);
         };
         let live = live_workers(&state, now);
-        let waiting = run.waits(now);
-        Ok(Some(RunStatus {
-            thread_id: thread_id.to_string(),
-            graph_name: run.graph_name.clone(),
-            state: run.state,
-            epoch: run.epoch,
-            worker_id: run.worker_id.clone(),
-            fingerprint: run.fingerprint.clone(),
-            error: run.error.clone(),
-            waiting_reason: waiting
-                .then(|| {
-                    waiting_reason(
-                        &run.graph_name,
-                        run.fingerprint.as_deref(),
-                        &live,
-                        &run.verdicts(),
-                    )
-                })
-                .flatten(),
-            previous_fingerprint: run.moved.as_ref().map(|(from, _)| from.clone()),
-            migration: run.moved.as_ref().and_then(|(_, m)| m.clone()),
-        }))
+        let waiting = run.waits(now).then(|| {
+            waiting_reason(
+                &run.graph_name,
+                run.fingerprint.as_deref(),
+                &live,
+                &run.verdicts(),
+            )
+        });
+        Ok(Some(run.status(thread_id, waiting.flatten())))
     }
 
     async fn attempts(&self, thread_id: &str) -> Result<Vec<AttemptInfo>, WorkerError> {

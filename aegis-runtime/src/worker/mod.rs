@@ -44,8 +44,8 @@ pub use pool::{EngineFactory, WorkerConfig, WorkerPool};
 pub use queue::RunQueue;
 pub use signal::shutdown_signal;
 pub use types::{
-    AttemptInfo, Claim, GraphKey, Lease, PinnedRun, Release, Renewal, RunState, RunStatus,
-    Submitted, Verdict, WorkerInfo,
+    AttemptInfo, Claim, GraphKey, Lease, MAX_UNREADABLE_CLAIMS, PinnedRun, Release, Renewal,
+    RunFault, RunState, RunStatus, Submitted, Verdict, WorkerInfo, unreadable_backoff,
 };
 
 #[cfg(feature = "postgres")]

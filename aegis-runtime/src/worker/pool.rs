@@ -9,7 +9,9 @@ use std::time::Duration;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use super::{Claim, GraphKey, LeasedStore, Release, RunQueue, Verdict, WorkerError, WorkerInfo};
+use super::{
+    Claim, GraphKey, LeasedStore, Release, RunFault, RunQueue, Verdict, WorkerError, WorkerInfo,
+};
 use crate::engine::{RunOutcome, WarEngine};
 use crate::error::EngineError;
 use crate::error::StoreError;
@@ -440,10 +442,24 @@ impl Shared {
         let latest = match store.latest(&thread_id).await {
             Ok(latest) => latest,
             Err(e) => {
-                tracing::warn!(error = %e, %thread_id, "aegis worker: reading the thread failed");
-                return Some(Release::Halted);
+                // Released with a backoff, and quarantined after a few
+                // such claims: never claimed again at once, which would
+                // spin the fleet on one unreadable thread.
+                tracing::warn!(error = %e, %thread_id, "aegis worker: the thread's waypoints are unreadable");
+                return Some(Release::Poisoned(RunFault::UnreadableWaypoint {
+                    message: e.to_string(),
+                }));
             }
         };
+        match (&claim.fault, &latest) {
+            // The input only matters to a thread that has not started.
+            (Some(fault @ RunFault::UnreadableInput { .. }), None)
+            | (Some(fault @ RunFault::UnreadableAnswer { .. }), _) => {
+                tracing::warn!(%fault, %thread_id, "aegis worker: the thread cannot be run as stored");
+                return Some(Release::Poisoned(fault.clone()));
+            }
+            _ => {}
+        }
         let result = match latest {
             None => engine.start(graph, &thread_id, claim.input).await,
             Some(waypoint) => match waypoint.status {
@@ -465,6 +481,11 @@ impl Shared {
             Ok(RunOutcome::AwaitingInput { .. }) => Some(Release::AwaitingInput),
             Ok(RunOutcome::Halted { .. }) => Some(Release::Halted),
             Err(e) if is_lease_lost(&e) => None,
+            Err(EngineError::Store(
+                e @ (StoreError::Corrupt { .. } | StoreError::UnsupportedFormat { .. }),
+            )) => Some(Release::Poisoned(RunFault::UnreadableWaypoint {
+                message: e.to_string(),
+            })),
             Err(e) => Some(Release::Failed {
                 error: e.to_string(),
             }),

@@ -13,7 +13,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::types::{to_judge, waiting_reason};
 use super::{
-    AttemptInfo, Claim, GraphKey, Lease, PinnedRun, Release, Renewal, RunQueue, RunState,
+    AttemptInfo, Claim, GraphKey, Lease, PinnedRun, Release, Renewal, RunFault, RunQueue, RunState,
     RunStatus, Submitted, Verdict, WorkerError, WorkerInfo,
 };
 use crate::error::StoreError;
@@ -65,7 +65,7 @@ CREATE TABLE IF NOT EXISTS {s}.aegis_run_attempts (
     claimed_at TIMESTAMPTZ NOT NULL DEFAULT now(),
     PRIMARY KEY (thread_id, epoch)
 );
-{verdicts}
+{added}
 CREATE OR REPLACE FUNCTION {s}.aegis_runs_notify() RETURNS trigger AS $$
 BEGIN
     PERFORM pg_notify('{channel}', NEW.thread_id);
@@ -75,11 +75,18 @@ DROP TRIGGER IF EXISTS aegis_runs_notify ON {s}.aegis_runs;
 CREATE TRIGGER aegis_runs_notify AFTER INSERT OR UPDATE OF state ON {s}.aegis_runs
     FOR EACH ROW WHEN (NEW.state <> 'running') EXECUTE FUNCTION {s}.aegis_runs_notify();";
 
-/// The tables of rolling deploys: what each graph judged of a thread pinned
-/// to another, and the moves claims made. Added after the first release:
-/// created on their own when a schema has the rest, since they lock nothing
-/// the workers use.
-const VERDICTS: &str = "
+/// The tables added after the first release: what each graph judged of a
+/// thread pinned to another, the moves claims made (rolling deploys), and
+/// the threads claims found unreadable. Created on their own when a schema
+/// has the rest, since they lock nothing the workers use.
+const ADDED: &str = "
+CREATE TABLE IF NOT EXISTS {s}.aegis_run_faults (
+    thread_id TEXT PRIMARY KEY,
+    kind TEXT NOT NULL,
+    message TEXT NOT NULL,
+    count INTEGER NOT NULL,
+    not_before TIMESTAMPTZ
+);
 CREATE TABLE IF NOT EXISTS {s}.aegis_run_verdicts (
     thread_id TEXT NOT NULL,
     fingerprint TEXT NOT NULL,
@@ -213,24 +220,24 @@ impl PostgresRunQueue {
             if !ready {
                 tx.batch_execute(
                     &SCHEMA
-                        .replace("{verdicts}", VERDICTS)
+                        .replace("{added}", ADDED)
                         .replace("{s}", &quoted)
                         .replace("{channel}", &channel),
                 )
                 .await
                 .map_err(backend)?;
             } else {
-                let has_verdicts: bool = tx
+                let has_added: bool = tx
                     .query_one(
                         "SELECT to_regclass($1::text) IS NOT NULL",
-                        &[&format!("{quoted}.aegis_run_moves")],
+                        &[&format!("{quoted}.aegis_run_faults")],
                     )
                     .await
                     .map_err(backend)?
                     .try_get(0)
                     .map_err(backend)?;
-                if !has_verdicts {
-                    tx.batch_execute(&VERDICTS.replace("{s}", &quoted))
+                if !has_added {
+                    tx.batch_execute(&ADDED.replace("{s}", &quoted))
                         .await
                         .map_err(backend)?;
                 }
@@ -249,6 +256,20 @@ impl PostgresRunQueue {
         })
     }
 
+    /// Ends every unreadable thread's backoff, for tests that step
+    /// through the claims a poisoned thread gets.
+    #[cfg(test)]
+    pub(crate) async fn lift_backoffs(&self) {
+        if let Ok(client) = self.client().await {
+            let _ = client
+                .execute(
+                    &self.sql("UPDATE {s}.aegis_run_faults SET not_before = NULL"),
+                    &[],
+                )
+                .await;
+        }
+    }
+
     /// The waypoint store on the queue's schema.
     pub fn store(&self) -> &Arc<PostgresWaypointStore> {
         &self.store
@@ -260,6 +281,81 @@ impl PostgresRunQueue {
 
     async fn client(&self) -> Result<deadpool_postgres::Object, WorkerError> {
         Ok(self.pool.get().await?)
+    }
+
+    /// Ends `lease` for a thread its holder could not run as stored: the
+    /// run's next state depends on how many claims in a row found it so
+    /// ([`RunFault::next`]), read and written in one transaction.
+    async fn release_poisoned(&self, lease: &Lease, fault: &RunFault) -> Result<(), WorkerError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(backend)?;
+        let count: Option<i32> = tx
+            .query_opt(
+                &self.sql("SELECT count FROM {s}.aegis_run_faults WHERE thread_id = $1 FOR UPDATE"),
+                &[&lease.thread_id],
+            )
+            .await
+            .map_err(backend)?
+            .map(|r| r.try_get(0))
+            .transpose()
+            .map_err(backend)?;
+        let count = u32::try_from(count.unwrap_or(0))
+            .unwrap_or(0)
+            .saturating_add(1);
+        let (next, wait) = fault.next(count);
+        let keep_answer = matches!(fault, RunFault::UnreadableAnswer { .. });
+        let updated = tx
+            .execute(
+                &self.sql(
+                    "UPDATE {s}.aegis_runs SET state = CASE WHEN $3 = 'queued' AND cancel_requested \
+                     THEN 'cancelled' ELSE $3 END, worker_id = NULL, lease_expires_at = NULL, \
+                     error = $4, answer = CASE WHEN $5 THEN answer END \
+                     WHERE thread_id = $1 AND epoch = $2 AND state = 'running'",
+                ),
+                &[
+                    &lease.thread_id,
+                    &epoch_to(lease.epoch),
+                    &next.as_str(),
+                    &fault.to_string(),
+                    &keep_answer,
+                ],
+            )
+            .await
+            .map_err(backend)?;
+        if updated != 1 {
+            return Err(lost(lease));
+        }
+        let wait_ms = wait.map(ttl_ms);
+        tx.execute(
+            &self.sql(
+                "INSERT INTO {s}.aegis_run_faults (thread_id, kind, message, count, not_before) \
+                 VALUES ($1, $2, $3, 1, now() + $4::BIGINT * interval '1 millisecond') \
+                 ON CONFLICT (thread_id) DO UPDATE SET kind = EXCLUDED.kind, \
+                 message = EXCLUDED.message, count = {s}.aegis_run_faults.count + 1, \
+                 not_before = EXCLUDED.not_before",
+            ),
+            &[&lease.thread_id, &fault.kind(), &fault.message(), &wait_ms],
+        )
+        .await
+        .map_err(backend)?;
+        tx.execute(
+            &self.sql(
+                "UPDATE {s}.aegis_run_attempts SET outcome = 'unreadable' \
+                 WHERE thread_id = $1 AND epoch = $2",
+            ),
+            &[&lease.thread_id, &epoch_to(lease.epoch)],
+        )
+        .await
+        .map_err(backend)?;
+        if next.is_final() {
+            tx.execute(
+                &self.sql("DELETE FROM {s}.aegis_run_verdicts WHERE thread_id = $1"),
+                &[&lease.thread_id],
+            )
+            .await
+            .map_err(backend)?;
+        }
+        tx.commit().await.map_err(backend)
     }
 
     /// The verdicts on `thread_id` at `epoch`.
@@ -536,6 +632,8 @@ impl RunQueue for PostgresRunQueue {
                      LIMIT 1) g \
                    WHERE (r.state = 'queued' OR (r.state = 'running' AND r.lease_expires_at <= now() \
                      AND NOT r.cancel_requested)) \
+                     AND NOT EXISTS (SELECT 1 FROM {s}.aegis_run_faults f \
+                       WHERE f.thread_id = r.thread_id AND f.not_before > now()) \
                    ORDER BY r.queued_at LIMIT $4 \
                    FOR UPDATE OF r SKIP LOCKED), \
                  claimed AS ( \
@@ -581,18 +679,16 @@ impl RunQueue for PostgresRunQueue {
             .map(|r| {
                 let input: String = r.try_get(3).map_err(backend)?;
                 let answer: Option<String> = r.try_get(4).map_err(backend)?;
-                Ok(Claim {
-                    lease: Lease {
+                Ok(Claim::from_stored(
+                    Lease {
                         thread_id: r.try_get(0).map_err(backend)?,
                         epoch: epoch_from(r.try_get(1).map_err(backend)?),
                         worker_id: worker.worker_id.clone(),
                     },
-                    graph_name: r.try_get(2).map_err(backend)?,
-                    // Written by `submit` from a JSON value; an unreadable
-                    // one makes the run fail as invalid input.
-                    input: serde_json::from_str(&input).unwrap_or(Value::Null),
-                    answer: answer.and_then(|a| serde_json::from_str(&a).ok()),
-                })
+                    r.try_get(2).map_err(backend)?,
+                    &input,
+                    answer.as_deref(),
+                ))
             })
             .collect()
     }
@@ -724,6 +820,9 @@ impl RunQueue for PostgresRunQueue {
     }
 
     async fn release(&self, lease: &Lease, release: Release) -> Result<(), WorkerError> {
+        if let Release::Poisoned(fault) = &release {
+            return self.release_poisoned(lease, fault).await;
+        }
         let client = self.client().await?;
         let statement = client
             .prepare_cached(&self.sql(
@@ -734,7 +833,9 @@ impl RunQueue for PostgresRunQueue {
                  a AS (UPDATE {s}.aegis_run_attempts SET outcome = $5 \
                    WHERE thread_id = $1 AND epoch = $2 AND EXISTS (SELECT 1 FROM r)), \
                  v AS (DELETE FROM {s}.aegis_run_verdicts WHERE thread_id = $1 \
-                   AND $3 IN ('completed', 'failed', 'cancelled') AND EXISTS (SELECT 1 FROM r)) \
+                   AND $3 IN ('completed', 'failed', 'cancelled') AND EXISTS (SELECT 1 FROM r)), \
+                 f AS (DELETE FROM {s}.aegis_run_faults WHERE thread_id = $1 \
+                   AND EXISTS (SELECT 1 FROM r)) \
                  SELECT count(*) FROM r",
             ))
             .await
@@ -800,6 +901,71 @@ impl RunQueue for PostgresRunQueue {
                 state,
             }),
         }
+    }
+
+    async fn requeue(&self, thread_id: &str) -> Result<(), WorkerError> {
+        let client = self.client().await?;
+        // An unreadable answer is dropped: the run waits for a new one.
+        // Anything else runs again from its rows.
+        let statement = client
+            .prepare_cached(&self.sql(
+                "WITH f AS (DELETE FROM {s}.aegis_run_faults WHERE thread_id = $1 \
+                   AND EXISTS (SELECT 1 FROM {s}.aegis_runs WHERE thread_id = $1 \
+                     AND state = 'quarantined') RETURNING kind), \
+                 u AS (UPDATE {s}.aegis_runs SET error = NULL, \
+                   state = CASE WHEN EXISTS (SELECT 1 FROM f WHERE kind = 'answer') \
+                     THEN 'awaiting_input' ELSE 'queued' END, \
+                   answer = CASE WHEN EXISTS (SELECT 1 FROM f WHERE kind = 'answer') \
+                     THEN NULL ELSE answer END \
+                   WHERE thread_id = $1 AND state = 'quarantined' RETURNING thread_id) \
+                 SELECT EXISTS (SELECT 1 FROM u), \
+                   (SELECT state FROM {s}.aegis_runs WHERE thread_id = $1)",
+            ))
+            .await
+            .map_err(backend)?;
+        let row = client
+            .query_one(&statement, &[&thread_id])
+            .await
+            .map_err(backend)?;
+        let requeued: bool = row.try_get(0).map_err(backend)?;
+        let state: Option<String> = row.try_get(1).map_err(backend)?;
+        match (requeued, state) {
+            (true, _) => Ok(()),
+            (false, None) => Err(WorkerError::UnknownThread {
+                thread_id: thread_id.to_string(),
+            }),
+            (false, Some(state)) => Err(WorkerError::NotQuarantined {
+                thread_id: thread_id.to_string(),
+                state,
+            }),
+        }
+    }
+
+    async fn quarantined(&self, max: usize) -> Result<Vec<RunStatus>, WorkerError> {
+        let threads: Vec<String> = {
+            let client = self.client().await?;
+            let max = i64::try_from(max).unwrap_or(i64::MAX);
+            client
+                .query(
+                    &self.sql(
+                        "SELECT thread_id FROM {s}.aegis_runs WHERE state = 'quarantined' \
+                         ORDER BY queued_at LIMIT $1",
+                    ),
+                    &[&max],
+                )
+                .await
+                .map_err(backend)?
+                .iter()
+                .map(|r| r.try_get(0).map_err(backend))
+                .collect::<Result<_, _>>()?
+        };
+        let mut found = Vec::with_capacity(threads.len());
+        for t in threads {
+            if let Some(status) = self.status(&t).await? {
+                found.push(status);
+            }
+        }
+        Ok(found)
     }
 
     async fn cancel(&self, thread_id: &str) -> Result<(), WorkerError> {
@@ -897,6 +1063,20 @@ impl RunQueue for PostgresRunQueue {
             )
             .await
             .map_err(backend)?;
+        let fault = client
+            .query_opt(
+                &self.sql("SELECT kind, message FROM {s}.aegis_run_faults WHERE thread_id = $1"),
+                &[&thread_id],
+            )
+            .await
+            .map_err(backend)?;
+        let fault = match fault {
+            Some(r) => RunFault::parse(
+                &r.try_get::<_, String>(0).map_err(backend)?,
+                r.try_get::<_, String>(1).map_err(backend)?,
+            ),
+            None => None,
+        };
         let (previous_fingerprint, migration) = match moved {
             Some(r) => (
                 Some(r.try_get::<_, String>(0).map_err(backend)?),
@@ -915,6 +1095,7 @@ impl RunQueue for PostgresRunQueue {
             waiting_reason: waiting,
             previous_fingerprint,
             migration,
+            fault,
         }))
     }
 

@@ -110,6 +110,14 @@ pub trait RunQueue: Send + Sync + 'static {
     /// queued again with the answer.
     async fn answer(&self, thread_id: &str, response: ParleyResponse) -> Result<(), WorkerError>;
 
+    /// Puts a quarantined run back in the queue (after its rows were
+    /// repaired), forgetting its fault: the next claim runs it.
+    /// [`WorkerError::NotQuarantined`] if it is not quarantined.
+    async fn requeue(&self, thread_id: &str) -> Result<(), WorkerError>;
+
+    /// Up to `max` quarantined runs, oldest first, each with its fault.
+    async fn quarantined(&self, max: usize) -> Result<Vec<RunStatus>, WorkerError>;
+
     /// Cancels a run: a queued or waiting one at once, a running one at its
     /// holder's next heartbeat. A finished run is left as it is.
     async fn cancel(&self, thread_id: &str) -> Result<(), WorkerError>;

@@ -12,7 +12,7 @@ use tokio::sync::Notify;
 
 use super::types::{claiming_graph, runs_fingerprint, to_judge, waiting_reason};
 use super::{
-    AttemptInfo, Claim, GraphKey, Lease, PinnedRun, Release, Renewal, RunQueue, RunState,
+    AttemptInfo, Claim, GraphKey, Lease, PinnedRun, Release, Renewal, RunFault, RunQueue, RunState,
     RunStatus, Submitted, Verdict, WorkerError, WorkerInfo,
 };
 use crate::error::StoreError;
@@ -56,6 +56,13 @@ CREATE TABLE IF NOT EXISTS aegis_run_verdicts (
     migration TEXT,
     reason TEXT,
     PRIMARY KEY (thread_id, fingerprint, migrations)
+);
+CREATE TABLE IF NOT EXISTS aegis_run_faults (
+    thread_id TEXT PRIMARY KEY,
+    kind TEXT NOT NULL,
+    message TEXT NOT NULL,
+    count INTEGER NOT NULL,
+    not_before_ms INTEGER
 );
 CREATE TABLE IF NOT EXISTS aegis_run_moves (
     thread_id TEXT NOT NULL,
@@ -293,6 +300,18 @@ impl SqliteRunQueue {
         })
     }
 
+    /// Ends every unreadable thread's backoff, for tests that step
+    /// through the claims a poisoned thread gets.
+    #[cfg(test)]
+    pub(crate) async fn lift_backoffs(&self) {
+        let _ = self
+            .with(|c| {
+                c.execute("UPDATE aegis_run_faults SET not_before_ms = NULL", [])
+                    .map_err(backend)
+            })
+            .await;
+    }
+
     /// The file.
     pub fn path(&self) -> &Path {
         &self.path
@@ -467,8 +486,11 @@ impl RunQueue for SqliteRunQueue {
                 let mut due = tx
                     .prepare(
                         "SELECT thread_id, graph_name, input, answer, fingerprint, state, epoch \
-                         FROM aegis_runs WHERE state = 'queued' \
-                         OR (state = 'running' AND expires_ms <= ?1) ORDER BY rowid",
+                         FROM aegis_runs r WHERE (state = 'queued' \
+                         OR (state = 'running' AND expires_ms <= ?1)) \
+                         AND NOT EXISTS (SELECT 1 FROM aegis_run_faults f \
+                           WHERE f.thread_id = r.thread_id AND f.not_before_ms > ?1) \
+                         ORDER BY rowid",
                     )
                     .map_err(backend)?;
                 let mut rows = due.query(params![now]).map_err(backend)?;
@@ -545,16 +567,16 @@ impl RunQueue for SqliteRunQueue {
                     )
                     .map_err(backend)?;
                 }
-                claims.push(Claim {
-                    lease: Lease {
+                claims.push(Claim::from_stored(
+                    Lease {
                         thread_id: p.thread_id,
                         epoch: epoch_from(next),
                         worker_id: worker.worker_id.clone(),
                     },
-                    graph_name: p.graph_name,
-                    input: serde_json::from_str(&p.input).unwrap_or(Value::Null),
-                    answer: p.answer.and_then(|a| serde_json::from_str(&a).ok()),
-                });
+                    p.graph_name,
+                    &p.input,
+                    p.answer.as_deref(),
+                ));
             }
             tx.commit().map_err(backend)?;
             Ok(claims)
@@ -653,24 +675,63 @@ impl RunQueue for SqliteRunQueue {
                 let tx = c
                     .transaction_with_behavior(TransactionBehavior::Immediate)
                     .map_err(backend)?;
+                let mut next = release.state();
+                let mut held_until = None;
+                if let Release::Poisoned(fault) = &release {
+                    let count: i64 = tx
+                        .query_row(
+                            "SELECT count FROM aegis_run_faults WHERE thread_id = ?1",
+                            params![l.thread_id],
+                            |r| r.get(0),
+                        )
+                        .optional()
+                        .map_err(backend)?
+                        .unwrap_or(0);
+                    let count = u32::try_from(count).unwrap_or(u32::MAX).saturating_add(1);
+                    let (state, wait) = fault.next(count);
+                    next = state;
+                    held_until = wait.map(expiry_ms);
+                }
                 let n = tx
                     .execute(
+                        // An unreadable answer stays, for the operator to
+                        // see; any other release delivered the answer.
                         "UPDATE aegis_runs SET state = CASE WHEN ?3 = 'queued' AND cancel_requested = 1 \
                          THEN 'cancelled' ELSE ?3 END, worker_id = NULL, expires_ms = NULL, \
-                         error = ?4, answer = NULL \
+                         error = ?4, answer = CASE WHEN ?5 THEN answer END \
                          WHERE thread_id = ?1 AND epoch = ?2 AND state = 'running'",
                         params![
                             l.thread_id,
                             epoch_to(l.epoch),
-                            release.state().as_str(),
-                            release.error()
+                            next.as_str(),
+                            release.error(),
+                            matches!(release, Release::Poisoned(RunFault::UnreadableAnswer { .. })),
                         ],
                     )
                     .map_err(backend)?;
                 if n == 1 {
                     set_outcome(&tx, &l.thread_id, l.epoch, release.outcome())?;
+                    match &release {
+                        Release::Poisoned(fault) => {
+                            tx.execute(
+                                "INSERT INTO aegis_run_faults (thread_id, kind, message, count, not_before_ms) \
+                                 VALUES (?1, ?2, ?3, 1, ?4) ON CONFLICT (thread_id) DO UPDATE SET \
+                                 kind = ?2, message = ?3, count = count + 1, not_before_ms = ?4",
+                                params![l.thread_id, fault.kind(), fault.message(), held_until],
+                            )
+                            .map_err(backend)?;
+                        }
+                        // The thread was read: whatever failed before is over.
+                        _ => {
+                            tx.execute(
+                                "DELETE FROM aegis_run_faults WHERE thread_id = ?1",
+                                params![l.thread_id],
+                            )
+                            .map_err(backend)?;
+                        }
+                    }
                     // A finished run is judged no more.
-                    if release.state().is_final() {
+                    if next.is_final() {
                         tx.execute(
                             "DELETE FROM aegis_run_verdicts WHERE thread_id = ?1",
                             params![l.thread_id],
@@ -679,14 +740,97 @@ impl RunQueue for SqliteRunQueue {
                     }
                 }
                 tx.commit().map_err(backend)?;
-                Ok(n == 1)
+                Ok((n == 1).then_some(held_until.is_some()))
             })
             .await?;
-        if !released {
-            return Err(lost(lease));
+        match released {
+            None => Err(lost(lease)),
+            // Held back by a backoff: nobody may claim it yet.
+            Some(true) => Ok(()),
+            Some(false) => {
+                super::wake(&self.changed);
+                Ok(())
+            }
         }
-        super::wake(&self.changed);
-        Ok(())
+    }
+
+    async fn requeue(&self, thread_id: &str) -> Result<(), WorkerError> {
+        let thread = thread_id.to_string();
+        let state = self
+            .with(move |c| {
+                let tx = c
+                    .transaction_with_behavior(TransactionBehavior::Immediate)
+                    .map_err(backend)?;
+                let state: Option<String> = tx
+                    .query_row(
+                        "SELECT state FROM aegis_runs WHERE thread_id = ?1",
+                        params![thread],
+                        |r| r.get(0),
+                    )
+                    .optional()
+                    .map_err(backend)?;
+                if state.as_deref() == Some("quarantined") {
+                    // An unreadable answer is dropped: the run waits for a
+                    // new one. Anything else runs again from its rows.
+                    tx.execute(
+                        "UPDATE aegis_runs SET error = NULL, \
+                         state = CASE WHEN EXISTS (SELECT 1 FROM aegis_run_faults \
+                           WHERE thread_id = ?1 AND kind = 'answer') THEN 'awaiting_input' ELSE 'queued' END, \
+                         answer = CASE WHEN EXISTS (SELECT 1 FROM aegis_run_faults \
+                           WHERE thread_id = ?1 AND kind = 'answer') THEN NULL ELSE answer END \
+                         WHERE thread_id = ?1",
+                        params![thread],
+                    )
+                    .map_err(backend)?;
+                    tx.execute(
+                        "DELETE FROM aegis_run_faults WHERE thread_id = ?1",
+                        params![thread],
+                    )
+                    .map_err(backend)?;
+                }
+                tx.commit().map_err(backend)?;
+                Ok(state)
+            })
+            .await?;
+        match state {
+            Some(s) if s == "quarantined" => {
+                super::wake(&self.changed);
+                Ok(())
+            }
+            Some(state) => Err(WorkerError::NotQuarantined {
+                thread_id: thread_id.to_string(),
+                state,
+            }),
+            None => Err(WorkerError::UnknownThread {
+                thread_id: thread_id.to_string(),
+            }),
+        }
+    }
+
+    async fn quarantined(&self, max: usize) -> Result<Vec<RunStatus>, WorkerError> {
+        let threads: Vec<String> = self
+            .with(move |c| {
+                let mut q = c
+                    .prepare_cached(
+                        "SELECT thread_id FROM aegis_runs WHERE state = 'quarantined' \
+                         ORDER BY rowid LIMIT ?1",
+                    )
+                    .map_err(backend)?;
+                q.query_map(params![i64::try_from(max).unwrap_or(i64::MAX)], |r| {
+                    r.get(0)
+                })
+                .map_err(backend)?
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(backend)
+            })
+            .await?;
+        let mut found = Vec::with_capacity(threads.len());
+        for t in threads {
+            if let Some(status) = self.status(&t).await? {
+                found.push(status);
+            }
+        }
+        Ok(found)
     }
 
     async fn abandon(&self, lease: &Lease) -> Result<(), WorkerError> {
@@ -799,6 +943,14 @@ impl RunQueue for SqliteRunQueue {
             } else {
                 None
             };
+            let fault: Option<(String, String)> = c
+                .query_row(
+                    "SELECT kind, message FROM aegis_run_faults WHERE thread_id = ?1",
+                    params![thread],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .optional()
+                .map_err(backend)?;
             let moved: Option<(String, Option<String>)> = c
                 .query_row(
                     "SELECT from_fingerprint, migration FROM aegis_run_moves \
@@ -819,6 +971,7 @@ impl RunQueue for SqliteRunQueue {
                 waiting_reason: waiting,
                 previous_fingerprint: moved.as_ref().map(|(from, _)| from.clone()),
                 migration: moved.and_then(|(_, m)| m),
+                fault: fault.and_then(|(kind, message)| RunFault::parse(&kind, message)),
             }))
         })
         .await

@@ -107,8 +107,29 @@ fn unique(name: &str) -> String {
 }
 
 async fn queue(kind: Kind, name: &str) -> (Arc<dyn RunQueue>, Cleanup) {
+    let (q, cleanup, _) = queue_with_lift(kind, name).await;
+    (q, cleanup)
+}
+
+/// Ends every unreadable thread's backoff on one queue.
+type Lift = Box<dyn Fn() -> futures::future::BoxFuture<'static, ()> + Send + Sync>;
+
+fn lift_of<Q: Send + Sync + 'static>(
+    q: &Arc<Q>,
+    lift: impl Fn(Arc<Q>) -> futures::future::BoxFuture<'static, ()> + Send + Sync + 'static,
+) -> Lift {
+    let q = q.clone();
+    Box::new(move || lift(q.clone()))
+}
+
+/// [`queue`], and a way to end its backoffs.
+async fn queue_with_lift(kind: Kind, name: &str) -> (Arc<dyn RunQueue>, Cleanup, Lift) {
     match kind {
-        Kind::Memory => (Arc::new(InMemoryRunQueue::new()), Cleanup(None)),
+        Kind::Memory => {
+            let q = Arc::new(InMemoryRunQueue::new());
+            let lift = lift_of(&q, |q| Box::pin(async move { q.lift_backoffs().await }));
+            (q, Cleanup(None), lift)
+        }
         #[cfg(feature = "sqlite")]
         Kind::Sqlite => {
             let path = std::env::temp_dir().join(format!("{}.sqlite", unique(name)));
@@ -120,7 +141,9 @@ async fn queue(kind: Kind, name: &str) -> (Arc<dyn RunQueue>, Cleanup) {
                     let _ = std::fs::remove_file(f);
                 }
             })));
-            (Arc::new(q), cleanup)
+            let q = Arc::new(q);
+            let lift = lift_of(&q, |q| Box::pin(async move { q.lift_backoffs().await }));
+            (q, cleanup, lift)
         }
         #[cfg(feature = "postgres")]
         Kind::Postgres => {
@@ -153,7 +176,9 @@ async fn queue(kind: Kind, name: &str) -> (Arc<dyn RunQueue>, Cleanup) {
                 })
                 .join();
             })));
-            (Arc::new(q), cleanup)
+            let q = Arc::new(q);
+            let lift = lift_of(&q, |q| Box::pin(async move { q.lift_backoffs().await }));
+            (q, cleanup, lift)
         }
     }
 }
@@ -596,6 +621,134 @@ async fn an_incompatible_verdict_pins_the_thread_with_its_reason(kind: Kind) {
     );
 }
 
+async fn an_unreadable_thread_backs_off_then_is_quarantined_until_requeued(kind: Kind) {
+    let (q, _c, lift) = queue_with_lift(kind, "poison").await;
+    let g = counter_graph();
+    let w = worker("w", &g);
+    q.submit("counter", "t1", json!({})).await.unwrap();
+    let fault = RunFault::UnreadableWaypoint {
+        message: "waypoint #0 is unreadable".into(),
+    };
+    for round in 1..=MAX_UNREADABLE_CLAIMS {
+        let c = claim_one(&q, &w, TTL).await;
+        assert_eq!(c.lease.epoch, u64::from(round));
+        q.release(&c.lease, Release::Poisoned(fault.clone()))
+            .await
+            .unwrap();
+        let s = q.status("t1").await.unwrap().unwrap();
+        assert_eq!(s.fault.as_ref(), Some(&fault));
+        assert!(
+            s.error.as_deref().is_some_and(|e| e.contains("unreadable")),
+            "{s:?}"
+        );
+        if round < MAX_UNREADABLE_CLAIMS {
+            assert_eq!(s.state, RunState::Queued);
+            // Held back by its backoff: no claim at once.
+            assert!(q.claim(&w, 10, TTL).await.unwrap().is_empty());
+            lift().await;
+        } else {
+            assert_eq!(s.state, RunState::Quarantined);
+        }
+    }
+    // Quarantined: never claimed, listed, and `wait` returns.
+    lift().await;
+    assert!(q.claim(&w, 10, TTL).await.unwrap().is_empty());
+    let attempts = outcomes(&q, "t1").await;
+    assert_eq!(
+        attempts.len(),
+        MAX_UNREADABLE_CLAIMS as usize,
+        "bounded claims"
+    );
+    assert!(attempts.iter().all(|a| a.2 == "unreadable"), "{attempts:?}");
+    let listed = q.quarantined(10).await.unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(
+        (listed[0].thread_id.as_str(), listed[0].fault.as_ref()),
+        ("t1", Some(&fault))
+    );
+    let client = Client::new(q.clone());
+    let s = client.wait("t1", Duration::from_secs(5)).await.unwrap();
+    assert_eq!(s.state, RunState::Quarantined);
+
+    // After repair, an operator requeues it; a good claim clears the fault.
+    client.requeue("t1").await.unwrap();
+    let s = q.status("t1").await.unwrap().unwrap();
+    assert_eq!((s.state, s.fault), (RunState::Queued, None));
+    let c = claim_one(&q, &w, TTL).await;
+    q.release(&c.lease, Release::Completed).await.unwrap();
+    assert_eq!(q.status("t1").await.unwrap().unwrap().fault, None);
+    assert!(q.quarantined(10).await.unwrap().is_empty());
+    assert!(matches!(
+        client.requeue("t1").await,
+        Err(WorkerError::NotQuarantined { .. })
+    ));
+    assert!(matches!(
+        client.requeue("nobody").await,
+        Err(WorkerError::UnknownThread { .. })
+    ));
+
+    // One claim that reads the thread ends a run of unreadable claims.
+    q.submit("counter", "t2", json!({})).await.unwrap();
+    let c = claim_one(&q, &w, TTL).await;
+    q.release(&c.lease, Release::Poisoned(fault.clone()))
+        .await
+        .unwrap();
+    lift().await;
+    let c = claim_one(&q, &w, TTL).await;
+    q.release(&c.lease, Release::Halted).await.unwrap();
+    assert_eq!(q.status("t2").await.unwrap().unwrap().fault, None);
+}
+
+async fn an_unreadable_input_fails_the_run_at_once(kind: Kind) {
+    let (q, _c) = queue(kind, "poison_input").await;
+    let w = worker("w", &counter_graph());
+    q.submit("counter", "t1", json!({})).await.unwrap();
+    let c = claim_one(&q, &w, TTL).await;
+    let fault = RunFault::UnreadableInput {
+        message: "expected value at line 1 column 13".into(),
+    };
+    q.release(&c.lease, Release::Poisoned(fault.clone()))
+        .await
+        .unwrap();
+    let s = q.status("t1").await.unwrap().unwrap();
+    assert_eq!(s.state, RunState::Failed);
+    assert_eq!(s.fault, Some(fault));
+    assert!(s.error.unwrap().contains("stored input is unreadable"));
+    assert_eq!(outcomes(&q, "t1").await.len(), 1);
+}
+
+async fn an_unreadable_answer_is_kept_and_requeue_asks_again(kind: Kind) {
+    let (q, _c, lift) = queue_with_lift(kind, "poison_answer").await;
+    let w = worker("w", &counter_graph());
+    q.submit("counter", "t1", json!({})).await.unwrap();
+    let c = claim_one(&q, &w, TTL).await;
+    q.release(&c.lease, Release::AwaitingInput).await.unwrap();
+    q.answer("t1", ParleyResponse::new(json!("yes")))
+        .await
+        .unwrap();
+    let fault = RunFault::UnreadableAnswer {
+        message: "missing field `value`".into(),
+    };
+    for _ in 0..MAX_UNREADABLE_CLAIMS {
+        let c = claim_one(&q, &w, TTL).await;
+        // The answer is still there for every claim.
+        assert!(c.answer.is_some());
+        q.release(&c.lease, Release::Poisoned(fault.clone()))
+            .await
+            .unwrap();
+        lift().await;
+    }
+    assert_eq!(state(&q, "t1").await, RunState::Quarantined);
+    // Requeued, it waits for a new answer instead of the unreadable one.
+    q.requeue("t1").await.unwrap();
+    assert_eq!(state(&q, "t1").await, RunState::AwaitingInput);
+    q.answer("t1", ParleyResponse::new(json!("again")))
+        .await
+        .unwrap();
+    let c = claim_one(&q, &w, TTL).await;
+    assert_eq!(c.answer.map(|a| a.value), Some(json!("again")));
+}
+
 macro_rules! contract {
     ($($name:ident),* $(,)?) => {
         mod memory {
@@ -624,7 +777,52 @@ contract!(
     epochs_strictly_increase_over_many_claims,
     a_compatible_verdict_moves_the_thread_once_its_version_is_gone,
     an_incompatible_verdict_pins_the_thread_with_its_reason,
+    an_unreadable_thread_backs_off_then_is_quarantined_until_requeued,
+    an_unreadable_input_fails_the_run_at_once,
+    an_unreadable_answer_is_kept_and_requeue_asks_again,
 );
+
+#[test]
+fn a_claim_names_an_unreadable_input_or_answer() {
+    let lease = Lease {
+        thread_id: "t".into(),
+        epoch: 1,
+        worker_id: "w".into(),
+    };
+    let c = Claim::from_stored(lease.clone(), "g".into(), r#"{"flaky": tru"#, None);
+    assert!(
+        matches!(&c.fault, Some(RunFault::UnreadableInput { message }) if message.contains("line 1")),
+        "{c:?}"
+    );
+    assert_eq!(c.input, serde_json::Value::Null, "never run on defaults");
+    let c = Claim::from_stored(lease.clone(), "g".into(), "[1]", None);
+    assert!(
+        matches!(&c.fault, Some(RunFault::UnreadableInput { message }) if message.contains("an array")),
+        "{c:?}"
+    );
+    let c = Claim::from_stored(lease.clone(), "g".into(), "{}", Some("{\"nope\""));
+    assert!(
+        matches!(c.fault, Some(RunFault::UnreadableAnswer { .. })),
+        "{c:?}"
+    );
+    assert!(c.answer.is_none());
+    let c = Claim::from_stored(
+        lease,
+        "g".into(),
+        r#"{"a": 1}"#,
+        Some(r#"{"value": "yes"}"#),
+    );
+    assert_eq!(c.fault, None);
+    assert_eq!(c.input, json!({"a": 1}));
+}
+
+#[test]
+fn the_unreadable_backoff_is_1_then_5_seconds_and_never_overflows() {
+    assert_eq!(unreadable_backoff(1), Duration::from_secs(1));
+    assert_eq!(unreadable_backoff(2), Duration::from_secs(5));
+    assert_eq!(unreadable_backoff(u32::MAX), Duration::from_secs(3600));
+    assert_eq!(unreadable_backoff(0), Duration::from_secs(1));
+}
 
 // ---- The in-memory queue on tokio's paused clock -------------------------
 
@@ -1005,4 +1203,134 @@ async fn an_incompatible_version_leaves_the_thread_pinned_until_a_migration_carr
     assert!(client.pinned(10).await.unwrap().is_empty());
     stop.cancel();
     running.await.unwrap().unwrap();
+}
+
+/// Poison rows on a real SQLite file, corrupted by hand under a running
+/// pool: a garbage input fails its run at once, an unreadable waypoint and
+/// an unreadable answer are quarantined after a bounded number of claims,
+/// and the rest of the queue runs on. Backoffs are lifted by a background
+/// task so the test steps through the claims at once (their timing is
+/// checked by the queue contract above).
+#[cfg(feature = "sqlite")]
+#[tokio::test]
+async fn a_pool_quarantines_poison_rows_and_runs_the_rest() {
+    let path = std::env::temp_dir().join(format!("{}.sqlite", unique("poison_pool")));
+    let q = Arc::new(SqliteRunQueue::open(&path).await.unwrap());
+    let _cleanup = Cleanup(Some(Box::new({
+        let path = path.clone();
+        move || {
+            for suffix in ["", "-wal", "-shm"] {
+                let mut f = path.clone().into_os_string();
+                f.push(suffix);
+                let _ = std::fs::remove_file(f);
+            }
+        }
+    })));
+    let dyn_q: Arc<dyn RunQueue> = q.clone();
+    let client = Client::new(dyn_q.clone());
+    let sql = |statement: String| {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(&statement).unwrap();
+    };
+
+    // Parked at the gate, then corrupted: one waypoint, one answer.
+    let stop = tokio_util::sync::CancellationToken::new();
+    let first = tokio::spawn(pool(&dyn_q, "w1", parley_graph(), TTL).run(stop.clone()));
+    for t in ["bad-waypoint", "bad-answer"] {
+        client.submit("counter", t, json!({})).await.unwrap();
+        let s = client.wait(t, Duration::from_secs(10)).await.unwrap();
+        assert_eq!(s.state, RunState::AwaitingInput);
+    }
+    stop.cancel();
+    first.await.unwrap().unwrap();
+    sql(
+        "UPDATE aegis_waypoints SET payload = X'7B2267617262' WHERE thread_id = 'bad-waypoint' \
+         AND seq = (SELECT max(seq) FROM aegis_waypoints WHERE thread_id = 'bad-waypoint')"
+            .into(),
+    );
+    client
+        .answer("bad-waypoint", ParleyResponse::new(json!("approve")))
+        .await
+        .unwrap();
+    sql(
+        "UPDATE aegis_runs SET answer = '{\"value\": tru', state = 'queued' \
+         WHERE thread_id = 'bad-answer'"
+            .into(),
+    );
+    client
+        .submit("counter", "bad-input", json!({}))
+        .await
+        .unwrap();
+    sql("UPDATE aegis_runs SET input = '{\"flaky\": tru' WHERE thread_id = 'bad-input'".into());
+    client.submit("counter", "good", json!({})).await.unwrap();
+
+    let stop = tokio_util::sync::CancellationToken::new();
+    let lifting = tokio::spawn({
+        let q = q.clone();
+        let stop = stop.clone();
+        async move {
+            while !stop.is_cancelled() {
+                q.lift_backoffs().await;
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    });
+    let running = tokio::spawn(pool(&dyn_q, "w2", parley_graph(), TTL).run(stop.clone()));
+
+    let s = client
+        .wait("bad-input", Duration::from_secs(20))
+        .await
+        .unwrap();
+    assert_eq!(s.state, RunState::Failed, "{s:?}");
+    assert!(
+        matches!(s.fault, Some(RunFault::UnreadableInput { .. })),
+        "{s:?}"
+    );
+    assert_eq!(outcomes(&dyn_q, "bad-input").await.len(), 1);
+    for (t, unreadable) in [
+        ("bad-waypoint", "waypoints"),
+        ("bad-answer", "parley answer"),
+    ] {
+        let s = client
+            .wait_until(t, Duration::from_secs(20), |s| s == RunState::Quarantined)
+            .await
+            .unwrap();
+        assert!(
+            s.error.as_deref().is_some_and(|e| e.contains(unreadable)),
+            "{s:?}"
+        );
+        let claims = outcomes(&dyn_q, t).await;
+        let unreadable: Vec<_> = claims.iter().filter(|c| c.2 == "unreadable").collect();
+        assert_eq!(
+            unreadable.len(),
+            MAX_UNREADABLE_CLAIMS as usize,
+            "{claims:?}"
+        );
+    }
+    // The rest of the queue ran on.
+    let s = client.wait("good", Duration::from_secs(20)).await.unwrap();
+    assert_eq!(s.state, RunState::AwaitingInput);
+    let quarantined: Vec<String> = client
+        .quarantined(10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|s| s.thread_id)
+        .collect();
+    assert_eq!(quarantined, ["bad-waypoint", "bad-answer"]);
+
+    // Repaired: the answer is given again and the thread completes.
+    client.requeue("bad-answer").await.unwrap();
+    client
+        .answer("bad-answer", ParleyResponse::new(json!("approve")))
+        .await
+        .unwrap();
+    let s = client
+        .wait_until("bad-answer", Duration::from_secs(20), |s| s.is_final())
+        .await
+        .unwrap();
+    assert_eq!(s.state, RunState::Completed, "{s:?}");
+    stop.cancel();
+    running.await.unwrap().unwrap();
+    lifting.await.unwrap();
 }

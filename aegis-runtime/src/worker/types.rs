@@ -2,6 +2,7 @@
 
 use serde_json::Value;
 use std::fmt;
+use std::time::Duration;
 
 use crate::graph::{ParleyResponse, WarGraph};
 
@@ -21,6 +22,11 @@ pub enum RunState {
     Failed,
     /// Cancelled through [`Client::cancel`](super::Client::cancel).
     Cancelled,
+    /// Set aside: [`MAX_UNREADABLE_CLAIMS`] claims in a row found its
+    /// waypoints or its parley answer unreadable ([`RunStatus::fault`] says
+    /// how). No worker claims it until an operator repairs the rows and
+    /// calls [`Client::requeue`](super::Client::requeue).
+    Quarantined,
 }
 
 impl RunState {
@@ -33,6 +39,7 @@ impl RunState {
             RunState::Completed => "completed",
             RunState::Failed => "failed",
             RunState::Cancelled => "cancelled",
+            RunState::Quarantined => "quarantined",
         }
     }
 
@@ -45,6 +52,7 @@ impl RunState {
             "completed" => RunState::Completed,
             "failed" => RunState::Failed,
             "cancelled" => RunState::Cancelled,
+            "quarantined" => RunState::Quarantined,
             _ => return None,
         })
     }
@@ -79,16 +87,167 @@ pub struct Lease {
 
 /// What a claim hands a worker: the lease and what it needs to run.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Claim {
     /// The lease.
     pub lease: Lease,
     /// The graph the thread runs, by registered name.
     pub graph_name: String,
     /// The input the thread was submitted with (used when it has no
-    /// waypoint yet).
+    /// waypoint yet); `Null` when [`Claim::fault`] says it is unreadable.
     pub input: Value,
     /// A parley answer waiting to be delivered on resume.
     pub answer: Option<ParleyResponse>,
+    /// The stored input or answer could not be read: the worker releases
+    /// the thread as [`Release::Poisoned`] rather than run it without them.
+    pub fault: Option<RunFault>,
+}
+
+impl Claim {
+    /// A claim of `lease`'s thread, a run of `graph_name` with `input` and,
+    /// when one waits, the parley `answer`.
+    pub fn new(
+        lease: Lease,
+        graph_name: impl Into<String>,
+        input: Value,
+        answer: Option<ParleyResponse>,
+    ) -> Self {
+        Claim {
+            lease,
+            graph_name: graph_name.into(),
+            input,
+            answer,
+            fault: None,
+        }
+    }
+
+    /// A claim from the run's stored input and answer, as a queue keeps
+    /// them (JSON text): one that does not parse is left out and named in
+    /// [`Claim::fault`].
+    pub(crate) fn from_stored(
+        lease: Lease,
+        graph_name: String,
+        input: &str,
+        answer: Option<&str>,
+    ) -> Self {
+        let mut claim = Claim::new(lease, graph_name, Value::Null, None);
+        match serde_json::from_str::<Value>(input) {
+            Ok(value) if value.is_object() => claim.input = value,
+            Ok(other) => {
+                claim.fault = Some(RunFault::UnreadableInput {
+                    message: format!("a JSON object was expected, found {}", json_kind(&other)),
+                })
+            }
+            Err(e) => {
+                claim.fault = Some(RunFault::UnreadableInput {
+                    message: e.to_string(),
+                })
+            }
+        }
+        if let Some(answer) = answer {
+            match serde_json::from_str::<ParleyResponse>(answer) {
+                Ok(response) => claim.answer = Some(response),
+                Err(e) => {
+                    claim.fault = Some(RunFault::UnreadableAnswer {
+                        message: e.to_string(),
+                    })
+                }
+            }
+        }
+        claim
+    }
+}
+
+fn json_kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// How many claims in a row may find a thread's waypoints or answer
+/// unreadable before it is quarantined ([`RunState::Quarantined`]). The
+/// claims between are spaced by [`unreadable_backoff`], so a poisoned
+/// thread costs the fleet this many claims, not a claim per poll.
+pub const MAX_UNREADABLE_CLAIMS: u32 = 3;
+
+/// The wait before the next claim of a thread that `count` claims in a
+/// row found unreadable: 1 s, then 5 s (a transient read failure gets
+/// another chance; a corrupt row is quarantined within seconds).
+pub fn unreadable_backoff(count: u32) -> Duration {
+    Duration::from_secs(5u64.saturating_pow(count.saturating_sub(1)).min(3600))
+}
+
+/// Why a thread could not be run as it is stored.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RunFault {
+    /// The input it was submitted with is not a readable JSON object. The
+    /// run fails at once: no retry can read it.
+    #[error("the run's stored input is unreadable: {message}")]
+    UnreadableInput {
+        /// Why it cannot be read.
+        message: String,
+    },
+    /// Its latest waypoint cannot be read (corrupt, or of a newer format).
+    #[error("the thread's waypoints are unreadable: {message}")]
+    UnreadableWaypoint {
+        /// The store's error.
+        message: String,
+    },
+    /// The parley answer delivered to it cannot be read.
+    #[error("the parley answer delivered to the thread is unreadable: {message}")]
+    UnreadableAnswer {
+        /// Why it cannot be read.
+        message: String,
+    },
+}
+
+impl RunFault {
+    /// The fault's kind as stored: `input`, `waypoint` or `answer`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            RunFault::UnreadableInput { .. } => "input",
+            RunFault::UnreadableWaypoint { .. } => "waypoint",
+            RunFault::UnreadableAnswer { .. } => "answer",
+        }
+    }
+
+    /// What is wrong.
+    pub fn message(&self) -> &str {
+        match self {
+            RunFault::UnreadableInput { message }
+            | RunFault::UnreadableWaypoint { message }
+            | RunFault::UnreadableAnswer { message } => message,
+        }
+    }
+
+    /// The fault of `kind` (as [`RunFault::kind`] names it) saying
+    /// `message`; `None` for an unknown kind.
+    pub fn parse(kind: &str, message: impl Into<String>) -> Option<RunFault> {
+        let message = message.into();
+        Some(match kind {
+            "input" => RunFault::UnreadableInput { message },
+            "waypoint" => RunFault::UnreadableWaypoint { message },
+            "answer" => RunFault::UnreadableAnswer { message },
+            _ => return None,
+        })
+    }
+
+    /// Where a release for this fault leaves the run, the `count`th claim
+    /// in a row to find it: failed (an unreadable input), quarantined (the
+    /// last allowed claim), or queued again after the returned wait.
+    pub(crate) fn next(&self, count: u32) -> (RunState, Option<Duration>) {
+        match self {
+            RunFault::UnreadableInput { .. } => (RunState::Failed, None),
+            _ if count >= MAX_UNREADABLE_CLAIMS => (RunState::Quarantined, None),
+            _ => (RunState::Queued, Some(unreadable_backoff(count))),
+        }
+    }
 }
 
 /// A graph a worker can run: its name, its fingerprint and its migrations.
@@ -266,6 +425,11 @@ pub enum Release {
     Halted,
     /// The run was cancelled on request.
     Cancelled,
+    /// The thread could not be run as stored (see [`RunFault`]): failed at
+    /// once for an unreadable input; otherwise queued again after a
+    /// backoff, and quarantined after [`MAX_UNREADABLE_CLAIMS`] such claims
+    /// in a row.
+    Poisoned(RunFault),
 }
 
 impl Release {
@@ -276,12 +440,15 @@ impl Release {
             Release::AwaitingInput => RunState::AwaitingInput,
             Release::Halted => RunState::Queued,
             Release::Cancelled => RunState::Cancelled,
+            // The queue decides by how many claims found it so (`RunFault::next`).
+            Release::Poisoned(_) => RunState::Queued,
         }
     }
 
-    pub(crate) fn error(&self) -> Option<&str> {
+    pub(crate) fn error(&self) -> Option<String> {
         match self {
-            Release::Failed { error } => Some(error),
+            Release::Failed { error } => Some(error.clone()),
+            Release::Poisoned(fault) => Some(fault.to_string()),
             _ => None,
         }
     }
@@ -294,6 +461,7 @@ impl Release {
             Release::AwaitingInput => "awaiting_input",
             Release::Halted => "halted",
             Release::Cancelled => "cancelled",
+            Release::Poisoned(_) => "unreadable",
         }
     }
 }
@@ -343,6 +511,10 @@ pub struct RunStatus {
     pub previous_fingerprint: Option<String>,
     /// The migration that carried its latest move, when one did.
     pub migration: Option<String>,
+    /// Why the latest claims could not run the thread as stored, while
+    /// they could not (cleared by a claim that could, and by
+    /// [`Client::requeue`](super::Client::requeue)).
+    pub fault: Option<RunFault>,
 }
 
 /// One claim of a thread, kept for inspection: who held which epoch and
@@ -354,8 +526,9 @@ pub struct AttemptInfo {
     /// The worker that claimed.
     pub worker_id: String,
     /// `running` while held; then `completed`, `failed`, `awaiting_input`,
-    /// `halted`, `cancelled`, or `abandoned` (the lease was lost: the
-    /// worker wrote nothing more), or `expired` (taken over by a later
+    /// `halted`, `cancelled`, `unreadable` (the thread could not be run as
+    /// stored: [`RunStatus::fault`]), or `abandoned` (the lease was lost:
+    /// the worker wrote nothing more), or `expired` (taken over by a later
     /// claim without the holder reporting back).
     pub outcome: String,
 }
