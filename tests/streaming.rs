@@ -876,3 +876,56 @@ async fn a_consumer_that_never_reads_blocks_nothing_and_learns_what_it_lost() {
         ref other => panic!("{other:?}"),
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_abandonment_marker_is_never_dropped_however_far_the_consumer_lags() {
+    let mock = MockLlmAdapter::new()
+        .with_provider_name("openai")
+        .with_stream(vec![
+            text("a1"),
+            text("a2"),
+            text("a3"),
+            text("a4"),
+            text("a5"),
+            Err(reset()),
+        ])
+        .with_stream(vec![text("b1"), text("b2")]);
+    let engine = engine_over(Arc::new(mock));
+    let stream = engine.stream_with(
+        &graph(retrying()),
+        "t",
+        json!({"question": "?"}),
+        StreamOptions::new([StreamMode::Tokens]).with_capacity(4),
+    );
+    // The consumer reads nothing until the run is over.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let (events, outcome) = drain(stream).await;
+    let outcome = outcome.unwrap();
+    let summary: Vec<String> = events
+        .iter()
+        .map(|e| match e {
+            StreamEvent::Token { text, .. } => text.clone(),
+            StreamEvent::Lagged { dropped } => format!("lagged {dropped}"),
+            StreamEvent::AttemptAbandoned { attempt, .. } => format!("abandoned {attempt}"),
+            other => format!("{other:?}"),
+        })
+        .collect();
+    // The queue held four tokens; the fifth was dropped and counted, the
+    // marker came in order whatever the backlog, and the next attempt's
+    // tokens, arriving at a full queue, were dropped and counted too.
+    assert_eq!(
+        summary,
+        [
+            "a1",
+            "a2",
+            "a3",
+            "a4",
+            "lagged 1",
+            "abandoned 1",
+            "lagged 2"
+        ]
+    );
+    // What a UI following the recipe shows holds nothing of attempt 1.
+    assert_eq!(shown_answer(&events), "");
+    assert_eq!(answer(&outcome), "b1b2");
+}

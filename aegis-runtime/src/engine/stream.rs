@@ -4,8 +4,10 @@
 //!
 //! The engine pushes into a bounded queue and never waits for the consumer:
 //! when the queue is full, events are dropped and counted, and the consumer
-//! later reads one [`StreamEvent::Lagged`] where they would have been. The
-//! final [`StreamEvent::Finished`] is never dropped.
+//! later reads one [`StreamEvent::Lagged`] where they would have been. Two
+//! events are never dropped, whatever the backlog: the final
+//! [`StreamEvent::Finished`], and [`StreamEvent::AttemptAbandoned`], which
+//! tells the consumer to discard tokens it already holds.
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -206,7 +208,7 @@ pub enum StreamEvent {
         payload: serde_json::Value,
     },
     /// The consumer fell behind: `dropped` events were discarded here
-    /// (never the final one).
+    /// (never the final one, nor an [`StreamEvent::AttemptAbandoned`]).
     Lagged {
         /// How many.
         dropped: u64,
@@ -286,6 +288,26 @@ impl StreamTap {
         }
     }
 
+    /// Queues the event `make` builds, if `mode` is selected, whatever the
+    /// backlog: a marker the consumer must see (an abandoned attempt, whose
+    /// tokens it would otherwise keep). What was dropped before it is
+    /// reported first, so it reads in order; the queue may pass its
+    /// capacity by the markers, one per ended attempt at most.
+    pub(crate) fn push_kept(&self, mode: StreamMode, make: impl FnOnce() -> StreamEvent) {
+        if !self.wants(mode) {
+            return;
+        }
+        let mut q = self.lock();
+        if q.dropped > 0 {
+            let dropped = std::mem::take(&mut q.dropped);
+            q.events.push_back(StreamEvent::Lagged { dropped });
+        }
+        q.events.push_back(make());
+        if let Some(w) = q.waker.take() {
+            w.wake();
+        }
+    }
+
     /// An emitter for one attempt, or an inactive one when neither tokens
     /// nor custom events are streamed.
     pub(crate) fn attempt(
@@ -342,7 +364,7 @@ impl AttemptTap {
             && state.tokens > 0
         {
             self.tap
-                .push_with(StreamMode::Tokens, || StreamEvent::AttemptAbandoned {
+                .push_kept(StreamMode::Tokens, || StreamEvent::AttemptAbandoned {
                     thread_id: self.thread_id.to_string(),
                     node_id: self.node_id.clone(),
                     task_key: self.task_key.clone(),
