@@ -313,6 +313,15 @@ fn keyed_value_at(b: &[u8], i: usize) -> Option<(usize, usize)> {
         .find(|k| starts_with_ignore_case(b, i, k) && separator_after(b, i + k.len()).is_some())?;
     let value_at = separator_after(b, i + key.len())?;
     let (quote, start) = opening_quote(b, value_at);
+    // A bracketed value (`["Bearer …"]`, or `[REDACTED]` from an earlier
+    // pass) goes whole, brackets included: cut at its `]`, it printed as
+    // `[REDACTED]]`, and redacting twice must change nothing.
+    if quote.is_none() && b.get(start) == Some(&b'[') {
+        let close = span(b, start + 1, |c| c != b']' && c != b'\n');
+        if b.get(close) == Some(&b']') {
+            return Some((start, close + 1));
+        }
+    }
     let end = match quote {
         // The value runs to its closing quote (or a backslash, for a quote
         // escaped inside a JSON string).
@@ -363,6 +372,30 @@ fn opening_quote(b: &[u8], j: usize) -> (Option<u8>, usize) {
 mod tests {
     use super::*;
     use crate::error::Transience;
+
+    #[test]
+    fn a_bracketed_value_goes_whole_and_redacting_twice_changes_nothing() {
+        for (text, want) in [
+            (
+                r#"{"authorization": ["Bearer abcdefgh12345678"]}"#,
+                r#"{"authorization": [REDACTED]}"#,
+            ),
+            ("authorization: [REDACTED]", "authorization: [REDACTED]"),
+            ("token=[abc def] next", "token=[REDACTED] next"),
+        ] {
+            let once = redact_secrets(text);
+            assert_eq!(once, want, "{text}");
+            assert_eq!(redact_secrets(&once), once, "idempotent: {text}");
+        }
+        for text in [
+            "Authorization: Bearer abcdefgh12345678\nnext",
+            r#"{"x-api-key": "k-123456789", "a": 1}"#,
+            "password='hunter2' and sk-proj-abcdefghijklmnop",
+        ] {
+            let once = redact_secrets(text);
+            assert_eq!(redact_secrets(&once), once, "idempotent: {text}");
+        }
+    }
 
     #[test]
     fn a_key_name_as_a_value_does_not_hide_the_secret_after_it() {
