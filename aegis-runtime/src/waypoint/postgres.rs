@@ -11,6 +11,7 @@ use async_trait::async_trait;
 use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio_postgres::error::SqlState;
 
 use super::codec::{self, ChainDecoder, SnapshotRule};
@@ -37,7 +38,7 @@ pub struct PostgresOptions {
     pub schema: String,
     /// The most connections the store opens (default 8): the
     /// `deadpool-postgres` pool's `max_size`. Connections open on demand; a
-    /// query waits, without a time limit, while all are in use.
+    /// query waits while all are in use, up to `call_timeout`.
     pub pool_size: usize,
     /// The most delta rows between two full snapshots of a thread's state
     /// (default 256); a snapshot also comes sooner once the deltas since the
@@ -47,6 +48,12 @@ pub struct PostgresOptions {
     /// waypoint as a delta (default 1,024); a thread not kept gets a
     /// snapshot.
     pub tip_cache_threads: usize,
+    /// The longest any one call waits (default 30 s): getting a connection,
+    /// each store or queue operation, and, unless the connection string
+    /// sets them, `connect_timeout` and `tcp_user_timeout` on the socket.
+    /// A call past it fails with [`StoreError::Backend`], so a connection
+    /// that went dark never hangs a caller.
+    pub call_timeout: Duration,
 }
 
 impl Default for PostgresOptions {
@@ -56,6 +63,7 @@ impl Default for PostgresOptions {
             pool_size: 8,
             max_delta_chain: 256,
             tip_cache_threads: 1_024,
+            call_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -82,6 +90,12 @@ impl PostgresOptions {
     /// Sets [`PostgresOptions::tip_cache_threads`].
     pub fn with_tip_cache_threads(mut self, threads: usize) -> Self {
         self.tip_cache_threads = threads;
+        self
+    }
+
+    /// Sets [`PostgresOptions::call_timeout`] (at least 1 ms).
+    pub fn with_call_timeout(mut self, timeout: Duration) -> Self {
+        self.call_timeout = timeout.max(Duration::from_millis(1));
         self
     }
 }
@@ -145,7 +159,7 @@ impl PostgresWaypointStore {
     ) -> Result<Self, StoreError> {
         let (config, tls) = parse_connection(connection)?;
         let quoted = schema::quote_schema(&options.schema)?;
-        let pool = PgPool::new(config, tls, options.pool_size)?;
+        let pool = PgPool::new(config, tls, options.pool_size, options.call_timeout)?;
         {
             // The first connection: a bad server or schema fails here.
             let mut client = pool.get().await?;
@@ -169,6 +183,10 @@ impl PostgresWaypointStore {
 
     /// The stored size of every row of `thread_id`, oldest first.
     pub async fn row_stats(&self, thread_id: &str) -> Result<Vec<WaypointRowStats>, StoreError> {
+        self.pool.within(self.row_stats_now(thread_id)).await
+    }
+
+    async fn row_stats_now(&self, thread_id: &str) -> Result<Vec<WaypointRowStats>, StoreError> {
         validate_thread_id(thread_id).map_err(StoreError::InvalidThreadId)?;
         let conn = self.pool.get().await?;
         let statement = self.statements.row_stats.on(&conn).await.map_err(backend)?;
@@ -304,7 +322,7 @@ impl PostgresWaypointStore {
         waypoint: Waypoint,
         fence: PgFence<'_>,
     ) -> Result<(), StoreError> {
-        self.put_with(waypoint, Some(fence)).await
+        self.pool.within(self.put_with(waypoint, Some(fence))).await
     }
 
     async fn put_with(
@@ -484,15 +502,19 @@ impl PostgresWaypointStore {
 #[async_trait]
 impl WaypointStore for PostgresWaypointStore {
     async fn put(&self, waypoint: Waypoint) -> Result<(), StoreError> {
-        self.put_with(waypoint, None).await
+        self.pool.within(self.put_with(waypoint, None)).await
     }
 
     async fn latest(&self, thread_id: &str) -> Result<Option<Waypoint>, StoreError> {
-        Ok(self.decode(thread_id, true, false).await?.pop())
+        let mut found = self
+            .pool
+            .within(self.decode(thread_id, true, false))
+            .await?;
+        Ok(found.pop())
     }
 
     async fn history(&self, thread_id: &str) -> Result<Vec<Waypoint>, StoreError> {
-        self.decode(thread_id, false, true).await
+        self.pool.within(self.decode(thread_id, false, true)).await
     }
 }
 

@@ -2,7 +2,9 @@
 
 use async_trait::async_trait;
 use std::fmt;
+use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::{Lease, RunQueue};
 use crate::error::StoreError;
@@ -14,10 +16,14 @@ use crate::waypoint::{Waypoint, WaypointStore};
 /// [`StoreError::LeaseLost`] having written nothing. Battalion children's
 /// waypoints are fenced by their root thread's lease too.
 ///
-/// Reads go straight to the queue's store.
+/// Reads go straight to the queue's store. Each call fails after the call
+/// timeout ([`LeasedStore::with_call_timeout`]; a worker pool sets its
+/// [`WorkerConfig::effective_call_timeout`](super::WorkerConfig::effective_call_timeout)),
+/// so a write waiting on a dark connection ends, and the run with it.
 pub struct LeasedStore {
     queue: Arc<dyn RunQueue>,
     lease: Lease,
+    call_timeout: Option<Duration>,
 }
 
 impl fmt::Debug for LeasedStore {
@@ -31,7 +37,33 @@ impl fmt::Debug for LeasedStore {
 impl LeasedStore {
     /// Writes under `lease` to `queue`'s waypoint store.
     pub fn new(queue: Arc<dyn RunQueue>, lease: Lease) -> Self {
-        LeasedStore { queue, lease }
+        LeasedStore {
+            queue,
+            lease,
+            call_timeout: None,
+        }
+    }
+
+    /// Fails each call that takes longer than `timeout`.
+    #[must_use]
+    pub fn with_call_timeout(mut self, timeout: Duration) -> Self {
+        self.call_timeout = Some(timeout);
+        self
+    }
+
+    async fn within<T>(
+        &self,
+        call: impl Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        match self.call_timeout {
+            None => call.await,
+            Some(limit) => tokio::time::timeout(limit, call).await.unwrap_or_else(|_| {
+                Err(StoreError::Backend(format!(
+                    "thread `{}`: the waypoint store did not answer within {limit:?}",
+                    self.lease.thread_id
+                )))
+            }),
+        }
     }
 
     /// The lease fencing the writes.
@@ -43,14 +75,15 @@ impl LeasedStore {
 #[async_trait]
 impl WaypointStore for LeasedStore {
     async fn put(&self, waypoint: Waypoint) -> Result<(), StoreError> {
-        self.queue.put_fenced(&self.lease, waypoint).await
+        self.within(self.queue.put_fenced(&self.lease, waypoint))
+            .await
     }
 
     async fn latest(&self, thread_id: &str) -> Result<Option<Waypoint>, StoreError> {
-        self.queue.waypoints().latest(thread_id).await
+        self.within(self.queue.waypoints().latest(thread_id)).await
     }
 
     async fn history(&self, thread_id: &str) -> Result<Vec<Waypoint>, StoreError> {
-        self.queue.waypoints().history(thread_id).await
+        self.within(self.queue.waypoints().history(thread_id)).await
     }
 }

@@ -22,8 +22,12 @@
 //! to [`WorkerPool::run`]): its runs halt durably within
 //! [`WorkerConfig::shutdown_grace`] and their leases are released.
 
+mod call;
 mod client;
+mod config;
 mod error;
+mod judge;
+mod lease_clock;
 mod leased;
 mod memory;
 mod pool;
@@ -37,10 +41,11 @@ mod postgres;
 mod sqlite;
 
 pub use client::Client;
+pub use config::WorkerConfig;
 pub use error::WorkerError;
 pub use leased::LeasedStore;
 pub use memory::InMemoryRunQueue;
-pub use pool::{EngineFactory, WorkerConfig, WorkerPool};
+pub use pool::{EngineFactory, WorkerPool};
 pub use queue::RunQueue;
 pub use signal::shutdown_signal;
 pub use types::{

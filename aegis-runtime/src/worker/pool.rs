@@ -4,13 +4,16 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 use tokio::task::JoinSet;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::call::within;
+use super::judge::{JUDGE_BATCH, JUDGE_PAUSE_POLLS, judge};
+use super::lease_clock::{LeaseEnd, heartbeat};
 use super::{
-    Claim, GraphKey, LeasedStore, Release, RunFault, RunQueue, Verdict, WorkerError, WorkerInfo,
+    Claim, GraphKey, LeasedStore, Release, RunFault, RunQueue, WorkerConfig, WorkerError,
+    WorkerInfo,
 };
 use crate::engine::{RunOutcome, WarEngine};
 use crate::error::EngineError;
@@ -22,80 +25,6 @@ use crate::waypoint::{WaypointStatus, WaypointStore};
 /// place to register a Paladin port, evaluators, handlers, caches, trace
 /// sinks. The pool sets the engine's cancellation token itself.
 pub type EngineFactory = Arc<dyn Fn(Arc<LeasedStore>) -> WarEngine<LeasedStore> + Send + Sync>;
-
-/// How a [`WorkerPool`] runs.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct WorkerConfig {
-    /// This worker's id in the queue (default: host-independent random).
-    pub worker_id: String,
-    /// The most runs executed at once (default 8).
-    pub max_runs: usize,
-    /// How long a claim holds without a heartbeat (default 30 s): a worker
-    /// that dies loses its threads this long after its last renewal.
-    pub lease_ttl: Duration,
-    /// How often leases are renewed (default a third of `lease_ttl`).
-    pub heartbeat_interval: Duration,
-    /// The longest wait between two claim attempts when no wake-up arrives
-    /// (default 1 s): it bounds takeover latency to `lease_ttl` + this.
-    pub poll_interval: Duration,
-    /// How long runs get to halt durably at shutdown before the pool stops
-    /// waiting for them (default 10 s).
-    pub shutdown_grace: Duration,
-}
-
-impl Default for WorkerConfig {
-    fn default() -> Self {
-        WorkerConfig {
-            worker_id: format!("worker-{:016x}", rand::random::<u64>()),
-            max_runs: 8,
-            lease_ttl: Duration::from_secs(30),
-            heartbeat_interval: Duration::from_secs(10),
-            poll_interval: Duration::from_secs(1),
-            shutdown_grace: Duration::from_secs(10),
-        }
-    }
-}
-
-impl WorkerConfig {
-    /// Sets [`WorkerConfig::worker_id`].
-    pub fn with_worker_id(mut self, id: impl Into<String>) -> Self {
-        self.worker_id = id.into();
-        self
-    }
-
-    /// Sets [`WorkerConfig::max_runs`] (at least 1).
-    pub fn with_max_runs(mut self, runs: usize) -> Self {
-        self.max_runs = runs.max(1);
-        self
-    }
-
-    /// Sets [`WorkerConfig::lease_ttl`] (at least 1 ms), and the heartbeat
-    /// to a third of it.
-    pub fn with_lease_ttl(mut self, ttl: Duration) -> Self {
-        self.lease_ttl = ttl.max(Duration::from_millis(1));
-        self.heartbeat_interval = (self.lease_ttl / 3).max(Duration::from_millis(1));
-        self
-    }
-
-    /// Sets [`WorkerConfig::heartbeat_interval`] (at least 1 ms).
-    pub fn with_heartbeat_interval(mut self, interval: Duration) -> Self {
-        self.heartbeat_interval = interval.max(Duration::from_millis(1));
-        self
-    }
-
-    /// Sets [`WorkerConfig::poll_interval`] (at least 1 ms).
-    pub fn with_poll_interval(mut self, interval: Duration) -> Self {
-        self.poll_interval = interval.max(Duration::from_millis(1));
-        self
-    }
-
-    /// Sets [`WorkerConfig::shutdown_grace`].
-    pub fn with_shutdown_grace(mut self, grace: Duration) -> Self {
-        self.shutdown_grace = grace;
-        self
-    }
-}
 
 /// A worker: registers graphs by name, claims their runs from a
 /// [`RunQueue`], runs up to [`WorkerConfig::max_runs`] at once, each on an
@@ -198,7 +127,8 @@ impl WorkerPool {
             config: self.config.clone(),
         });
         let ttl = self.config.lease_ttl;
-        self.queue.register(&info, ttl).await?;
+        let limit = self.config.effective_call_timeout();
+        within(limit, "the registration", self.queue.register(&info, ttl)).await?;
         let mut runs: JoinSet<()> = JoinSet::new();
         let mut last_register = tokio::time::Instant::now();
         // When the last judging pass found less than a batch, the next one
@@ -208,7 +138,9 @@ impl WorkerPool {
         while !shutdown.is_cancelled() {
             let now = tokio::time::Instant::now();
             if now.saturating_duration_since(last_register) >= self.config.heartbeat_interval {
-                if let Err(e) = self.queue.register(&info, ttl).await {
+                if let Err(e) =
+                    within(limit, "the registration", self.queue.register(&info, ttl)).await
+                {
                     tracing::warn!(error = %e, "aegis worker: registration heartbeat failed");
                 }
                 last_register = now;
@@ -216,7 +148,9 @@ impl WorkerPool {
             let free = self.config.max_runs.saturating_sub(runs.len());
             let mut claimed = 0;
             if free > 0 {
-                match self.queue.claim(&info, free, ttl).await {
+                // The leases count from when they were asked for.
+                let sent = Instant::now();
+                match within(limit, "a claim", self.queue.claim(&info, free, ttl)).await {
                     Ok(claims) => {
                         claimed = claims.len();
                         for claim in claims {
@@ -226,7 +160,7 @@ impl WorkerPool {
                                 epoch = claim.lease.epoch,
                                 "aegis worker: claimed"
                             );
-                            runs.spawn(shared.clone().execute(claim, shutdown.child_token()));
+                            runs.spawn(shared.clone().execute(claim, sent, shutdown.child_token()));
                         }
                     }
                     Err(e) => tracing::warn!(error = %e, "aegis worker: claim failed"),
@@ -239,7 +173,7 @@ impl WorkerPool {
             // left, so those ours can continue are claimed (at once, if any
             // was found) and the rest show why they wait.
             if free > claimed && now >= next_judge {
-                let judged = shared.judge(&info).await;
+                let judged = judge(&self.queue, &self.graphs, &info, limit).await;
                 if judged.seen < JUDGE_BATCH {
                     let pause = self.config.poll_interval.saturating_mul(JUDGE_PAUSE_POLLS);
                     next_judge = now.checked_add(pause).unwrap_or(now);
@@ -272,7 +206,12 @@ impl WorkerPool {
             );
             runs.abort_all();
         }
-        self.queue.deregister(&info.worker_id).await
+        within(
+            limit,
+            "the deregistration",
+            self.queue.deregister(&info.worker_id),
+        )
+        .await
     }
 }
 
@@ -284,13 +223,6 @@ struct Shared {
     config: WorkerConfig,
 }
 
-/// How a run's heartbeat ended it, if it did.
-#[derive(Default)]
-struct Flags {
-    lost: AtomicBool,
-    cancel_requested: AtomicBool,
-}
-
 fn is_lease_lost(e: &EngineError) -> bool {
     matches!(
         e,
@@ -298,86 +230,12 @@ fn is_lease_lost(e: &EngineError) -> bool {
     )
 }
 
-/// How many threads a worker judges per pass: each costs a read of the
-/// thread's latest waypoint.
-const JUDGE_BATCH: usize = 32;
-
-/// After a judging pass that found less than a batch, how many poll
-/// intervals pass before the next one.
-const JUDGE_PAUSE_POLLS: u32 = 10;
-
-/// What a judging pass did.
-#[derive(Debug, Default, Clone, Copy)]
-struct Judged {
-    /// Threads handed out to judge.
-    seen: usize,
-    /// Verdicts recorded compatible.
-    compatible: usize,
-}
-
 impl Shared {
-    /// Judges up to [`JUDGE_BATCH`] threads pinned to other versions of
-    /// this worker's graphs, as `resume` would (the same check, on the
-    /// thread's latest waypoint), and records each verdict; returns how
-    /// many it saw and how many it recorded compatible. A thread whose
-    /// waypoints cannot be read is left unjudged, to be tried again on a
-    /// later pass.
-    async fn judge(&self, info: &WorkerInfo) -> Judged {
-        let runs = match self.queue.unjudged(info, JUDGE_BATCH).await {
-            Ok(runs) => runs,
-            Err(e) => {
-                tracing::warn!(error = %e, "aegis worker: listing threads to judge failed");
-                return Judged::default();
-            }
-        };
-        let store = self.queue.waypoints();
-        let seen = runs.len();
-        let mut compatible = 0;
-        for run in runs {
-            let (Some(graph), Some(key)) = (
-                self.graphs.get(&run.graph_name),
-                info.graphs.iter().find(|g| g.name == run.graph_name),
-            ) else {
-                continue;
-            };
-            let verdict = match store.latest(&run.thread_id).await {
-                // Claimed once but never written: it starts from its input
-                // on any graph of its name.
-                Ok(None) => Verdict::compatible(&run, key, None),
-                Ok(Some(latest)) => match crate::engine::evolve::onto(graph, latest) {
-                    Ok(moved) => Verdict::compatible(
-                        &run,
-                        key,
-                        moved.previous_graph.and_then(|p| p.migration.clone()),
-                    ),
-                    Err(e) => Verdict::incompatible(&run, key, e.to_string()),
-                },
-                Err(e) => {
-                    tracing::warn!(error = %e, thread_id = %run.thread_id, "aegis worker: reading a thread to judge failed");
-                    continue;
-                }
-            };
-            tracing::info!(
-                worker = %info.worker_id,
-                thread_id = %run.thread_id,
-                pinned_to = %run.fingerprint,
-                fingerprint = %key.fingerprint,
-                compatible = verdict.compatible,
-                "aegis worker: judged a thread of another version"
-            );
-            match self.queue.record_verdict(&verdict).await {
-                Ok(()) => compatible += usize::from(verdict.compatible),
-                Err(e) => {
-                    tracing::warn!(error = %e, thread_id = %run.thread_id, "aegis worker: recording a verdict failed")
-                }
-            }
-        }
-        Judged { seen, compatible }
-    }
-
-    async fn execute(self: Arc<Self>, claim: Claim, token: CancellationToken) {
+    /// Runs `claim` (asked for at `sent`) under its lease until it ends or
+    /// the lease is lost, then releases it, or records it abandoned.
+    async fn execute(self: Arc<Self>, claim: Claim, sent: Instant, token: CancellationToken) {
         let lease = claim.lease.clone();
-        let flags = Arc::new(Flags::default());
+        let end = Arc::new(LeaseEnd::default());
         // Aborted on drop too: a run task aborted with its pool must not
         // leave a heartbeat keeping its lease alive.
         let beat = AbortOnDrop(tokio::spawn(heartbeat(
@@ -385,18 +243,24 @@ impl Shared {
             lease.clone(),
             self.config.lease_ttl,
             self.config.heartbeat_interval,
+            sent,
             token.clone(),
-            flags.clone(),
+            end.clone(),
         )));
-        let release = self.drive(claim, token.clone()).await;
+        // A lost lease drops the run where it stands: its nodes stop
+        // calling out, and nothing it would still write could land (a
+        // write waiting on a dark connection included).
+        let release = tokio::select! {
+            release = self.drive(claim, token.clone()) => release,
+            _ = end.lost.cancelled() => None,
+        };
         drop(beat);
         let release = match release {
-            Some(Release::Halted) if flags.cancel_requested.load(Ordering::SeqCst) => {
-                Some(Release::Cancelled)
-            }
-            _ if flags.lost.load(Ordering::SeqCst) => None,
+            Some(Release::Halted) if end.is_cancel_requested() => Some(Release::Cancelled),
+            _ if end.is_lost() => None,
             other => other,
         };
+        let limit = self.config.effective_call_timeout();
         let result = match release {
             Some(release) => {
                 tracing::info!(
@@ -406,7 +270,7 @@ impl Shared {
                     outcome = release.outcome(),
                     "aegis worker: released"
                 );
-                self.queue.release(&lease, release).await
+                within(limit, "a release", self.queue.release(&lease, release)).await
             }
             None => Err(WorkerError::LeaseLost {
                 thread_id: lease.thread_id.clone(),
@@ -421,9 +285,14 @@ impl Shared {
                     epoch = lease.epoch,
                     "aegis worker: lease lost; run abandoned"
                 );
-                if let Err(e) = self.queue.abandon(&lease).await {
-                    tracing::warn!(error = %e, "aegis worker: recording the abandoned attempt failed");
-                }
+                // Recorded on the side: the slot is free now, even when
+                // the queue is out of reach.
+                let queue = self.queue.clone();
+                tokio::spawn(async move {
+                    if let Err(e) = within(limit, "an abandonment", queue.abandon(&lease)).await {
+                        tracing::warn!(error = %e, "aegis worker: recording the abandoned attempt failed");
+                    }
+                });
             } else {
                 tracing::warn!(error = %e, thread_id = %lease.thread_id, "aegis worker: release failed; the lease will expire");
             }
@@ -437,7 +306,10 @@ impl Shared {
             // The queue only hands out graphs this worker registered.
             return Some(Release::Halted);
         };
-        let store = Arc::new(LeasedStore::new(self.queue.clone(), claim.lease.clone()));
+        let store = Arc::new(
+            LeasedStore::new(self.queue.clone(), claim.lease.clone())
+                .with_call_timeout(self.config.effective_call_timeout()),
+        );
         let engine = (self.engine)(store.clone()).with_cancellation(token);
         let latest = match store.latest(&thread_id).await {
             Ok(latest) => latest,
@@ -498,42 +370,5 @@ struct AbortOnDrop(tokio::task::JoinHandle<()>);
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         self.0.abort();
-    }
-}
-
-/// Renews `lease` every `interval`; on a lost lease or a cancel request,
-/// cancels the run's token (the engine halts; its writes are fenced anyway).
-async fn heartbeat(
-    queue: Arc<dyn RunQueue>,
-    lease: super::Lease,
-    ttl: Duration,
-    interval: Duration,
-    token: CancellationToken,
-    flags: Arc<Flags>,
-) {
-    loop {
-        tokio::select! {
-            _ = token.cancelled() => return,
-            _ = tokio::time::sleep(interval) => {}
-        }
-        match queue.renew(&lease, ttl).await {
-            Ok(renewal) => {
-                if renewal.cancel_requested {
-                    flags.cancel_requested.store(true, Ordering::SeqCst);
-                    token.cancel();
-                    return;
-                }
-            }
-            Err(WorkerError::LeaseLost { .. }) => {
-                flags.lost.store(true, Ordering::SeqCst);
-                token.cancel();
-                return;
-            }
-            // The lease stays valid until it expires; the next beat tries
-            // again, and fencing covers the case where it never succeeds.
-            Err(e) => {
-                tracing::warn!(error = %e, thread_id = %lease.thread_id, "aegis worker: lease renewal failed")
-            }
-        }
     }
 }

@@ -187,7 +187,12 @@ impl PostgresRunQueue {
         let (config, tls) = pg_parse_connection(connection)?;
         // Built as the waypoint store's pool is, but its own: a lease's queue
         // statements (renewals) never wait behind waypoint writes.
-        let pool = PgPool::new(config.clone(), tls.clone(), options.pool_size)?;
+        let pool = PgPool::new(
+            config.clone(),
+            tls.clone(),
+            options.pool_size,
+            options.call_timeout,
+        )?;
         let tls = match tls {
             Some(tls) => tls,
             // `sslmode=disable`: the connector is never used.
@@ -358,6 +363,17 @@ impl PostgresRunQueue {
         tx.commit().await.map_err(backend)
     }
 
+    /// `call`, failed after the options' `call_timeout`.
+    async fn within<T>(
+        &self,
+        call: impl std::future::Future<Output = Result<T, WorkerError>>,
+    ) -> Result<T, WorkerError> {
+        match self.pool.within(async { Ok(call.await) }).await {
+            Ok(result) => result,
+            Err(timed_out) => Err(WorkerError::Store(timed_out)),
+        }
+    }
+
     /// The verdicts on `thread_id` at `epoch`.
     async fn verdicts_of(
         &self,
@@ -521,6 +537,7 @@ impl RunQueue for PostgresRunQueue {
         thread_id: &str,
         input: Value,
     ) -> Result<Submitted, WorkerError> {
+        self.within(async {
         super::validate_submission(graph_name, thread_id, &input)?;
         let client = self.client().await?;
         let sql = self.sql(
@@ -555,9 +572,12 @@ impl RunQueue for PostgresRunQueue {
                 "postgres run queue: thread `{thread_id}` is being submitted concurrently; retry"
             )))),
         }
+    })
+        .await
     }
 
     async fn register(&self, worker: &WorkerInfo, ttl: Duration) -> Result<(), WorkerError> {
+        self.within(async {
         let client = self.client().await?;
         let sql = self.sql(
             "INSERT INTO {s}.aegis_workers (worker_id, graph_names, fingerprints, migrations, expires_at) \
@@ -575,18 +595,23 @@ impl RunQueue for PostgresRunQueue {
             .await
             .map_err(backend)?;
         Ok(())
+    })
+        .await
     }
 
     async fn deregister(&self, worker_id: &str) -> Result<(), WorkerError> {
-        let client = self.client().await?;
-        client
-            .execute(
-                &self.sql("DELETE FROM {s}.aegis_workers WHERE worker_id = $1"),
-                &[&worker_id],
-            )
-            .await
-            .map_err(backend)?;
-        Ok(())
+        self.within(async {
+            let client = self.client().await?;
+            client
+                .execute(
+                    &self.sql("DELETE FROM {s}.aegis_workers WHERE worker_id = $1"),
+                    &[&worker_id],
+                )
+                .await
+                .map_err(backend)?;
+            Ok(())
+        })
+        .await
     }
 
     async fn claim(
@@ -595,6 +620,7 @@ impl RunQueue for PostgresRunQueue {
         max: usize,
         ttl: Duration,
     ) -> Result<Vec<Claim>, WorkerError> {
+        self.within(async {
         let client = self.client().await?;
         // A run whose holder died after a cancel request ends cancelled
         // instead of being taken over.
@@ -691,6 +717,8 @@ impl RunQueue for PostgresRunQueue {
                 ))
             })
             .collect()
+    })
+        .await
     }
 
     async fn unjudged(
@@ -698,12 +726,13 @@ impl RunQueue for PostgresRunQueue {
         worker: &WorkerInfo,
         max: usize,
     ) -> Result<Vec<PinnedRun>, WorkerError> {
-        let client = self.client().await?;
-        // A run is listed once per graph of this worker's with its name and
-        // another fingerprint that has no verdict on it at its epoch.
-        let statement = client
-            .prepare_cached(&self.sql(
-                "SELECT r.thread_id, r.graph_name, r.state, r.epoch, r.fingerprint \
+        self.within(async {
+            let client = self.client().await?;
+            // A run is listed once per graph of this worker's with its name and
+            // another fingerprint that has no verdict on it at its epoch.
+            let statement = client
+                .prepare_cached(&self.sql(
+                    "SELECT r.thread_id, r.graph_name, r.state, r.epoch, r.fingerprint \
                  FROM {s}.aegis_runs r \
                  JOIN unnest($1::TEXT[], $2::TEXT[], $3::TEXT[]) AS g(n, f, m) \
                    ON g.n = r.graph_name AND r.fingerprint <> g.f \
@@ -713,26 +742,29 @@ impl RunQueue for PostgresRunQueue {
                      WHERE v.thread_id = r.thread_id AND v.fingerprint = g.f \
                      AND v.migrations = g.m AND v.epoch = r.epoch) \
                  ORDER BY r.queued_at LIMIT $4",
-            ))
-            .await
-            .map_err(backend)?;
-        let (names, fps, migrations) = graph_columns(worker);
-        let max = i64::try_from(max).unwrap_or(i64::MAX);
-        let rows = client
-            .query(&statement, &[&names, &fps, &migrations, &max])
-            .await
-            .map_err(backend)?;
-        let runs = rows.iter().map(pinned_row).collect::<Result<Vec<_>, _>>()?;
-        // The query and `to_judge` agree; the filter keeps one rule.
-        Ok(runs
-            .into_iter()
-            .filter(|r| to_judge(worker, &r.graph_name, &r.fingerprint, &r.verdicts).is_some())
-            .collect())
+                ))
+                .await
+                .map_err(backend)?;
+            let (names, fps, migrations) = graph_columns(worker);
+            let max = i64::try_from(max).unwrap_or(i64::MAX);
+            let rows = client
+                .query(&statement, &[&names, &fps, &migrations, &max])
+                .await
+                .map_err(backend)?;
+            let runs = rows.iter().map(pinned_row).collect::<Result<Vec<_>, _>>()?;
+            // The query and `to_judge` agree; the filter keeps one rule.
+            Ok(runs
+                .into_iter()
+                .filter(|r| to_judge(worker, &r.graph_name, &r.fingerprint, &r.verdicts).is_some())
+                .collect())
+        })
+        .await
     }
 
     async fn record_verdict(&self, verdict: &Verdict) -> Result<(), WorkerError> {
-        let client = self.client().await?;
-        let statement = client
+        self.within(async {
+            let client = self.client().await?;
+            let statement = client
             .prepare_cached(&self.sql(
                 "INSERT INTO {s}.aegis_run_verdicts (thread_id, fingerprint, migrations, epoch, \
                  pinned_to, compatible, migration, reason) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
@@ -743,23 +775,25 @@ impl RunQueue for PostgresRunQueue {
             ))
             .await
             .map_err(backend)?;
-        client
-            .execute(
-                &statement,
-                &[
-                    &verdict.thread_id,
-                    &verdict.fingerprint,
-                    &verdict.migrations,
-                    &epoch_to(verdict.epoch),
-                    &verdict.pinned_to,
-                    &verdict.compatible,
-                    &verdict.migration,
-                    &verdict.reason,
-                ],
-            )
-            .await
-            .map_err(backend)?;
-        Ok(())
+            client
+                .execute(
+                    &statement,
+                    &[
+                        &verdict.thread_id,
+                        &verdict.fingerprint,
+                        &verdict.migrations,
+                        &epoch_to(verdict.epoch),
+                        &verdict.pinned_to,
+                        &verdict.compatible,
+                        &verdict.migration,
+                        &verdict.reason,
+                    ],
+                )
+                .await
+                .map_err(backend)?;
+            Ok(())
+        })
+        .await
     }
 
     async fn pinned(
@@ -767,6 +801,7 @@ impl RunQueue for PostgresRunQueue {
         fingerprint: Option<&str>,
         max: usize,
     ) -> Result<Vec<PinnedRun>, WorkerError> {
+        self.within(async {
         let client = self.client().await?;
         let statement = client
             .prepare_cached(&self.sql(
@@ -793,9 +828,12 @@ impl RunQueue for PostgresRunQueue {
             run.verdicts = self.verdicts_of(&client, &run.thread_id, run.epoch).await?;
         }
         Ok(runs)
+    })
+        .await
     }
 
     async fn renew(&self, lease: &Lease, ttl: Duration) -> Result<Renewal, WorkerError> {
+        self.within(async {
         let client = self.client().await?;
         let statement = client
             .prepare_cached(&self.sql(
@@ -817,9 +855,12 @@ impl RunQueue for PostgresRunQueue {
             }),
             None => Err(lost(lease)),
         }
+    })
+        .await
     }
 
     async fn release(&self, lease: &Lease, release: Release) -> Result<(), WorkerError> {
+        self.within(async {
         if let Release::Poisoned(fault) = &release {
             return self.release_poisoned(lease, fault).await;
         }
@@ -855,61 +896,71 @@ impl RunQueue for PostgresRunQueue {
             .map_err(backend)?;
         let n: i64 = row.try_get(0).map_err(backend)?;
         if n == 1 { Ok(()) } else { Err(lost(lease)) }
+    })
+        .await
     }
 
     async fn abandon(&self, lease: &Lease) -> Result<(), WorkerError> {
-        let client = self.client().await?;
-        client
-            .execute(
-                &self.sql(
-                    "UPDATE {s}.aegis_run_attempts SET outcome = 'abandoned' \
+        self.within(async {
+            let client = self.client().await?;
+            client
+                .execute(
+                    &self.sql(
+                        "UPDATE {s}.aegis_run_attempts SET outcome = 'abandoned' \
                      WHERE thread_id = $1 AND epoch = $2",
-                ),
-                &[&lease.thread_id, &epoch_to(lease.epoch)],
-            )
-            .await
-            .map_err(backend)?;
-        Ok(())
+                    ),
+                    &[&lease.thread_id, &epoch_to(lease.epoch)],
+                )
+                .await
+                .map_err(backend)?;
+            Ok(())
+        })
+        .await
     }
 
     async fn answer(&self, thread_id: &str, response: ParleyResponse) -> Result<(), WorkerError> {
-        let answer = serde_json::to_string(&response)
-            .map_err(|e| WorkerError::InvalidSubmission(format!("unserializable answer: {e}")))?;
-        let client = self.client().await?;
-        let statement = client
-            .prepare_cached(&self.sql(
-                "WITH u AS (UPDATE {s}.aegis_runs SET state = 'queued', answer = $2 \
+        self.within(async {
+            let answer = serde_json::to_string(&response).map_err(|e| {
+                WorkerError::InvalidSubmission(format!("unserializable answer: {e}"))
+            })?;
+            let client = self.client().await?;
+            let statement = client
+                .prepare_cached(&self.sql(
+                    "WITH u AS (UPDATE {s}.aegis_runs SET state = 'queued', answer = $2 \
                  WHERE thread_id = $1 AND state = 'awaiting_input' RETURNING thread_id) \
                  SELECT EXISTS (SELECT 1 FROM u), \
                  (SELECT state FROM {s}.aegis_runs WHERE thread_id = $1)",
-            ))
-            .await
-            .map_err(backend)?;
-        let row = client
-            .query_one(&statement, &[&thread_id, &answer])
-            .await
-            .map_err(backend)?;
-        let updated: bool = row.try_get(0).map_err(backend)?;
-        let state: Option<String> = row.try_get(1).map_err(backend)?;
-        match (updated, state) {
-            (true, _) => Ok(()),
-            (false, None) => Err(WorkerError::UnknownThread {
-                thread_id: thread_id.to_string(),
-            }),
-            (false, Some(state)) => Err(WorkerError::NotAwaitingInput {
-                thread_id: thread_id.to_string(),
-                state,
-            }),
-        }
+                ))
+                .await
+                .map_err(backend)?;
+            let row = client
+                .query_one(&statement, &[&thread_id, &answer])
+                .await
+                .map_err(backend)?;
+            let updated: bool = row.try_get(0).map_err(backend)?;
+            let state: Option<String> = row.try_get(1).map_err(backend)?;
+            match (updated, state) {
+                (true, _) => Ok(()),
+                (false, None) => Err(WorkerError::UnknownThread {
+                    thread_id: thread_id.to_string(),
+                }),
+                (false, Some(state)) => Err(WorkerError::NotAwaitingInput {
+                    thread_id: thread_id.to_string(),
+                    state,
+                }),
+            }
+        })
+        .await
     }
 
     async fn requeue(&self, thread_id: &str) -> Result<(), WorkerError> {
-        let client = self.client().await?;
-        // An unreadable answer is dropped: the run waits for a new one.
-        // Anything else runs again from its rows.
-        let statement = client
-            .prepare_cached(&self.sql(
-                "WITH f AS (DELETE FROM {s}.aegis_run_faults WHERE thread_id = $1 \
+        self.within(async {
+            let client = self.client().await?;
+            // An unreadable answer is dropped: the run waits for a new one.
+            // Anything else runs again from its rows.
+            let statement = client
+                .prepare_cached(&self.sql(
+                    "WITH f AS (DELETE FROM {s}.aegis_run_faults WHERE thread_id = $1 \
                    AND EXISTS (SELECT 1 FROM {s}.aegis_runs WHERE thread_id = $1 \
                      AND state = 'quarantined') RETURNING kind), \
                  u AS (UPDATE {s}.aegis_runs SET error = NULL, \
@@ -920,55 +971,61 @@ impl RunQueue for PostgresRunQueue {
                    WHERE thread_id = $1 AND state = 'quarantined' RETURNING thread_id) \
                  SELECT EXISTS (SELECT 1 FROM u), \
                    (SELECT state FROM {s}.aegis_runs WHERE thread_id = $1)",
-            ))
-            .await
-            .map_err(backend)?;
-        let row = client
-            .query_one(&statement, &[&thread_id])
-            .await
-            .map_err(backend)?;
-        let requeued: bool = row.try_get(0).map_err(backend)?;
-        let state: Option<String> = row.try_get(1).map_err(backend)?;
-        match (requeued, state) {
-            (true, _) => Ok(()),
-            (false, None) => Err(WorkerError::UnknownThread {
-                thread_id: thread_id.to_string(),
-            }),
-            (false, Some(state)) => Err(WorkerError::NotQuarantined {
-                thread_id: thread_id.to_string(),
-                state,
-            }),
-        }
+                ))
+                .await
+                .map_err(backend)?;
+            let row = client
+                .query_one(&statement, &[&thread_id])
+                .await
+                .map_err(backend)?;
+            let requeued: bool = row.try_get(0).map_err(backend)?;
+            let state: Option<String> = row.try_get(1).map_err(backend)?;
+            match (requeued, state) {
+                (true, _) => Ok(()),
+                (false, None) => Err(WorkerError::UnknownThread {
+                    thread_id: thread_id.to_string(),
+                }),
+                (false, Some(state)) => Err(WorkerError::NotQuarantined {
+                    thread_id: thread_id.to_string(),
+                    state,
+                }),
+            }
+        })
+        .await
     }
 
     async fn quarantined(&self, max: usize) -> Result<Vec<RunStatus>, WorkerError> {
-        let threads: Vec<String> = {
-            let client = self.client().await?;
-            let max = i64::try_from(max).unwrap_or(i64::MAX);
-            client
-                .query(
-                    &self.sql(
-                        "SELECT thread_id FROM {s}.aegis_runs WHERE state = 'quarantined' \
+        self.within(async {
+            let threads: Vec<String> = {
+                let client = self.client().await?;
+                let max = i64::try_from(max).unwrap_or(i64::MAX);
+                client
+                    .query(
+                        &self.sql(
+                            "SELECT thread_id FROM {s}.aegis_runs WHERE state = 'quarantined' \
                          ORDER BY queued_at LIMIT $1",
-                    ),
-                    &[&max],
-                )
-                .await
-                .map_err(backend)?
-                .iter()
-                .map(|r| r.try_get(0).map_err(backend))
-                .collect::<Result<_, _>>()?
-        };
-        let mut found = Vec::with_capacity(threads.len());
-        for t in threads {
-            if let Some(status) = self.status(&t).await? {
-                found.push(status);
+                        ),
+                        &[&max],
+                    )
+                    .await
+                    .map_err(backend)?
+                    .iter()
+                    .map(|r| r.try_get(0).map_err(backend))
+                    .collect::<Result<_, _>>()?
+            };
+            let mut found = Vec::with_capacity(threads.len());
+            for t in threads {
+                if let Some(status) = self.status(&t).await? {
+                    found.push(status);
+                }
             }
-        }
-        Ok(found)
+            Ok(found)
+        })
+        .await
     }
 
     async fn cancel(&self, thread_id: &str) -> Result<(), WorkerError> {
+        self.within(async {
         let client = self.client().await?;
         let n = client
             .execute(
@@ -988,138 +1045,147 @@ impl RunQueue for PostgresRunQueue {
             });
         }
         Ok(())
+    })
+        .await
     }
 
     async fn status(&self, thread_id: &str) -> Result<Option<RunStatus>, WorkerError> {
-        let client = self.client().await?;
-        let statement = client
-            .prepare_cached(&self.sql(
-                "SELECT graph_name, state, epoch, worker_id, fingerprint, error, \
+        self.within(async {
+            let client = self.client().await?;
+            let statement = client
+                .prepare_cached(&self.sql(
+                    "SELECT graph_name, state, epoch, worker_id, fingerprint, error, \
                  (state = 'running' AND lease_expires_at <= now()) \
                  FROM {s}.aegis_runs WHERE thread_id = $1",
-            ))
-            .await
-            .map_err(backend)?;
-        let Some(row) = client
-            .query_opt(&statement, &[&thread_id])
-            .await
-            .map_err(backend)?
-        else {
-            return Ok(None);
-        };
-        let graph_name: String = row.try_get(0).map_err(backend)?;
-        let state: String = row.try_get(1).map_err(backend)?;
-        let state = RunState::parse(&state).ok_or_else(|| {
-            WorkerError::Store(StoreError::Backend(format!(
-                "postgres run queue: unknown run state {state:?}"
-            )))
-        })?;
-        let fingerprint: Option<String> = row.try_get(4).map_err(backend)?;
-        let expired: Option<bool> = row.try_get(6).map_err(backend)?;
-        let epoch = epoch_from(row.try_get(2).map_err(backend)?);
-        let waiting = if state == RunState::Queued || expired == Some(true) {
-            let live = client
-                .query(
-                    &self.sql(
-                        "SELECT worker_id, graph_names, fingerprints, migrations \
+                ))
+                .await
+                .map_err(backend)?;
+            let Some(row) = client
+                .query_opt(&statement, &[&thread_id])
+                .await
+                .map_err(backend)?
+            else {
+                return Ok(None);
+            };
+            let graph_name: String = row.try_get(0).map_err(backend)?;
+            let state: String = row.try_get(1).map_err(backend)?;
+            let state = RunState::parse(&state).ok_or_else(|| {
+                WorkerError::Store(StoreError::Backend(format!(
+                    "postgres run queue: unknown run state {state:?}"
+                )))
+            })?;
+            let fingerprint: Option<String> = row.try_get(4).map_err(backend)?;
+            let expired: Option<bool> = row.try_get(6).map_err(backend)?;
+            let epoch = epoch_from(row.try_get(2).map_err(backend)?);
+            let waiting = if state == RunState::Queued || expired == Some(true) {
+                let live = client
+                    .query(
+                        &self.sql(
+                            "SELECT worker_id, graph_names, fingerprints, migrations \
                          FROM {s}.aegis_workers WHERE expires_at > now()",
+                        ),
+                        &[],
+                    )
+                    .await
+                    .map_err(backend)?;
+                let workers = live
+                    .iter()
+                    .map(|r| {
+                        let names: Vec<String> = r.try_get(1).map_err(backend)?;
+                        let fps: Vec<String> = r.try_get(2).map_err(backend)?;
+                        let migrations: Option<Vec<String>> = r.try_get(3).map_err(backend)?;
+                        let mut migrations = migrations.unwrap_or_default().into_iter();
+                        Ok(WorkerInfo {
+                            worker_id: r.try_get(0).map_err(backend)?,
+                            graphs: names
+                                .into_iter()
+                                .zip(fps)
+                                .map(|(name, fingerprint)| {
+                                    GraphKey::new(name, fingerprint)
+                                        .with_migrations(migrations.next().unwrap_or_default())
+                                })
+                                .collect(),
+                        })
+                    })
+                    .collect::<Result<Vec<_>, WorkerError>>()?;
+                let verdicts = self.verdicts_of(&client, thread_id, epoch).await?;
+                waiting_reason(&graph_name, fingerprint.as_deref(), &workers, &verdicts)
+            } else {
+                None
+            };
+            let moved = client
+                .query_opt(
+                    &self.sql(
+                        "SELECT from_fingerprint, migration FROM {s}.aegis_run_moves \
+                     WHERE thread_id = $1 ORDER BY epoch DESC LIMIT 1",
                     ),
-                    &[],
+                    &[&thread_id],
                 )
                 .await
                 .map_err(backend)?;
-            let workers = live
-                .iter()
-                .map(|r| {
-                    let names: Vec<String> = r.try_get(1).map_err(backend)?;
-                    let fps: Vec<String> = r.try_get(2).map_err(backend)?;
-                    let migrations: Option<Vec<String>> = r.try_get(3).map_err(backend)?;
-                    let mut migrations = migrations.unwrap_or_default().into_iter();
-                    Ok(WorkerInfo {
-                        worker_id: r.try_get(0).map_err(backend)?,
-                        graphs: names
-                            .into_iter()
-                            .zip(fps)
-                            .map(|(name, fingerprint)| {
-                                GraphKey::new(name, fingerprint)
-                                    .with_migrations(migrations.next().unwrap_or_default())
-                            })
-                            .collect(),
-                    })
-                })
-                .collect::<Result<Vec<_>, WorkerError>>()?;
-            let verdicts = self.verdicts_of(&client, thread_id, epoch).await?;
-            waiting_reason(&graph_name, fingerprint.as_deref(), &workers, &verdicts)
-        } else {
-            None
-        };
-        let moved = client
-            .query_opt(
-                &self.sql(
-                    "SELECT from_fingerprint, migration FROM {s}.aegis_run_moves \
-                     WHERE thread_id = $1 ORDER BY epoch DESC LIMIT 1",
+            let fault = client
+                .query_opt(
+                    &self
+                        .sql("SELECT kind, message FROM {s}.aegis_run_faults WHERE thread_id = $1"),
+                    &[&thread_id],
+                )
+                .await
+                .map_err(backend)?;
+            let fault = match fault {
+                Some(r) => RunFault::parse(
+                    &r.try_get::<_, String>(0).map_err(backend)?,
+                    r.try_get::<_, String>(1).map_err(backend)?,
                 ),
-                &[&thread_id],
-            )
-            .await
-            .map_err(backend)?;
-        let fault = client
-            .query_opt(
-                &self.sql("SELECT kind, message FROM {s}.aegis_run_faults WHERE thread_id = $1"),
-                &[&thread_id],
-            )
-            .await
-            .map_err(backend)?;
-        let fault = match fault {
-            Some(r) => RunFault::parse(
-                &r.try_get::<_, String>(0).map_err(backend)?,
-                r.try_get::<_, String>(1).map_err(backend)?,
-            ),
-            None => None,
-        };
-        let (previous_fingerprint, migration) = match moved {
-            Some(r) => (
-                Some(r.try_get::<_, String>(0).map_err(backend)?),
-                r.try_get::<_, Option<String>>(1).map_err(backend)?,
-            ),
-            None => (None, None),
-        };
-        Ok(Some(RunStatus {
-            thread_id: thread_id.to_string(),
-            graph_name,
-            state,
-            epoch,
-            worker_id: row.try_get(3).map_err(backend)?,
-            fingerprint,
-            error: row.try_get(5).map_err(backend)?,
-            waiting_reason: waiting,
-            previous_fingerprint,
-            migration,
-            fault,
-        }))
+                None => None,
+            };
+            let (previous_fingerprint, migration) = match moved {
+                Some(r) => (
+                    Some(r.try_get::<_, String>(0).map_err(backend)?),
+                    r.try_get::<_, Option<String>>(1).map_err(backend)?,
+                ),
+                None => (None, None),
+            };
+            Ok(Some(RunStatus {
+                thread_id: thread_id.to_string(),
+                graph_name,
+                state,
+                epoch,
+                worker_id: row.try_get(3).map_err(backend)?,
+                fingerprint,
+                error: row.try_get(5).map_err(backend)?,
+                waiting_reason: waiting,
+                previous_fingerprint,
+                migration,
+                fault,
+            }))
+        })
+        .await
     }
 
     async fn attempts(&self, thread_id: &str) -> Result<Vec<AttemptInfo>, WorkerError> {
-        let client = self.client().await?;
-        let rows = client
-            .query(
-                &self.sql(
-                    "SELECT epoch, worker_id, outcome FROM {s}.aegis_run_attempts \
+        self.within(async {
+            let client = self.client().await?;
+            let rows = client
+                .query(
+                    &self.sql(
+                        "SELECT epoch, worker_id, outcome FROM {s}.aegis_run_attempts \
                      WHERE thread_id = $1 ORDER BY epoch",
-                ),
-                &[&thread_id],
-            )
-            .await
-            .map_err(backend)?;
-        rows.iter()
-            .map(|r| {
-                Ok(AttemptInfo {
-                    epoch: epoch_from(r.try_get(0).map_err(backend)?),
-                    worker_id: r.try_get(1).map_err(backend)?,
-                    outcome: r.try_get(2).map_err(backend)?,
+                    ),
+                    &[&thread_id],
+                )
+                .await
+                .map_err(backend)?;
+            rows.iter()
+                .map(|r| {
+                    Ok(AttemptInfo {
+                        epoch: epoch_from(r.try_get(0).map_err(backend)?),
+                        worker_id: r.try_get(1).map_err(backend)?,
+                        outcome: r.try_get(2).map_err(backend)?,
+                    })
                 })
-            })
-            .collect()
+                .collect()
+        })
+        .await
     }
 
     async fn wait_for_change(&self, timeout: Duration) {

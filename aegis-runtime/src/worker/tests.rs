@@ -1334,3 +1334,202 @@ async fn a_pool_quarantines_poison_rows_and_runs_the_rest() {
     running.await.unwrap().unwrap();
     lifting.await.unwrap();
 }
+
+/// A queue whose every call, while `dark`, waits forever: a connection
+/// that went dark with no reset and no close.
+struct DarkQueue {
+    inner: Arc<dyn RunQueue>,
+    dark: std::sync::atomic::AtomicBool,
+}
+
+impl DarkQueue {
+    async fn gate(&self) {
+        if self.dark.load(std::sync::atomic::Ordering::SeqCst) {
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl RunQueue for DarkQueue {
+    fn waypoints(&self) -> Arc<dyn crate::waypoint::WaypointStore> {
+        self.inner.waypoints()
+    }
+    async fn put_fenced(
+        &self,
+        lease: &Lease,
+        waypoint: crate::waypoint::Waypoint,
+    ) -> Result<(), StoreError> {
+        self.gate().await;
+        self.inner.put_fenced(lease, waypoint).await
+    }
+    async fn submit(
+        &self,
+        g: &str,
+        t: &str,
+        input: serde_json::Value,
+    ) -> Result<Submitted, WorkerError> {
+        self.inner.submit(g, t, input).await
+    }
+    async fn register(&self, w: &WorkerInfo, ttl: Duration) -> Result<(), WorkerError> {
+        self.gate().await;
+        self.inner.register(w, ttl).await
+    }
+    async fn deregister(&self, id: &str) -> Result<(), WorkerError> {
+        self.gate().await;
+        self.inner.deregister(id).await
+    }
+    async fn claim(
+        &self,
+        w: &WorkerInfo,
+        max: usize,
+        ttl: Duration,
+    ) -> Result<Vec<Claim>, WorkerError> {
+        self.gate().await;
+        self.inner.claim(w, max, ttl).await
+    }
+    async fn unjudged(&self, w: &WorkerInfo, max: usize) -> Result<Vec<PinnedRun>, WorkerError> {
+        self.gate().await;
+        self.inner.unjudged(w, max).await
+    }
+    async fn record_verdict(&self, v: &Verdict) -> Result<(), WorkerError> {
+        self.gate().await;
+        self.inner.record_verdict(v).await
+    }
+    async fn pinned(&self, fp: Option<&str>, max: usize) -> Result<Vec<PinnedRun>, WorkerError> {
+        self.inner.pinned(fp, max).await
+    }
+    async fn renew(&self, l: &Lease, ttl: Duration) -> Result<Renewal, WorkerError> {
+        self.gate().await;
+        self.inner.renew(l, ttl).await
+    }
+    async fn release(&self, l: &Lease, r: Release) -> Result<(), WorkerError> {
+        self.gate().await;
+        self.inner.release(l, r).await
+    }
+    async fn abandon(&self, l: &Lease) -> Result<(), WorkerError> {
+        self.gate().await;
+        self.inner.abandon(l).await
+    }
+    async fn answer(&self, t: &str, r: ParleyResponse) -> Result<(), WorkerError> {
+        self.inner.answer(t, r).await
+    }
+    async fn requeue(&self, t: &str) -> Result<(), WorkerError> {
+        self.inner.requeue(t).await
+    }
+    async fn quarantined(&self, max: usize) -> Result<Vec<RunStatus>, WorkerError> {
+        self.inner.quarantined(max).await
+    }
+    async fn cancel(&self, t: &str) -> Result<(), WorkerError> {
+        self.inner.cancel(t).await
+    }
+    async fn status(&self, t: &str) -> Result<Option<RunStatus>, WorkerError> {
+        self.inner.status(t).await
+    }
+    async fn attempts(&self, t: &str) -> Result<Vec<AttemptInfo>, WorkerError> {
+        self.inner.attempts(t).await
+    }
+    async fn wait_for_change(&self, timeout: Duration) {
+        self.inner.wait_for_change(timeout).await
+    }
+}
+
+/// A node that runs until dropped, recording when it was dropped.
+fn endless_graph(dropped: Arc<std::sync::Mutex<Option<tokio::time::Instant>>>) -> WarGraph {
+    struct OnDrop(Arc<std::sync::Mutex<Option<tokio::time::Instant>>>);
+    impl Drop for OnDrop {
+        fn drop(&mut self) {
+            *self.0.lock().unwrap() = Some(tokio::time::Instant::now());
+        }
+    }
+    let schema = BattlefieldSchema::new(vec![FieldSpec::new(
+        FieldName::new("count").unwrap(),
+        DispatchRule::Sum,
+        Some(json!(0)),
+        false,
+    )]);
+    let mut g = WarGraph::new(schema, EngineLimits::default());
+    g.add_node(
+        "endless",
+        NodeSpec::from_fn("endless", move |_, _| {
+            let guard = OnDrop(dropped.clone());
+            Box::pin(async move {
+                let _guard = guard;
+                std::future::pending::<()>().await;
+                Ok(StateDelta::new().into())
+            })
+        }),
+    )
+    .add_edge(START, "endless")
+    .add_edge("endless", END);
+    g
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_worker_whose_queue_goes_dark_gives_its_lease_up_when_it_runs_out() {
+    let inner: Arc<dyn RunQueue> = Arc::new(InMemoryRunQueue::new());
+    let dark = Arc::new(DarkQueue {
+        inner: inner.clone(),
+        dark: std::sync::atomic::AtomicBool::new(false),
+    });
+    let q: Arc<dyn RunQueue> = dark.clone();
+    let dropped = Arc::new(std::sync::Mutex::new(None));
+    let ttl = Duration::from_secs(30);
+    let stop = tokio_util::sync::CancellationToken::new();
+    let worker_pool = WorkerPool::new(q.clone(), |store| {
+        WarEngine::new(Arc::new(UnconfiguredPaladinPort), store)
+    })
+    .with_config(
+        WorkerConfig::default()
+            .with_worker_id("dark")
+            .with_max_runs(1)
+            .with_lease_ttl(ttl)
+            .with_poll_interval(Duration::from_millis(100)),
+    )
+    .register("counter", endless_graph(dropped.clone()))
+    .unwrap();
+    let running = tokio::spawn(worker_pool.run(stop.clone()));
+    q.submit("counter", "t1", json!({})).await.unwrap();
+    let client = Client::new(inner.clone());
+    client
+        .wait_until("t1", Duration::from_secs(5), |s| s == RunState::Running)
+        .await
+        .unwrap();
+    // The claim was sent at about `claimed`; the network goes dark.
+    let claimed = tokio::time::Instant::now();
+    dark.dark.store(true, std::sync::atomic::Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_secs(29)).await;
+    assert!(dropped.lock().unwrap().is_none(), "still within the lease");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    // Given up as the lease ran out by the worker's own clock: no later
+    // than when the queue lets another worker take the thread over.
+    let at = dropped.lock().unwrap().expect("the run was dropped");
+    let held = at - claimed;
+    assert!(held <= ttl, "held {held:?}");
+    assert!(held >= ttl - Duration::from_millis(200), "held {held:?}");
+    // Another worker takes it over on the queue's clock.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let same = endless_graph(Arc::new(std::sync::Mutex::new(None)));
+    let heir = claim_one(&inner, &worker("heir", &same), TTL).await;
+    assert_eq!(heir.lease.epoch, 2);
+    // The light comes back: the dark worker's slot was freed with the
+    // lease, so it claims new work as soon as its claim loop is answered.
+    dark.dark.store(false, std::sync::atomic::Ordering::SeqCst);
+    q.submit("counter", "t2", json!({})).await.unwrap();
+    let s = client
+        .wait_until("t2", Duration::from_secs(60), |s| s == RunState::Running)
+        .await
+        .unwrap();
+    assert_eq!(s.worker_id.as_deref(), Some("dark"));
+    // Its claim loop was held by one dark claim at most, for the call
+    // timeout (half the lease).
+    assert!(
+        claimed.elapsed() <= ttl / 2 + ttl + Duration::from_secs(1),
+        "{:?}",
+        claimed.elapsed()
+    );
+    let first = outcomes(&inner, "t1").await;
+    assert_eq!(first[0].2, "expired", "{first:?}");
+    stop.cancel();
+    running.await.unwrap().unwrap();
+}
