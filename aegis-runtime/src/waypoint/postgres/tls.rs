@@ -47,6 +47,11 @@ pub(crate) fn split_sslmode(connection: &str) -> (String, Verify) {
 pub(crate) fn connector(verify: Verify) -> Result<MakeRustlsConnect, StoreError> {
     let tls_error =
         |e: rustls::Error| StoreError::Backend(format!("postgres: TLS setup failed: {e}"));
+    // rustls 0.23.48 deprecates the ring provider for lacking post-quantum
+    // key exchange, which only its aws-lc-rs provider offers, at the price
+    // of a C (and CMake) build. aegis stays on ring, as the HTTP adapters
+    // do: its X25519, P-256 and P-384 are what PostgreSQL servers negotiate.
+    #[allow(deprecated)]
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let roots = Arc::new(RootCertStore {
         roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
