@@ -5,6 +5,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{FromRedisValue, IntoConnectionInfo};
 use std::fmt;
 use std::future::Future;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use super::{CacheClock, CacheEntry, CacheKey, NodeCache, NodeCacheError};
@@ -36,6 +37,14 @@ const SCAN_COUNT: usize = 500;
 /// (default [`RedisNodeCache::DEFAULT_COMMAND_TIMEOUT`]), so a paused or unreachable server
 /// turns lookups into misses instead of stalling a run.
 ///
+/// The cache is best effort from the start: when the server cannot be
+/// reached at [`RedisNodeCacheBuilder::connect`], the cache is returned
+/// anyway, serves misses (and stores nothing), and keeps connecting in the
+/// background (backing off to one try every five seconds) until the server
+/// answers; a `warn` event says it started without Redis, an `info` event
+/// when it connected. Only what no retry can fix fails `connect`: an
+/// invalid URL, an empty prefix, a password the server refuses.
+///
 /// `invalidate_all` removes every key under `{key_prefix}:`, so give
 /// caches that must stay independent prefixes where neither is the other's
 /// prefix followed by `:` (`app:a` and `app:b`, not `app` and `app:b`).
@@ -55,7 +64,9 @@ const SCAN_COUNT: usize = 500;
 /// ```
 #[derive(Clone)]
 pub struct RedisNodeCache {
-    conn: ConnectionManager,
+    /// Empty until the first connection succeeds: at start, or later in
+    /// the background when the server was away at start.
+    conn: Arc<OnceLock<ConnectionManager>>,
     key_prefix: String,
     command_timeout: Duration,
     max_entry_bytes: usize,
@@ -126,8 +137,10 @@ impl RedisNodeCacheBuilder {
         self
     }
 
-    /// Connects. Fails if the URL is invalid, the prefix empty, or the server
-    /// unreachable within the connect timeout; error messages show the URL
+    /// Connects, or starts connecting in the background when the server
+    /// cannot be reached within the connect timeout (see
+    /// [`RedisNodeCache`]). Fails if the URL is invalid, the prefix empty,
+    /// or the server refuses the credentials; error messages show the URL
     /// only with its credentials redacted, and never the password.
     pub async fn connect(self) -> Result<RedisNodeCache, NodeCacheError> {
         if self.key_prefix.is_empty() {
@@ -166,16 +179,40 @@ impl RedisNodeCacheBuilder {
             .set_number_of_retries(3)
             .set_min_delay(Duration::from_millis(10))
             .set_max_delay(Duration::from_millis(500));
-        let conn = tokio::time::timeout(
+        let conn = Arc::new(OnceLock::new());
+        let first = tokio::time::timeout(
             self.connect_timeout,
-            client.get_connection_manager_with_config(config),
+            client.get_connection_manager_with_config(config.clone()),
         )
-        .await
-        .map_err(|_| NodeCacheError::Timeout {
-            operation: "connect",
-            after: self.connect_timeout,
-        })?
-        .map_err(|e| unavailable(&e))?;
+        .await;
+        match first {
+            Ok(Ok(manager)) => {
+                let _ = conn.set(manager);
+            }
+            // Reached, and refused: no retry will change that.
+            Ok(Err(e)) if e.kind() == redis::ErrorKind::AuthenticationFailed => {
+                return Err(unavailable(&e));
+            }
+            failed => {
+                let why = match failed {
+                    Ok(Err(e)) => unavailable(&e).to_string(),
+                    _ => format!("no answer within {:?}", self.connect_timeout),
+                };
+                tracing::warn!(
+                    backend = BACKEND,
+                    url = %redact_connection_string(&self.url),
+                    error = %scrub_values(&why, secrets.into_iter().flatten()),
+                    "aegis node cache: Redis is unreachable; serving misses and connecting in the background"
+                );
+                tokio::spawn(connect_in_background(
+                    client,
+                    config,
+                    self.connect_timeout,
+                    Arc::downgrade(&conn),
+                    redact_connection_string(&self.url),
+                ));
+            }
+        }
         Ok(RedisNodeCache {
             conn,
             key_prefix: self.key_prefix,
@@ -183,6 +220,37 @@ impl RedisNodeCacheBuilder {
             max_entry_bytes: self.max_entry_bytes,
             clock: self.clock.unwrap_or_default(),
         })
+    }
+}
+
+/// Tries to connect until it succeeds or every cache sharing `slot` is
+/// dropped, backing off from 50 ms to 5 s between tries.
+async fn connect_in_background(
+    client: redis::Client,
+    config: ConnectionManagerConfig,
+    connect_timeout: Duration,
+    slot: std::sync::Weak<OnceLock<ConnectionManager>>,
+    url: String,
+) {
+    let mut delay = Duration::from_millis(50);
+    loop {
+        tokio::time::sleep(delay).await;
+        if slot.strong_count() == 0 {
+            return;
+        }
+        let tried = tokio::time::timeout(
+            connect_timeout,
+            client.get_connection_manager_with_config(config.clone()),
+        )
+        .await;
+        if let Ok(Ok(manager)) = tried {
+            if let Some(slot) = slot.upgrade() {
+                let _ = slot.set(manager);
+                tracing::info!(backend = BACKEND, %url, "aegis node cache: connected to Redis");
+            }
+            return;
+        }
+        delay = delay.saturating_mul(2).min(Duration::from_secs(5));
     }
 }
 
@@ -262,7 +330,14 @@ impl RedisNodeCache {
         operation: &'static str,
         cmd: &redis::Cmd,
     ) -> Result<T, NodeCacheError> {
-        let mut conn = self.conn.clone();
+        let Some(conn) = self.conn.get() else {
+            return Err(NodeCacheError::Unavailable {
+                backend: BACKEND,
+                message: "not connected yet (Redis was unreachable; connecting in the background)"
+                    .to_string(),
+            });
+        };
+        let mut conn = conn.clone();
         self.bounded(
             operation,
             async move { cmd.query_async::<T>(&mut conn).await },

@@ -369,6 +369,53 @@ async fn the_cache_reconnects_after_a_server_restart() {
     drop(server);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cache_started_while_redis_is_down_serves_misses_then_connects() {
+    let port = free_port();
+    let url = format!("redis://127.0.0.1:{port}");
+    // Nothing listens yet: the program starts anyway.
+    let cache = RedisNodeCache::builder(url.as_str(), "aegis-test:late")
+        .command_timeout(Duration::from_millis(200))
+        .connect_timeout(Duration::from_millis(200))
+        .connect()
+        .await
+        .expect("a cache is best effort from the start");
+    let handle = NodeCacheHandle::new(Arc::new(cache));
+    for task in 0..3 {
+        // Misses, each activation computing its own answer.
+        assert_eq!(activation(&handle, task).await, (json!(task * 10), false));
+        assert_eq!(activation(&handle, task).await, (json!(task * 10), false));
+    }
+    let server = PrivateServer::start(port);
+    server.ready().await;
+    // Connected in the background: stored results are served.
+    assert!(recovers(&handle, 1, Duration::from_secs(15)).await);
+    drop(server);
+}
+
+#[tokio::test]
+async fn what_no_retry_can_fix_still_fails_connect() {
+    let bad_url = RedisNodeCache::connect("http://127.0.0.1:6379", "p").await;
+    assert!(
+        matches!(bad_url, Err(super::NodeCacheError::Config { .. })),
+        "{bad_url:?}"
+    );
+    let no_prefix = RedisNodeCache::connect(URL, "").await;
+    assert!(
+        matches!(no_prefix, Err(super::NodeCacheError::Config { .. })),
+        "{no_prefix:?}"
+    );
+    // The shared server has no ACL user of this name: refused.
+    let refused = RedisNodeCache::builder("redis://nobody-aegis@127.0.0.1:6379", "p")
+        .password("wrong")
+        .connect()
+        .await;
+    assert!(
+        matches!(&refused, Err(super::NodeCacheError::Unavailable { message, .. }) if !message.contains("wrong")),
+        "{refused:?}"
+    );
+}
+
 /// Writes `bytes` under `key` of `h`'s prefix, as another process sharing
 /// the server would.
 async fn plant(h: &super::contract::on_redis::Redis, k: &super::CacheKey, bytes: &[u8]) {
