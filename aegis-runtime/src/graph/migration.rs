@@ -158,8 +158,8 @@ impl WarGraph {
     /// migration's name ([`Waypoint::previous_graph`](crate::Waypoint::previous_graph)).
     /// Registering a second migration from the same fingerprint replaces
     /// the first. Migrations are not part of the fingerprint; a worker
-    /// fleet tells graphs with different migrations apart by
-    /// [`GraphKey::migrations`](crate::worker::GraphKey::migrations).
+    /// fleet tells graphs with different migrations apart by a digest of
+    /// them, which each worker registers with its graphs.
     pub fn with_migration(&mut self, migration: Migration) -> &mut Self {
         self.migrations.retain(|m| m.from != migration.from);
         self.migrations.push(migration);
