@@ -11,7 +11,9 @@ use super::parse::{
     parse_edge, parse_field, parse_items, parse_muster, parse_node,
 };
 use crate::errors::Errors;
-use crate::names::{RESERVED_IDS, did_you_mean, field_name_problem, name_of};
+use crate::names::{
+    RESERVED_IDS, did_you_mean, did_you_mean_endpoint, field_name_problem, name_of,
+};
 use crate::policy::{self, AegisSpec, CacheKey, Handler};
 use crate::template::template_fields;
 
@@ -155,6 +157,19 @@ impl<'a> Scope<'a> {
 
     /// Reports `id` unless it is a declared node.
     fn require_node(&self, id: &Ident, what: &str, site: Site<'_>, errors: &mut Errors) -> bool {
+        self.require_endpoint(id, what, &[], site, errors)
+    }
+
+    /// Reports `id` unless it is a declared node; the suggestion weighs
+    /// the `virtuals` (`START`, `END`) this place can take too.
+    fn require_endpoint(
+        &self,
+        id: &Ident,
+        what: &str,
+        virtuals: &[&str],
+        site: Site<'_>,
+        errors: &mut Errors,
+    ) -> bool {
         let name = name_of(id);
         let known = self.nodes.contains_key(&name);
         if !known && self.nodes_complete {
@@ -163,7 +178,7 @@ impl<'a> Scope<'a> {
                 format!(
                     "{what} `{name}`{} is not a node of this graph: declare it in `nodes {{ .. }}`{}",
                     site.of(),
-                    did_you_mean(&name, self.node_names())
+                    did_you_mean_endpoint(&name, self.node_names(), virtuals)
                 ),
             );
         }
@@ -616,7 +631,20 @@ fn check_edges(
                                 );
                             }
                         } else {
-                            scope.require_node(id, "edge endpoint", Site::Graph, errors);
+                            // Where the chain can take START or END, a
+                            // near miss of it is suggested.
+                            let virtuals: &[&str] = match (i == 0, i == last) {
+                                (true, _) => &["START"],
+                                (_, true) => &["END"],
+                                _ => &[],
+                            };
+                            scope.require_endpoint(
+                                id,
+                                "edge endpoint",
+                                virtuals,
+                                Site::Graph,
+                                errors,
+                            );
                         }
                     }
                 }
@@ -644,7 +672,7 @@ fn check_edges(
                     if to == "START" {
                         errors.error(to.span(), START_IS_NO_TARGET);
                     } else if to != "END" {
-                        scope.require_node(to, "edge endpoint", Site::Graph, errors);
+                        scope.require_endpoint(to, "edge endpoint", &["END"], Site::Graph, errors);
                     }
                 }
             }
