@@ -58,9 +58,11 @@
 //! crate, with the token named in the message); a `Sum` error field at the
 //! `Sum` in the schema. A function with a mistake of its own is reported
 //! once, by its attribute: its marker and hidden macro are still emitted,
-//! so `graph!` and `add_aegis_node` naming it add no error. A path that is
-//! not an `#[aegis]` function is "cannot find macro `name`". Because of
-//! the hidden macro, an `#[aegis]` function cannot be named like a standard
+//! so `graph!` and `add_aegis_node` naming it add no error. A path that
+//! names a function without `#[aegis]` is an error at the path, "`book` has
+//! no `#[aegis]`: add `#[aegis]` above `fn book`, or declare the node with
+//! its `NodeSpec`: `book = node(..)`"; one that names nothing is rustc's
+//! unresolved import, with its advice. Because of the hidden macro, an `#[aegis]` function cannot be named like a standard
 //! macro (`write`, `format`, `vec`, ..): rename it and keep the node id
 //! with `id = ".."`.
 

@@ -74,8 +74,11 @@ pub(crate) fn expand(graph: &Graph, input: &TokenStream) -> TokenStream {
         quote!(#g.declare_muster(#from, #worker);)
     });
 
+    let fallback = fallback(graph);
+
     quote! {
         {
+            #fallback
             let mut #g = #p::WarGraph::new(
                 #p::BattlefieldSchema::new(::std::vec![#(#fields),*]),
                 #limits,
@@ -96,24 +99,23 @@ pub(crate) fn expand(graph: &Graph, input: &TokenStream) -> TokenStream {
 pub(crate) fn fn_node_checks(graph: &Graph, input: &TokenStream) -> TokenStream {
     let p = private_path(graph.krate.as_ref());
     let g = format_ident!("__aegis_graph", span = Span::mixed_site());
-    graph
+    let checks: TokenStream = graph
         .nodes
         .iter()
         .enumerate()
         .filter_map(|(i, n)| match &n.decl.kind {
-            // A reserved name is reported already, and is no function.
-            NodeKind::Fn(path) if !has_no_descriptor(path) && !is_reserved(&id_of(&n.decl.id)) => {
+            NodeKind::Fn(path) if has_descriptor_call(n) => {
                 Some(descriptor_call(path, "check", i, &g, &p, input))
             }
             _ => None,
         })
-        .collect()
+        .collect();
+    let fallback = fallback(graph);
+    quote!(#fallback #checks)
 }
 
 /// `path! { [callback] mode index (g) (p) { input } }`: the function's
 /// descriptor calls `__graph_node!` with these and the attribute's tokens.
-/// A path that is no `#[aegis]` function fails here, once: "cannot find
-/// macro `book`".
 fn descriptor_call(
     path: &syn::Path,
     mode: &str,
@@ -123,9 +125,107 @@ fn descriptor_call(
     input: &TokenStream,
 ) -> TokenStream {
     let mode = syn::Ident::new(mode, Span::call_site());
-    let index = proc_macro2::Literal::usize_unsuffixed(index);
-    quote_spanned! {path.span()=>
-        #path! { [#p::__graph_node] #mode #index (#g) (#p) { #input } }
+    let literal = proc_macro2::Literal::usize_unsuffixed(index);
+    probe(path, index, p, &quote!(#mode #literal (#g) (#p) { #input }))
+}
+
+/// Calls the descriptor of node `index`, the function at `path`, with
+/// `[callback] args`; or, if `path` is no `#[aegis]` function, the graph's
+/// fallback (see [`fallback`]), which calls the callback with
+/// `no_descriptor` first, so that the error is ours rather than rustc's
+/// "cannot find macro".
+///
+/// The path is imported as written, then under the node's alias, in a
+/// block of its own inside graph!'s block, which glob-imports the fallback under every
+/// alias: the nearer import wins, namespace by namespace. So the alias is
+/// the function's descriptor when it has one, and the fallback when the
+/// path names a plain function (which has nothing in the macro namespace)
+/// or nothing (then rustc reports the import of the path as written, and
+/// its advice, such as the path to write instead, fits the node). rustc's
+/// rules shape the rest: the imports are in a block of their own, as a
+/// macro-expanded import may not shadow a glob one in its own block; the
+/// aliases differ per node, as a glob import may not shadow an outer
+/// block's name; and the call is in a block of its own, as an import of a
+/// one-segment path waits for every macro call beside it (which could
+/// define the name).
+pub(crate) fn probe(
+    path: &syn::Path,
+    index: usize,
+    p: &TokenStream,
+    args: &TokenStream,
+) -> TokenStream {
+    // At the path, so that rustc's error for a path that names nothing is
+    // at the node.
+    let anchor = path
+        .segments
+        .last()
+        .map_or_else(|| path.span(), |s| s.ident.span());
+    let Some(last) = path.segments.last().map(|s| &s.ident) else {
+        return TokenStream::new();
+    };
+    let alias = descriptor_alias(index, anchor);
+    quote_spanned! {anchor=>
+        {
+            #[allow(unused_imports)]
+            use #path;
+            #[allow(unused_imports)]
+            use #last as #alias;
+            {
+                // A statement, so rustc sees no braces around a lone
+                // expression when it expands to an error alone.
+                #alias!([#p::__graph_node] #args);
+            }
+        }
+    }
+}
+
+/// The name node `index`'s path is imported under, and the fallback's.
+pub(crate) fn descriptor_alias(index: usize, span: Span) -> syn::Ident {
+    format_ident!("__aegis_descriptor_{index}", span = span)
+}
+
+/// The fallback [`probe`] relies on, and its glob import: a module whose
+/// one macro, under the alias of every node that names a function,
+/// forwards its input to the callback after `no_descriptor`. A
+/// `macro_rules!`, not a path into the runtime, so the module needs no
+/// path to `aegis` (a `crate = ".."` path may be relative to graph!'s
+/// module). Nothing when no node names a function.
+fn fallback(graph: &Graph) -> Option<TokenStream> {
+    let aliases: Vec<_> = graph
+        .nodes
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| has_descriptor_call(n))
+        .map(|(i, _)| descriptor_alias(i, Span::call_site()))
+        .collect();
+    if aliases.is_empty() {
+        return None;
+    }
+    Some(quote! {
+        #[doc(hidden)]
+        mod __aegis_fallback {
+            macro_rules! __aegis_no_descriptor {
+                ([$($callback:tt)*] $($graph:tt)*) => {
+                    $($callback)*! { no_descriptor $($graph)* }
+                };
+            }
+            #(
+                #[allow(unused_imports)]
+                pub(crate) use __aegis_no_descriptor as #aliases;
+            )*
+        }
+        #[allow(unused_imports)]
+        use __aegis_fallback::*;
+    })
+}
+
+/// Whether graph! calls node `n`'s descriptor: it names a function, which
+/// can have one, under a name that is not reserved (that is reported
+/// already).
+fn has_descriptor_call(n: &Node) -> bool {
+    match &n.decl.kind {
+        NodeKind::Fn(path) => !has_no_descriptor(path) && !is_reserved(&id_of(&n.decl.id)),
+        _ => false,
     }
 }
 

@@ -73,10 +73,104 @@ impl Parse for Callback {
 }
 
 pub(crate) fn expand(input: TokenStream) -> TokenStream {
+    if let Some(rest) = strip_keyword(&input, "no_descriptor") {
+        return match syn::parse2::<NoDescriptor>(rest) {
+            Ok(call) => expand_no_descriptor(&call),
+            Err(e) => e.to_compile_error(),
+        };
+    }
     match syn::parse2::<Callback>(input) {
         Ok(call) => expand_call(&call),
         Err(e) => e.to_compile_error(),
     }
+}
+
+/// The tokens after a leading `keyword`, if `input` starts with it.
+fn strip_keyword(input: &TokenStream, keyword: &str) -> Option<TokenStream> {
+    let mut tokens = input.clone().into_iter();
+    match tokens.next() {
+        Some(proc_macro2::TokenTree::Ident(first)) if first == keyword => Some(tokens.collect()),
+        _ => None,
+    }
+}
+
+/// `no_descriptor mode index (g) (p) { graph input }`: what graph!'s
+/// fallback passes on when the path of node `index` has no descriptor
+/// macro, i.e. is not an `#[aegis]` function (see `expand::probe`).
+struct NoDescriptor {
+    index: usize,
+    input: TokenStream,
+}
+
+impl Parse for NoDescriptor {
+    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+        // The mode, the graph's variable and the private path are for a
+        // node that is added; this one is not.
+        let _mode: Ident = input.parse()?;
+        let index: LitInt = input.parse()?;
+        let _graph_var: proc_macro2::TokenTree = input.parse()?;
+        let _private: proc_macro2::TokenTree = input.parse()?;
+        let graph;
+        braced!(graph in input);
+        Ok(NoDescriptor {
+            index: index.base10_parse()?,
+            input: graph.parse()?,
+        })
+    }
+}
+
+/// The error for a node whose path names a function without `#[aegis]`.
+///
+/// It is a trait bound, not a `compile_error!`: the fallback also runs
+/// when the path names nothing (a typo, a missing `use`), and then
+/// rustc's "unresolved import" is the right and only error, as the
+/// failed import's name is an error value that type checking skips. For
+/// a plain function the bound fails on the function's item type, with
+/// this message, at the path.
+fn expand_no_descriptor(call: &NoDescriptor) -> TokenStream {
+    let graph = match syn::parse2::<GraphInput>(call.input.clone()) {
+        Ok(input) => check::check(input).graph,
+        Err(e) => return e.to_compile_error(),
+    };
+    let Some(node) = graph.nodes.get(call.index) else {
+        return internal("node index");
+    };
+    let NodeKind::Fn(path) = &node.decl.kind else {
+        return internal("node kind");
+    };
+    let Some(last) = path.segments.last() else {
+        return internal("node path");
+    };
+    let name = name_of(&last.ident);
+    let id = name_of(&node.decl.id);
+    let message = escape_braces(&format!(
+        "`{name}` has no `#[aegis]`: add `#[aegis]` above `fn {name}`, or declare the node with its `NodeSpec`: `{id} = node(..)`"
+    ));
+    let note = escape_braces(&format!(
+        "graph! makes a node of a function through its #[aegis]; any other node is declared by kind: `{id} = node(<NodeSpec>)`, `paladin(..)`, `battalion(..)` or `gate(..)`"
+    ));
+    // The failed bound is reported at the argument: the function's name.
+    let value = super::expand::descriptor_alias(call.index, last.ident.span());
+    let check = quote::quote_spanned!(last.ident.span()=> AegisFunction::check(&#value));
+    quote! {
+        #[diagnostic::on_unimplemented(
+            message = #message,
+            label = "not an #[aegis] function",
+            note = #note,
+        )]
+        #[allow(dead_code)]
+        trait AegisFunction {
+            fn check(&self) {}
+        }
+        #[diagnostic::do_not_recommend]
+        impl AegisFunction for () {}
+        #check;
+    }
+}
+
+/// `{` and `}` written as themselves in an `on_unimplemented` string.
+fn escape_braces(text: &str) -> String {
+    text.replace('{', "{{").replace('}', "}}")
 }
 
 fn expand_call(call: &Callback) -> TokenStream {
@@ -457,6 +551,33 @@ mod tests {
         let out = callback_deps("add", 2, graph, "plain", false, true, quote!());
         assert_eq!(errors(&out), 0, "{out}");
         assert!(!out.contains("add_aegis_node"), "{out}");
+    }
+
+    #[test]
+    fn a_path_without_a_descriptor_is_reported_at_the_path() {
+        // What graph!'s fallback passes on for node 1, `nodes::refund`.
+        let out = expand(quote! {
+            no_descriptor add 1 (__aegis_graph) (::aegis::__private) {
+                nodes { book, undo = nodes::refund }
+                edges { START -> book -> undo -> END }
+            }
+        })
+        .to_string();
+        assert!(
+            out.contains("`refund` has no `#[aegis]`: add `#[aegis]` above `fn refund`, or declare the node with its `NodeSpec`: `undo = node(..)`"),
+            "{out}"
+        );
+        // A failed bound on the imported path, not a compile_error!: a
+        // path naming nothing is left to rustc's unresolved import.
+        assert!(out.contains("on_unimplemented"), "{out}");
+        assert!(
+            out.contains("AegisFunction :: check (& __aegis_descriptor_1)"),
+            "{out}"
+        );
+        assert!(!out.contains("compile_error"), "{out}");
+        assert!(!out.contains("add_aegis_node"), "{out}");
+        // Braces in the message are escaped for on_unimplemented.
+        assert_eq!(escape_braces("dynamic { x }"), "dynamic {{ x }}");
     }
 
     #[test]
