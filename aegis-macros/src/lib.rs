@@ -45,9 +45,15 @@
 //! nodes in edges and routes, undeclared or `Sum` error fields, undeclared
 //! cache key and absorbed fields, `retry`/`cache` on a Battalion, any Aegis
 //! on a Gate, a route on or to a worker template, a node declared twice,
-//! and a function declared under another name than its id. What only the
-//! engine knows (registered names, the cache backend) stays a
-//! `validate`/`start` error.
+//! a function declared under another name than its id, and a node nothing
+//! leads to: no edge into it, no route to it (in graph! or in a function's
+//! attribute), not in `dynamic { .. }` and not a worker template. The last
+//! one's error names `dynamic { x }`, since a node reached only by
+//! `Directive::goto` is the usual cause; a graph with a `gate(..)` or
+//! `node(..)` node leaves it to `WarGraph::validate`, as a Gate's targets
+//! are in an expression graph! cannot read. What only the engine knows
+//! (registered names, the cache backend) stays a `validate`/`start`
+//! error.
 //!
 //! Each is a plain `error:` at the offending token, including the names a
 //! function's own `#[aegis]` uses: `graph!` reads the attribute through a

@@ -7,10 +7,9 @@ use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
 
-use super::check::{Graph, Node, is_reserved};
+use super::check::{Graph, Node, is_reserved, names_a_std_macro};
 use super::parse::{EdgeStmt, NodeKind, Rule, id_of};
 use crate::attr::private_path;
-use crate::names::STD_MACROS;
 use crate::policy::aegis_expr;
 
 /// The expansion of a graph that passed every check of its own: `input`
@@ -75,6 +74,7 @@ pub(crate) fn expand(graph: &Graph, input: &TokenStream) -> TokenStream {
     });
 
     let fallback = fallback(graph);
+    let reach = reach_chain(graph, &g, &p, input);
 
     quote! {
         {
@@ -89,6 +89,7 @@ pub(crate) fn expand(graph: &Graph, input: &TokenStream) -> TokenStream {
             #(#edges)*
             #(#dynamic)*
             #(#musters)*
+            #reach
             #g
         }
     }
@@ -127,6 +128,48 @@ fn descriptor_call(
     let mode = syn::Ident::new(mode, Span::call_site());
     let literal = proc_macro2::Literal::usize_unsuffixed(index);
     probe(path, index, p, &quote!(#mode #literal (#g) (#p) { #input }))
+}
+
+/// The first link of the reach chain (see `check::Unreached`), if the
+/// graph needs one.
+fn reach_chain(
+    graph: &Graph,
+    g: &syn::Ident,
+    p: &TokenStream,
+    input: &TokenStream,
+) -> Option<TokenStream> {
+    if graph.unreached.nodes.is_empty() {
+        return None;
+    }
+    let (&first, rest) = graph.unreached.attributes.split_first()?;
+    let NodeKind::Fn(path) = &graph.nodes.get(first)?.decl.kind else {
+        return None;
+    };
+    Some(reach_call(path, first, rest, &[], g, p, input))
+}
+
+/// A link of the reach chain: the descriptor call of node `index`, the
+/// function at `path`, with the nodes whose attributes are still to read
+/// (`rest`) and the route targets read so far.
+pub(crate) fn reach_call(
+    path: &syn::Path,
+    index: usize,
+    rest: &[usize],
+    routes: &[syn::Ident],
+    g: &syn::Ident,
+    p: &TokenStream,
+    input: &TokenStream,
+) -> TokenStream {
+    let literal = proc_macro2::Literal::usize_unsuffixed(index);
+    let rest = rest
+        .iter()
+        .map(|&i| proc_macro2::Literal::usize_unsuffixed(i));
+    probe(
+        path,
+        index,
+        p,
+        &quote!(reach #literal (#g) (#p) { #input } [#(#rest)*] [#(#routes)*]),
+    )
 }
 
 /// Calls the descriptor of node `index`, the function at `path`, with
@@ -230,12 +273,10 @@ fn has_descriptor_call(n: &Node) -> bool {
 }
 
 /// Whether `path` names a function `#[aegis]` gives no descriptor: the
-/// attribute has reported its name (see `names::STD_MACROS`), and the
-/// same-named standard macro must not be called.
+/// attribute has reported its name, and the same-named standard macro
+/// must not be called.
 fn has_no_descriptor(path: &syn::Path) -> bool {
-    path.segments
-        .last()
-        .is_some_and(|s| STD_MACROS.contains(&id_of(&s.ident).as_str()))
+    names_a_std_macro(path)
 }
 
 /// Adds the `#[aegis]` function at `path` as a node (or worker template),

@@ -12,27 +12,23 @@
 
 use proc_macro2::TokenStream;
 use quote::quote;
+use syn::ext::IdentExt;
 use syn::parse::{Parse, ParseStream};
-use syn::{Ident, LitBool, LitInt, LitStr, braced, parenthesized};
+use syn::{Ident, LitBool, LitInt, LitStr, braced, bracketed, parenthesized};
 
 use super::check::{self, Graph, Node, Owner, Scope, Site, check_policy};
-use super::expand::add_fn_node;
+use super::expand::{add_fn_node, reach_call};
 use super::parse::{GraphInput, NodeKind};
 use crate::attr::crate_site;
 use crate::errors::Errors;
 use crate::names::name_of;
-use crate::policy;
+use crate::policy::{self, Handler};
 
-/// `mode index (g) (p) { graph input } site fn valid takes_deps { attribute args }`:
-/// the first five from `graph!`, the rest from the descriptor.
+/// `mode index (g) (p) { graph input } [reach] site fn valid takes_deps { attribute args }`:
+/// the first part from `graph!` (or the previous link of the reach chain),
+/// the rest from the descriptor.
 struct Callback {
-    /// `add` (emit the builder call) or `check` (graph! has errors of its
-    /// own and adds nothing).
-    add: bool,
-    index: usize,
-    graph_var: Ident,
-    private: TokenStream,
-    input: TokenStream,
+    side: GraphSide,
     site: LitStr,
     fn_name: Ident,
     valid: bool,
@@ -41,7 +37,27 @@ struct Callback {
     args: TokenStream,
 }
 
-impl Parse for Callback {
+/// `mode index (g) (p) { graph input }`, and for `reach`, `[rest] [routes]`.
+struct GraphSide {
+    /// `add` (emit the builder call), `check` (graph! has errors of its
+    /// own and adds nothing) or `reach` (a link of the reach chain).
+    add: bool,
+    reach: Option<Reach>,
+    index: usize,
+    graph_var: Ident,
+    private: TokenStream,
+    input: TokenStream,
+}
+
+/// The state of the reach chain (see `check::Unreached`): the function
+/// nodes whose attributes are still to read, and the route targets of
+/// those read.
+struct Reach {
+    rest: Vec<usize>,
+    routes: Vec<Ident>,
+}
+
+impl Parse for GraphSide {
     fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
         let mode: Ident = input.parse()?;
         let index: LitInt = input.parse()?;
@@ -51,6 +67,40 @@ impl Parse for Callback {
         parenthesized!(private in input);
         let graph;
         braced!(graph in input);
+        let reach = if mode == "reach" {
+            let rest;
+            bracketed!(rest in input);
+            let routes;
+            bracketed!(routes in input);
+            let mut indices = Vec::new();
+            while !rest.is_empty() {
+                indices.push(rest.parse::<LitInt>()?.base10_parse()?);
+            }
+            let mut targets = Vec::new();
+            while !routes.is_empty() {
+                targets.push(routes.call(Ident::parse_any)?);
+            }
+            Some(Reach {
+                rest: indices,
+                routes: targets,
+            })
+        } else {
+            None
+        };
+        Ok(GraphSide {
+            add: mode == "add",
+            reach,
+            index: index.base10_parse()?,
+            graph_var: graph_var.parse()?,
+            private: private.parse()?,
+            input: graph.parse()?,
+        })
+    }
+}
+
+impl Parse for Callback {
+    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+        let side: GraphSide = input.parse()?;
         let site: LitStr = input.parse()?;
         let fn_name: Ident = input.parse()?;
         let valid: LitBool = input.parse()?;
@@ -58,11 +108,7 @@ impl Parse for Callback {
         let args;
         braced!(args in input);
         Ok(Callback {
-            add: mode == "add",
-            index: index.base10_parse()?,
-            graph_var: graph_var.parse()?,
-            private: private.parse()?,
-            input: graph.parse()?,
+            side,
             site,
             fn_name,
             valid: valid.value,
@@ -94,28 +140,14 @@ fn strip_keyword(input: &TokenStream, keyword: &str) -> Option<TokenStream> {
     }
 }
 
-/// `no_descriptor mode index (g) (p) { graph input }`: what graph!'s
+/// `no_descriptor` and the graph side of a descriptor call: what graph!'s
 /// fallback passes on when the path of node `index` has no descriptor
 /// macro, i.e. is not an `#[aegis]` function (see `expand::probe`).
-struct NoDescriptor {
-    index: usize,
-    input: TokenStream,
-}
+struct NoDescriptor(GraphSide);
 
 impl Parse for NoDescriptor {
     fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
-        // The mode, the graph's variable and the private path are for a
-        // node that is added; this one is not.
-        let _mode: Ident = input.parse()?;
-        let index: LitInt = input.parse()?;
-        let _graph_var: proc_macro2::TokenTree = input.parse()?;
-        let _private: proc_macro2::TokenTree = input.parse()?;
-        let graph;
-        braced!(graph in input);
-        Ok(NoDescriptor {
-            index: index.base10_parse()?,
-            input: graph.parse()?,
-        })
+        input.parse().map(NoDescriptor)
     }
 }
 
@@ -127,7 +159,12 @@ impl Parse for NoDescriptor {
 /// failed import's name is an error value that type checking skips. For
 /// a plain function the bound fails on the function's item type, with
 /// this message, at the path.
-fn expand_no_descriptor(call: &NoDescriptor) -> TokenStream {
+fn expand_no_descriptor(NoDescriptor(call): &NoDescriptor) -> TokenStream {
+    if call.reach.is_some() {
+        // The node's own descriptor call reported it; without its
+        // attribute, the chain cannot tell which nodes nothing leads to.
+        return TokenStream::new();
+    }
     let graph = match syn::parse2::<GraphInput>(call.input.clone()) {
         Ok(input) => check::check(input).graph,
         Err(e) => return e.to_compile_error(),
@@ -176,11 +213,14 @@ fn escape_braces(text: &str) -> String {
 fn expand_call(call: &Callback) -> TokenStream {
     // graph! parsed this input before it called the descriptor, and
     // reported its own errors: only the graph's names are wanted here.
-    let graph = match syn::parse2::<GraphInput>(call.input.clone()) {
+    let graph = match syn::parse2::<GraphInput>(call.side.input.clone()) {
         Ok(input) => check::check(input).graph,
         Err(e) => return e.to_compile_error(),
     };
-    let Some(node) = graph.nodes.get(call.index) else {
+    if let Some(reach) = &call.side.reach {
+        return expand_reach(call, reach, &graph);
+    }
+    let Some(node) = graph.nodes.get(call.side.index) else {
         return internal("node index");
     };
     let NodeKind::Fn(path) = &node.decl.kind else {
@@ -194,17 +234,66 @@ fn expand_call(call: &Callback) -> TokenStream {
     // it takes, cannot be added; after a mistake in the signature the
     // attribute has reported it, and the node is left out silently.
     let matches = check_deps(call, node, path, call.valid, &mut errors);
-    let add = (call.add && matches).then(|| {
+    let add = (call.side.add && matches).then(|| {
         add_fn_node(
             path,
             node.decl.deps.as_ref(),
             node.decl.worker.is_some(),
-            &call.graph_var,
-            &call.private,
+            &call.side.graph_var,
+            &call.side.private,
         )
     });
     let errors = errors.finish().err().map(|e| e.to_compile_error());
     quote!(#errors #add)
+}
+
+/// A link of the reach chain: adds the route target of this function's
+/// attribute, if it routes, to those read; then calls the next function's
+/// descriptor, or, after the last, reports each node nothing leads to.
+/// After a mistake in an attribute, reported by the attribute or by this
+/// graph's checks, the chain ends silently: what it would report could be
+/// that mistake's echo.
+fn expand_reach(call: &Callback, reach: &Reach, graph: &Graph) -> TokenStream {
+    if !call.valid {
+        return TokenStream::new();
+    }
+    let mut ignored = Errors::new();
+    let spec = policy::parse_and_validate(call.args.clone(), &mut ignored);
+    if !ignored.is_empty() {
+        return TokenStream::new();
+    }
+    let mut routes = reach.routes.clone();
+    if let Some(Handler::Route { to, .. }) = spec.on_error.map(|k| k.value) {
+        routes.push(to);
+    }
+    if let Some((&next, rest)) = reach.rest.split_first() {
+        let Some(NodeKind::Fn(path)) = graph.nodes.get(next).map(|n| &n.decl.kind) else {
+            return internal("next node");
+        };
+        return reach_call(
+            path,
+            next,
+            rest,
+            &routes,
+            &call.side.graph_var,
+            &call.side.private,
+            &call.side.input,
+        );
+    }
+    let routes: Vec<String> = routes.iter().map(name_of).collect();
+    let declared = |name: &String| graph.nodes.iter().any(|n| name_of(&n.decl.id) == *name);
+    if !routes.iter().all(declared) {
+        // A route to an undeclared node is reported by its function's
+        // check; the node it was meant for would be reported again here.
+        return TokenStream::new();
+    }
+    graph
+        .unreached
+        .nodes
+        .iter()
+        .filter(|id| !routes.contains(&name_of(id)))
+        .map(|id| check::unreached_error(id).to_compile_error())
+        .collect()
 }
 
 /// graph! and this callback come from one crate, so this does not happen.
@@ -578,6 +667,141 @@ mod tests {
         assert!(!out.contains("add_aegis_node"), "{out}");
         // Braces in the message are escaped for on_unimplemented.
         assert_eq!(escape_braces("dynamic { x }"), "dynamic {{ x }}");
+    }
+
+    /// A link of the reach chain, for node `index` of `graph`, as the
+    /// descriptor of `fn_name` with these attribute `args` calls it.
+    fn reach_link(
+        index: usize,
+        graph: &TokenStream,
+        rest: &[usize],
+        routes: &[&str],
+        (fn_name, valid): (&str, bool),
+        args: TokenStream,
+    ) -> String {
+        let index = proc_macro2::Literal::usize_unsuffixed(index);
+        let rest = rest
+            .iter()
+            .map(|&i| proc_macro2::Literal::usize_unsuffixed(i));
+        let routes = routes
+            .iter()
+            .map(|r| Ident::new(r, proc_macro2::Span::call_site()));
+        let fn_name = Ident::new(fn_name, proc_macro2::Span::call_site());
+        let site = crate_site();
+        expand(quote! {
+            reach #index (__aegis_graph) (::aegis::__private) { #graph } [#(#rest)*] [#(#routes)*]
+            #site #fn_name #valid false { #args }
+        })
+        .to_string()
+    }
+
+    #[test]
+    fn the_reach_chain_reads_every_attribute_then_reports_what_none_routes_to() {
+        let graph = quote! {
+            schema { failure: LastWrite }
+            nodes { plan, done, book, cancel }
+            edges { START -> plan -> book -> END; done -> END; cancel -> END; }
+        };
+        let checked = check::check(syn::parse2(graph.clone()).unwrap());
+        assert!(checked.errors.is_empty());
+        let unreached = &checked.graph.unreached;
+        assert_eq!(
+            unreached.nodes.iter().map(name_of).collect::<Vec<_>>(),
+            ["done", "cancel"]
+        );
+        assert_eq!(unreached.attributes, [0, 1, 2, 3]);
+
+        // A link with attributes still to read calls the next descriptor,
+        // with the route targets read so far.
+        let out = reach_link(
+            2,
+            &graph,
+            &[3],
+            &[],
+            ("book", true),
+            quote!(on_error(route = cancel, error_field = failure)),
+        );
+        assert!(out.contains("use cancel as __aegis_descriptor_3"), "{out}");
+        assert!(out.contains("reach 3 (__aegis_graph)"), "{out}");
+        assert!(out.contains("[] [cancel]"), "{out}");
+        assert_eq!(errors(&out), 0, "{out}");
+
+        // The last reports the nodes no route leads to, at their names.
+        let out = reach_link(3, &graph, &[], &["cancel"], ("cancel", true), quote!());
+        assert_eq!(errors(&out), 1, "{out}");
+        assert!(
+            out.contains("`done` has no edge into it, so it would never run: add an edge to it in `edges { .. }`, or, if a node reaches it with `Directive::goto`, list it in `dynamic { done }`"),
+            "{out}"
+        );
+
+        // After a broken attribute, or a route to an undeclared node, it
+        // says nothing: what it would say could be that mistake's echo.
+        let out = reach_link(3, &graph, &[], &["cancel"], ("cancel", false), quote!());
+        assert_eq!(out, "");
+        let out = reach_link(3, &graph, &[], &["dnoe"], ("cancel", true), quote!());
+        assert_eq!(out, "");
+        // So does the fallback, for a node that is no #[aegis] function:
+        // its own descriptor call reported it.
+        let out = expand(quote! {
+            no_descriptor reach 1 (__aegis_graph) (::aegis::__private) { #graph } [2 3] []
+        })
+        .to_string();
+        assert_eq!(out, "");
+    }
+
+    #[test]
+    fn graph_reports_what_nothing_leads_to_when_no_attribute_could() {
+        let unreached = |graph: TokenStream| {
+            let checked = check::check(syn::parse2(graph).unwrap());
+            let messages: Vec<String> = checked
+                .errors
+                .finish()
+                .err()
+                .into_iter()
+                .flatten()
+                .map(|e| e.to_string())
+                .collect();
+            (messages, checked.graph.unreached)
+        };
+        // No function, or one whose Aegis graph! gives: graph! knows.
+        let (messages, _) = unreached(quote! {
+            schema { failure: LastWrite }
+            nodes {
+                #[aegis(on_error(route = rescue, error_field = failure))] step,
+                rescue = node(spec()),
+                lost = paladin(p(), "x" -> failure),
+            }
+            edges { START -> step -> END; rescue -> END; lost -> END; }
+        });
+        // A `node(..)` may be a Gate, whose targets graph! cannot read.
+        assert!(messages.is_empty(), "{messages:?}");
+        let (messages, rest) = unreached(quote! {
+            schema { failure: LastWrite }
+            nodes {
+                #[aegis(on_error(route = rescue, error_field = failure))] step,
+                #[aegis] rescue,
+                lost = paladin(p(), "x" -> failure),
+                worker score = paladin(p(), "{task.key}" -> failure),
+                picked = paladin(p(), "x" -> failure),
+                jumped = paladin(p(), "x" -> failure),
+            }
+            default_aegis { timeout(run = "1s") }
+            edges { START -> step -> END; step ?> "pick" -> [picked]; rescue -> END; lost -> END; }
+            dynamic { jumped }
+        });
+        assert_eq!(messages.len(), 1, "{messages:?}");
+        assert!(
+            messages[0].starts_with("`lost` has no edge into it"),
+            "{messages:?}"
+        );
+        assert!(rest.attributes.is_empty());
+        // A graph with a mistake of its own is not checked for them.
+        let (messages, rest) = unreached(quote! {
+            nodes { a, b }
+            edges { START -> a -> bb; b -> END; }
+        });
+        assert_eq!(messages.len(), 1, "{messages:?}");
+        assert!(rest.nodes.is_empty());
     }
 
     #[test]
