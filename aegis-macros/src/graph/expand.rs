@@ -3,6 +3,8 @@
 //! function is added through its descriptor macro, which first checks its
 //! attribute against this graph (see `node_fn`).
 
+use std::hash::{DefaultHasher, Hash, Hasher};
+
 use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
@@ -73,7 +75,7 @@ pub(crate) fn expand(graph: &Graph, input: &TokenStream) -> TokenStream {
         quote!(#g.declare_muster(#from, #worker);)
     });
 
-    let fallback = fallback(graph);
+    let fallback = fallback(graph, input);
     let reach = reach_chain(graph, &g, &p, input);
 
     quote! {
@@ -111,7 +113,7 @@ pub(crate) fn fn_node_checks(graph: &Graph, input: &TokenStream) -> TokenStream 
             _ => None,
         })
         .collect();
-    let fallback = fallback(graph);
+    let fallback = fallback(graph, input);
     quote!(#fallback #checks)
 }
 
@@ -127,7 +129,13 @@ fn descriptor_call(
 ) -> TokenStream {
     let mode = syn::Ident::new(mode, Span::call_site());
     let literal = proc_macro2::Literal::usize_unsuffixed(index);
-    probe(path, index, p, &quote!(#mode #literal (#g) (#p) { #input }))
+    probe(
+        path,
+        index,
+        p,
+        input,
+        &quote!(#mode #literal (#g) (#p) { #input }),
+    )
 }
 
 /// The first link of the reach chain (see `check::Unreached`), if the
@@ -168,6 +176,7 @@ pub(crate) fn reach_call(
         path,
         index,
         p,
+        input,
         &quote!(reach #literal (#g) (#p) { #input } [#(#rest)*] [#(#routes)*]),
     )
 }
@@ -191,10 +200,11 @@ pub(crate) fn reach_call(
 /// block's name; and the call is in a block of its own, as an import of a
 /// one-segment path waits for every macro call beside it (which could
 /// define the name).
-pub(crate) fn probe(
+fn probe(
     path: &syn::Path,
     index: usize,
     p: &TokenStream,
+    input: &TokenStream,
     args: &TokenStream,
 ) -> TokenStream {
     // At the path, so that rustc's error for a path that names nothing is
@@ -206,7 +216,7 @@ pub(crate) fn probe(
     let Some(last) = path.segments.last().map(|s| &s.ident) else {
         return TokenStream::new();
     };
-    let alias = descriptor_alias(index, anchor);
+    let alias = descriptor_alias(index, input, anchor);
     quote_spanned! {anchor=>
         {
             #[allow(unused_imports)]
@@ -222,9 +232,39 @@ pub(crate) fn probe(
     }
 }
 
-/// The name node `index`'s path is imported under, and the fallback's.
-pub(crate) fn descriptor_alias(index: usize, span: Span) -> syn::Ident {
-    format_ident!("__aegis_descriptor_{index}", span = span)
+/// The name node `index` of the graph! whose input is `input` is imported
+/// under, and the fallback's. The input's digest tells a graph! nested in
+/// another's (a Battalion's child, say) from its parent: an alias of the
+/// inner graph! equal to one of the outer would make a plain function in
+/// the inner graph an ambiguity error rather than ours.
+pub(crate) fn descriptor_alias(index: usize, input: &TokenStream, span: Span) -> syn::Ident {
+    format_ident!(
+        "__aegis_descriptor_{:08x}_{index}",
+        digest(input) & 0xffff_ffff,
+        span = span
+    )
+}
+
+/// A digest of the tokens' text, blind to spacing and spans: equal for
+/// graph!'s input and for the copy the descriptor hands back.
+fn digest(input: &TokenStream) -> u64 {
+    fn feed(tokens: TokenStream, hasher: &mut DefaultHasher) {
+        for tt in tokens {
+            match tt {
+                proc_macro2::TokenTree::Group(g) => {
+                    format!("{:?}", g.delimiter()).hash(hasher);
+                    feed(g.stream(), hasher);
+                    "end".hash(hasher);
+                }
+                proc_macro2::TokenTree::Ident(i) => i.to_string().hash(hasher),
+                proc_macro2::TokenTree::Punct(p) => p.as_char().hash(hasher),
+                proc_macro2::TokenTree::Literal(l) => l.to_string().hash(hasher),
+            }
+        }
+    }
+    let mut hasher = DefaultHasher::new();
+    feed(input.clone(), &mut hasher);
+    hasher.finish()
 }
 
 /// The fallback [`probe`] relies on, and its glob import: a module whose
@@ -233,13 +273,13 @@ pub(crate) fn descriptor_alias(index: usize, span: Span) -> syn::Ident {
 /// `macro_rules!`, not a path into the runtime, so the module needs no
 /// path to `aegis` (a `crate = ".."` path may be relative to graph!'s
 /// module). Nothing when no node names a function.
-fn fallback(graph: &Graph) -> Option<TokenStream> {
+fn fallback(graph: &Graph, input: &TokenStream) -> Option<TokenStream> {
     let aliases: Vec<_> = graph
         .nodes
         .iter()
         .enumerate()
         .filter(|(_, n)| has_descriptor_call(n))
-        .map(|(i, _)| descriptor_alias(i, Span::call_site()))
+        .map(|(i, _)| descriptor_alias(i, input, Span::call_site()))
         .collect();
     if aliases.is_empty() {
         return None;
@@ -401,5 +441,30 @@ fn edge(edge: &EdgeStmt, g: &syn::Ident, p: &TokenStream) -> TokenStream {
             let targets = targets.iter().map(|t| endpoint(t, p));
             quote!(#g.add_conditional_edges(#from, #evaluator, [#(#targets),*]);)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aliases_tell_graphs_apart_but_not_spacing() {
+        let graph = quote!(nodes { book } edges { START -> book -> END });
+        let respaced: TokenStream = "nodes{book}edges{START->book->END}".parse().unwrap();
+        let span = Span::call_site();
+        assert_eq!(
+            descriptor_alias(0, &graph, span),
+            descriptor_alias(0, &respaced, span)
+        );
+        assert_ne!(
+            descriptor_alias(0, &graph, span),
+            descriptor_alias(1, &graph, span)
+        );
+        let other = quote!(nodes { book } edges { START -> book; book -> END });
+        assert_ne!(
+            descriptor_alias(0, &graph, span),
+            descriptor_alias(0, &other, span)
+        );
     }
 }

@@ -187,7 +187,7 @@ fn expand_no_descriptor(NoDescriptor(call): &NoDescriptor) -> TokenStream {
         "graph! makes a node of a function through its #[aegis]; any other node is declared by kind: `{id} = node(<NodeSpec>)`, `paladin(..)`, `battalion(..)` or `gate(..)`"
     ));
     // The failed bound is reported at the argument: the function's name.
-    let value = super::expand::descriptor_alias(call.index, last.ident.span());
+    let value = super::expand::descriptor_alias(call.index, &call.input, last.ident.span());
     let check = quote::quote_spanned!(last.ident.span()=> AegisFunction::check(&#value));
     quote! {
         #[diagnostic::on_unimplemented(
@@ -409,6 +409,7 @@ fn check_attribute(
 
 #[cfg(test)]
 mod tests {
+    use super::super::expand::descriptor_alias;
     use super::*;
 
     /// The callback's expansion for node `index` of `graph`, as the
@@ -645,13 +646,15 @@ mod tests {
     #[test]
     fn a_path_without_a_descriptor_is_reported_at_the_path() {
         // What graph!'s fallback passes on for node 1, `nodes::refund`.
+        let graph = quote! {
+            nodes { book, undo = nodes::refund }
+            edges { START -> book -> undo -> END }
+        };
         let out = expand(quote! {
-            no_descriptor add 1 (__aegis_graph) (::aegis::__private) {
-                nodes { book, undo = nodes::refund }
-                edges { START -> book -> undo -> END }
-            }
+            no_descriptor add 1 (__aegis_graph) (::aegis::__private) { #graph }
         })
         .to_string();
+        let alias = descriptor_alias(1, &graph, proc_macro2::Span::call_site());
         assert!(
             out.contains("`refund` has no `#[aegis]`: add `#[aegis]` above `fn refund`, or declare the node with its `NodeSpec`: `undo = node(..)`"),
             "{out}"
@@ -660,7 +663,7 @@ mod tests {
         // path naming nothing is left to rustc's unresolved import.
         assert!(out.contains("on_unimplemented"), "{out}");
         assert!(
-            out.contains("AegisFunction :: check (& __aegis_descriptor_1)"),
+            out.contains(&format!("AegisFunction :: check (& {alias})")),
             "{out}"
         );
         assert!(!out.contains("compile_error"), "{out}");
@@ -721,7 +724,8 @@ mod tests {
             ("book", true),
             quote!(on_error(route = cancel, error_field = failure)),
         );
-        assert!(out.contains("use cancel as __aegis_descriptor_3"), "{out}");
+        let alias = descriptor_alias(3, &graph, proc_macro2::Span::call_site());
+        assert!(out.contains(&format!("use cancel as {alias}")), "{out}");
         assert!(out.contains("reach 3 (__aegis_graph)"), "{out}");
         assert!(out.contains("[] [cancel]"), "{out}");
         assert_eq!(errors(&out), 0, "{out}");
