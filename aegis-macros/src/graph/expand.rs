@@ -188,8 +188,8 @@ pub(crate) fn reach_call(
 /// "cannot find macro".
 ///
 /// The path is imported as written, then under the node's alias, in a
-/// block of its own inside graph!'s block, which glob-imports the fallback under every
-/// alias: the nearer import wins, namespace by namespace. So the alias is
+/// block of its own inside graph!'s block, which glob-imports the fallback
+/// under every alias: the nearer import wins, namespace by namespace. So the alias is
 /// the function's descriptor when it has one, and the fallback when the
 /// path names a plain function (which has nothing in the macro namespace)
 /// or nothing (then rustc reports the import of the path as written, and
@@ -207,15 +207,12 @@ fn probe(
     input: &TokenStream,
     args: &TokenStream,
 ) -> TokenStream {
-    // At the path, so that rustc's error for a path that names nothing is
-    // at the node.
-    let anchor = path
-        .segments
-        .last()
-        .map_or_else(|| path.span(), |s| s.ident.span());
     let Some(last) = path.segments.last().map(|s| &s.ident) else {
         return TokenStream::new();
     };
+    // At the function's name, so that rustc's error for a path that names
+    // nothing is at the node.
+    let anchor = last.span();
     let alias = descriptor_alias(index, input, anchor);
     quote_spanned! {anchor=>
         {
@@ -302,21 +299,15 @@ fn fallback(graph: &Graph, input: &TokenStream) -> Option<TokenStream> {
     })
 }
 
-/// Whether graph! calls node `n`'s descriptor: it names a function, which
-/// can have one, under a name that is not reserved (that is reported
-/// already).
+/// Whether graph! calls node `n`'s descriptor: it names a function under
+/// a name that is not reserved (that is reported already) nor a standard
+/// macro's (`#[aegis]` refused that name and gave it no descriptor, and
+/// the standard macro must not be called).
 fn has_descriptor_call(n: &Node) -> bool {
     match &n.decl.kind {
-        NodeKind::Fn(path) => !has_no_descriptor(path) && !is_reserved(&id_of(&n.decl.id)),
+        NodeKind::Fn(path) => !names_a_std_macro(path) && !is_reserved(&id_of(&n.decl.id)),
         _ => false,
     }
-}
-
-/// Whether `path` names a function `#[aegis]` gives no descriptor: the
-/// attribute has reported its name, and the same-named standard macro
-/// must not be called.
-fn has_no_descriptor(path: &syn::Path) -> bool {
-    names_a_std_macro(path)
 }
 
 /// Adds the `#[aegis]` function at `path` as a node (or worker template),
@@ -359,7 +350,7 @@ fn add_node(
 ) -> TokenStream {
     let id = id_of(&node.decl.id);
     let spec = match &node.decl.kind {
-        NodeKind::Fn(path) if has_no_descriptor(path) => {
+        NodeKind::Fn(path) if names_a_std_macro(path) => {
             return add_fn_node(
                 path,
                 node.decl.deps.as_ref(),

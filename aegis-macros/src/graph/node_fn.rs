@@ -266,6 +266,11 @@ fn expand_reach(call: &Callback, reach: &Reach, graph: &Graph) -> TokenStream {
     if let Some(Handler::Route { to, .. }) = spec.on_error.map(|k| k.value) {
         routes.push(to);
     }
+    let routed = |id: &Ident| routes.iter().any(|r| name_of(r) == name_of(id));
+    if graph.unreached.nodes.iter().all(routed) {
+        // Every node is led to: the attributes left need not be read.
+        return TokenStream::new();
+    }
     if let Some((&next, rest)) = reach.rest.split_first() {
         let Some(NodeKind::Fn(path)) = graph.nodes.get(next).map(|n| &n.decl.kind) else {
             return internal("next node");
@@ -280,8 +285,12 @@ fn expand_reach(call: &Callback, reach: &Reach, graph: &Graph) -> TokenStream {
             &call.side.input,
         );
     }
-    let routes: Vec<String> = routes.iter().map(name_of).collect();
-    let declared = |name: &String| graph.nodes.iter().any(|n| name_of(&n.decl.id) == *name);
+    let declared = |route: &Ident| {
+        graph
+            .nodes
+            .iter()
+            .any(|n| name_of(&n.decl.id) == name_of(route))
+    };
     if !routes.iter().all(declared) {
         // A route to an undeclared node is reported by its function's
         // check; the node it was meant for would be reported again here.
@@ -291,7 +300,7 @@ fn expand_reach(call: &Callback, reach: &Reach, graph: &Graph) -> TokenStream {
         .unreached
         .nodes
         .iter()
-        .filter(|id| !routes.contains(&name_of(id)))
+        .filter(|id| !routed(id))
         .map(|id| check::unreached_error(id).to_compile_error())
         .collect()
 }
@@ -729,6 +738,17 @@ mod tests {
         assert!(out.contains("reach 3 (__aegis_graph)"), "{out}");
         assert!(out.contains("[] [cancel]"), "{out}");
         assert_eq!(errors(&out), 0, "{out}");
+
+        // Once every node is routed to, the rest need not be read.
+        let out = reach_link(
+            2,
+            &graph,
+            &[3],
+            &["done"],
+            ("book", true),
+            quote!(on_error(route = cancel, error_field = failure)),
+        );
+        assert_eq!(out, "");
 
         // The last reports the nodes no route leads to, at their names.
         let out = reach_link(3, &graph, &[], &["cancel"], ("cancel", true), quote!());
