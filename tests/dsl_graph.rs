@@ -295,6 +295,69 @@ async fn a_graph_macro_graph_runs_on_the_engine() {
     assert_eq!(started.elapsed(), Duration::from_secs(1));
 }
 
+#[aegis]
+async fn jump(_: &Battlefield, _: &NodeContext) -> Result<Directive, StateNodeError> {
+    Ok(Directive::goto(StateDelta::new(), "side"))
+}
+
+#[aegis]
+async fn step(_: &Battlefield, _: &NodeContext) -> Result<StateDelta, StateNodeError> {
+    let mut delta = StateDelta::new();
+    delta.set("log", "step")?;
+    Ok(delta)
+}
+
+#[aegis]
+async fn side(_: &Battlefield, _: &NodeContext) -> Result<StateDelta, StateNodeError> {
+    let mut delta = StateDelta::new();
+    delta.set("log", "side")?;
+    Ok(delta)
+}
+
+/// `side` has an edge into it, from `step`, so graph! takes the graph; the
+/// goto to it from `jump`, which has none, fails the run, and the error
+/// names graph!'s fix. With the fix, the goto replaces `jump`'s edges.
+#[tokio::test]
+async fn a_goto_to_a_node_without_an_edge_from_it_names_dynamic() {
+    let engine = WarEngine::new(
+        Arc::new(UnconfiguredPaladinPort),
+        Arc::new(InMemoryWaypointStore::new()),
+    );
+    let unmarked = graph! {
+        schema { log: Append = [] }
+        nodes { jump, step, side }
+        edges { START -> jump -> step -> side -> END }
+    };
+    let err = engine
+        .start(&unmarked, "unmarked", json!({}))
+        .await
+        .unwrap()
+        .into_result()
+        .unwrap_err();
+    assert!(
+        matches!(err, EngineError::InvalidGoto { ref node, ref target } if node.as_str() == "jump" && target.as_str() == "side"),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string().contains("`dynamic { side }` in graph!"),
+        "{err}"
+    );
+
+    let marked = graph! {
+        schema { log: Append = [] }
+        nodes { jump, step, side }
+        edges { START -> jump -> step -> side -> END }
+        dynamic { side }
+    };
+    let state = engine
+        .start(&marked, "marked", json!({}))
+        .await
+        .unwrap()
+        .into_result()
+        .unwrap();
+    assert_eq!(state.get("log"), Some(&json!(["side"])));
+}
+
 mod from_another_crate {
     use super::*;
     // The node functions of another crate, imported as a user would.

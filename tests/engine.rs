@@ -267,9 +267,19 @@ async fn goto_must_target_a_successor_or_a_dynamic_target() {
         g
     };
     let out = engine().start(&build(false), "t", json!({})).await.unwrap();
+    let err = out.into_result().unwrap_err();
     assert!(
-        matches!(out.into_result(), Err(EngineError::InvalidGoto { ref target, .. }) if target.as_str() == "side")
+        matches!(err, EngineError::InvalidGoto { ref target, .. } if target.as_str() == "side")
     );
+    // The message names the fix, in both ways of declaring a graph.
+    let text = err.to_string();
+    for needle in [
+        "node `jump` returned Goto(`side`)",
+        "`dynamic { side }` in graph!",
+        "`WarGraph::mark_dynamic_target(\"side\")`",
+    ] {
+        assert!(text.contains(needle), "{needle} missing from {text}");
+    }
     let state = run_to_state(&engine(), &build(true), "t", json!({})).await;
     // Goto replaces the static successors: `main` never ran.
     assert_eq!(state.get("path"), Some(&json!(["side"])));
@@ -645,11 +655,23 @@ fn validate_lists_every_offender_of_every_kind() {
         .add_node("island2", write("a", json!(1)))
         .add_edge(START, "x")
         .add_edge("x", END);
-    match g.validate().unwrap_err() {
+    let err = g.validate().unwrap_err();
+    match &err {
         EngineError::UnreachableNodes { nodes } => {
-            assert_eq!(nodes, [NodeId::new("island"), NodeId::new("island2")]);
+            assert_eq!(nodes, &[NodeId::new("island"), NodeId::new("island2")]);
         }
         other => panic!("unexpected {other:?}"),
+    }
+    // A node only a goto reaches is unreachable until it is marked: the
+    // message says how, in graph! and on a builder.
+    let text = err.to_string();
+    for needle in [
+        "nodes unreachable from START: `island`, `island2`",
+        "`Directive::goto`",
+        "`dynamic { .. }` in graph!",
+        "`WarGraph::mark_dynamic_target`",
+    ] {
+        assert!(text.contains(needle), "{needle} missing from {text}");
     }
 }
 

@@ -87,6 +87,30 @@ pub(crate) fn closest<'a>(
         .map(|(_, c)| c)
 }
 
+/// `" (did you mean `x`?)"` for an edge endpoint: the closest of the
+/// declared `nodes` and of `virtuals` (`START`, `END`, where the edge can
+/// take them), or nothing. The virtual nodes are matched whatever the case
+/// (`end`, `Start` and `ENDD` all mean them), a node only as declared; a
+/// node closer than `START`/`END` wins.
+pub(crate) fn did_you_mean_endpoint<'a>(
+    name: &str,
+    nodes: impl IntoIterator<Item = &'a str>,
+    virtuals: &[&'a str],
+) -> String {
+    let upper = name.to_ascii_uppercase();
+    nodes
+        .into_iter()
+        .map(|c| (strsim::jaro_winkler(name, c), c))
+        .chain(
+            virtuals
+                .iter()
+                .map(|v| (strsim::jaro_winkler(&upper, v), *v)),
+        )
+        .filter(|(score, _)| *score > 0.8)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map_or_else(String::new, |(_, c)| format!(" (did you mean `{c}`?)"))
+}
+
 /// `" (did you mean `x`?)"`, or nothing.
 pub(crate) fn did_you_mean<'a>(
     name: &str,
@@ -117,5 +141,38 @@ mod tests {
         assert_eq!(did_you_mean("q", ["book"]), "");
         let raw: Ident = syn::parse_str("r#type").unwrap();
         assert_eq!(name_of(&raw), "type");
+    }
+
+    #[test]
+    fn suggests_start_and_end_whatever_the_case() {
+        let mean = |name, nodes: &[&'static str], virtuals: &[&'static str]| {
+            did_you_mean_endpoint(name, nodes.iter().copied(), virtuals)
+        };
+        for typo in ["ENDD", "end", "End", "ENd", "EN"] {
+            assert_eq!(
+                mean(typo, &["book"], &["END"]),
+                " (did you mean `END`?)",
+                "{typo}"
+            );
+        }
+        for typo in ["STRAT", "Start", "start", "STAR"] {
+            assert_eq!(
+                mean(typo, &["book"], &["START"]),
+                " (did you mean `START`?)",
+                "{typo}"
+            );
+        }
+        // Only where the edge can take them.
+        assert_eq!(mean("ENDD", &["book"], &[]), "");
+        // A declared node closer than END wins.
+        assert_eq!(
+            mean("sendd", &["send"], &["END"]),
+            " (did you mean `send`?)"
+        );
+        assert_eq!(
+            mean("canel", &["cancel"], &["START", "END"]),
+            " (did you mean `cancel`?)"
+        );
+        assert_eq!(mean("zzz", &["book"], &["START", "END"]), "");
     }
 }

@@ -31,3 +31,9 @@ pub async fn cancel(_: &Battlefield, _: &NodeContext) -> Result<StateDelta, Stat
 pub async fn charge(_: &Battlefield, _: &NodeContext) -> Result<StateDelta, StateNodeError> {
     Ok(StateDelta::new())
 }
+
+/// A plain `async fn`, without `#[aegis]`: graph! naming it is an error
+/// (`ui-tests/fail/graph_not_an_aegis_function_elsewhere.rs`).
+pub async fn plain(_: &Battlefield, _: &NodeContext) -> Result<StateDelta, StateNodeError> {
+    Ok(StateDelta::new())
+}

@@ -11,7 +11,9 @@ use super::parse::{
     parse_edge, parse_field, parse_items, parse_muster, parse_node,
 };
 use crate::errors::Errors;
-use crate::names::{RESERVED_IDS, did_you_mean, field_name_problem, name_of};
+use crate::names::{
+    RESERVED_IDS, STD_MACROS, did_you_mean, did_you_mean_endpoint, field_name_problem, name_of,
+};
 use crate::policy::{self, AegisSpec, CacheKey, Handler};
 use crate::template::template_fields;
 
@@ -31,6 +33,9 @@ pub(crate) struct Graph {
     pub(crate) edges: Vec<EdgeStmt>,
     pub(crate) dynamic: Vec<Ident>,
     pub(crate) musters: Vec<MusterDecl>,
+    /// What is left of the check for nodes nothing leads to (see
+    /// [`Unreached`]) once graph!'s own tokens are read.
+    pub(crate) unreached: Unreached,
     /// Whether every field (node) parsed; see [`Scope`].
     fields_complete: bool,
     nodes_complete: bool,
@@ -155,6 +160,19 @@ impl<'a> Scope<'a> {
 
     /// Reports `id` unless it is a declared node.
     fn require_node(&self, id: &Ident, what: &str, site: Site<'_>, errors: &mut Errors) -> bool {
+        self.require_endpoint(id, what, &[], site, errors)
+    }
+
+    /// Reports `id` unless it is a declared node; the suggestion weighs
+    /// the `virtuals` (`START`, `END`) this place can take too.
+    fn require_endpoint(
+        &self,
+        id: &Ident,
+        what: &str,
+        virtuals: &[&str],
+        site: Site<'_>,
+        errors: &mut Errors,
+    ) -> bool {
         let name = name_of(id);
         let known = self.nodes.contains_key(&name);
         if !known && self.nodes_complete {
@@ -163,7 +181,7 @@ impl<'a> Scope<'a> {
                 format!(
                     "{what} `{name}`{} is not a node of this graph: declare it in `nodes {{ .. }}`{}",
                     site.of(),
-                    did_you_mean(&name, self.node_names())
+                    did_you_mean_endpoint(&name, self.node_names(), virtuals)
                 ),
             );
         }
@@ -300,6 +318,18 @@ pub(crate) fn check(input: GraphInput) -> Checked {
     check_musters(&musters, &scope, &mut errors);
 
     drop(scope);
+    // On a graph with mistakes of its own, a node nothing leads to is as
+    // likely an echo of one (an edge to a misspelt name) as a mistake.
+    let unreached = if errors.is_empty() {
+        unreached(&decls, &owns, default_aegis.as_ref(), &edges, &dynamic)
+    } else {
+        Unreached::default()
+    };
+    if unreached.attributes.is_empty() {
+        for id in &unreached.nodes {
+            errors.push(unreached_error(id));
+        }
+    }
     let graph = Graph {
         krate: input.krate,
         limits: input.limits,
@@ -313,10 +343,110 @@ pub(crate) fn check(input: GraphInput) -> Checked {
         edges,
         dynamic,
         musters,
+        unreached,
         fields_complete,
         nodes_complete,
     };
     Checked { graph, errors }
+}
+
+/// The nodes of a graph that nothing visible in graph! leads to, and the
+/// functions whose attributes could still: an edge, a route, a `dynamic`
+/// mark or a muster (of a worker template) makes a node reachable, and
+/// an `#[aegis]` function's attribute may route to one. graph! sees that
+/// attribute only through the function's descriptor, so with `nodes`
+/// left and `attributes` to read, the descriptors of `attributes` are
+/// called in a chain (`graph::node_fn`), the last link reporting the
+/// nodes none routes to.
+#[derive(Default)]
+pub(crate) struct Unreached {
+    /// The nodes no edge, route or `dynamic` mark in graph! leads to.
+    pub(crate) nodes: Vec<Ident>,
+    /// The indices of the function nodes whose own attribute is their
+    /// Aegis (graph! gives them none), which may route to `nodes`.
+    pub(crate) attributes: Vec<usize>,
+}
+
+/// How many attributes the chain may read: each is two nested macro
+/// expansions, and rustc's default recursion limit is 128. A graph with
+/// more leaves the check to `WarGraph::validate`.
+const MAX_ATTRIBUTES_READ: usize = 32;
+
+/// The nodes nothing in graph! leads to; see [`Unreached`].
+fn unreached(
+    decls: &[NodeDecl],
+    owns: &[Option<AegisSpec>],
+    default_aegis: Option<&AegisSpec>,
+    edges: &[EdgeStmt],
+    dynamic: &[Ident],
+) -> Unreached {
+    // A Gate's approve and reject targets are in its `NodeSpec`, an
+    // expression graph! cannot read; `node(..)` may hold a Gate too.
+    if decls
+        .iter()
+        .any(|d| matches!(d.kind, NodeKind::Gate(_) | NodeKind::Spec(_)))
+    {
+        return Unreached::default();
+    }
+    let route_of = |spec: &AegisSpec| match spec.on_error.as_ref().map(|k| &k.value) {
+        Some(Handler::Route { to, .. }) => Some(name_of(to)),
+        _ => None,
+    };
+    let mut led_to: Vec<String> = dynamic.iter().map(name_of).collect();
+    for edge in edges {
+        match edge {
+            EdgeStmt::Chain(groups) => {
+                led_to.extend(groups.iter().skip(1).flatten().map(name_of));
+            }
+            EdgeStmt::Conditional { targets, .. } => led_to.extend(targets.iter().map(name_of)),
+        }
+    }
+    led_to.extend(
+        owns.iter()
+            .flatten()
+            .chain(default_aegis)
+            .filter_map(route_of),
+    );
+    let nodes: Vec<Ident> = decls
+        .iter()
+        .filter(|d| d.worker.is_none() && !led_to.contains(&name_of(&d.id)))
+        .map(|d| d.id.clone())
+        .collect();
+    if nodes.is_empty() {
+        return Unreached::default();
+    }
+    let attributes: Vec<usize> = decls
+        .iter()
+        .zip(owns)
+        .enumerate()
+        .filter(|(_, (d, own))| {
+            own.is_none() && matches!(&d.kind, NodeKind::Fn(path) if !names_a_std_macro(path))
+        })
+        .map(|(i, _)| i)
+        .collect();
+    if attributes.len() > MAX_ATTRIBUTES_READ {
+        return Unreached::default();
+    }
+    Unreached { nodes, attributes }
+}
+
+/// Whether `path` ends in a standard macro's name: `#[aegis]` refuses
+/// such a function and gives it no descriptor (see `names::STD_MACROS`).
+pub(crate) fn names_a_std_macro(path: &syn::Path) -> bool {
+    path.segments
+        .last()
+        .is_some_and(|s| STD_MACROS.contains(&name_of(&s.ident).as_str()))
+}
+
+/// The error for a node nothing leads to, at its declaration.
+pub(crate) fn unreached_error(id: &Ident) -> syn::Error {
+    let name = name_of(id);
+    syn::Error::new(
+        id.span(),
+        format!(
+            "`{name}` has no edge into it, so it would never run: add an edge to it in `edges {{ .. }}`, or, if a node reaches it with `Directive::goto`, list it in `dynamic {{ {name} }}`"
+        ),
+    )
 }
 
 fn reject_attribute_only_keys(spec: &AegisSpec, place: &str, errors: &mut Errors) {
@@ -616,7 +746,20 @@ fn check_edges(
                                 );
                             }
                         } else {
-                            scope.require_node(id, "edge endpoint", Site::Graph, errors);
+                            // Where the chain can take START or END, a
+                            // near miss of it is suggested.
+                            let virtuals: &[&str] = match (i == 0, i == last) {
+                                (true, _) => &["START"],
+                                (_, true) => &["END"],
+                                _ => &[],
+                            };
+                            scope.require_endpoint(
+                                id,
+                                "edge endpoint",
+                                virtuals,
+                                Site::Graph,
+                                errors,
+                            );
                         }
                     }
                 }
@@ -644,7 +787,7 @@ fn check_edges(
                     if to == "START" {
                         errors.error(to.span(), START_IS_NO_TARGET);
                     } else if to != "END" {
-                        scope.require_node(to, "edge endpoint", Site::Graph, errors);
+                        scope.require_endpoint(to, "edge endpoint", &["END"], Site::Graph, errors);
                     }
                 }
             }

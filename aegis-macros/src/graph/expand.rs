@@ -3,14 +3,15 @@
 //! function is added through its descriptor macro, which first checks its
 //! attribute against this graph (see `node_fn`).
 
+use std::hash::{DefaultHasher, Hash, Hasher};
+
 use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
 
-use super::check::{Graph, Node, is_reserved};
+use super::check::{Graph, Node, is_reserved, names_a_std_macro};
 use super::parse::{EdgeStmt, NodeKind, Rule, id_of};
 use crate::attr::private_path;
-use crate::names::STD_MACROS;
 use crate::policy::aegis_expr;
 
 /// The expansion of a graph that passed every check of its own: `input`
@@ -74,8 +75,12 @@ pub(crate) fn expand(graph: &Graph, input: &TokenStream) -> TokenStream {
         quote!(#g.declare_muster(#from, #worker);)
     });
 
+    let fallback = fallback(graph, input);
+    let reach = reach_chain(graph, &g, &p, input);
+
     quote! {
         {
+            #fallback
             let mut #g = #p::WarGraph::new(
                 #p::BattlefieldSchema::new(::std::vec![#(#fields),*]),
                 #limits,
@@ -86,6 +91,7 @@ pub(crate) fn expand(graph: &Graph, input: &TokenStream) -> TokenStream {
             #(#edges)*
             #(#dynamic)*
             #(#musters)*
+            #reach
             #g
         }
     }
@@ -96,24 +102,23 @@ pub(crate) fn expand(graph: &Graph, input: &TokenStream) -> TokenStream {
 pub(crate) fn fn_node_checks(graph: &Graph, input: &TokenStream) -> TokenStream {
     let p = private_path(graph.krate.as_ref());
     let g = format_ident!("__aegis_graph", span = Span::mixed_site());
-    graph
+    let checks: TokenStream = graph
         .nodes
         .iter()
         .enumerate()
         .filter_map(|(i, n)| match &n.decl.kind {
-            // A reserved name is reported already, and is no function.
-            NodeKind::Fn(path) if !has_no_descriptor(path) && !is_reserved(&id_of(&n.decl.id)) => {
+            NodeKind::Fn(path) if has_descriptor_call(n) => {
                 Some(descriptor_call(path, "check", i, &g, &p, input))
             }
             _ => None,
         })
-        .collect()
+        .collect();
+    let fallback = fallback(graph, input);
+    quote!(#fallback #checks)
 }
 
 /// `path! { [callback] mode index (g) (p) { input } }`: the function's
 /// descriptor calls `__graph_node!` with these and the attribute's tokens.
-/// A path that is no `#[aegis]` function fails here, once: "cannot find
-/// macro `book`".
 fn descriptor_call(
     path: &syn::Path,
     mode: &str,
@@ -123,19 +128,186 @@ fn descriptor_call(
     input: &TokenStream,
 ) -> TokenStream {
     let mode = syn::Ident::new(mode, Span::call_site());
-    let index = proc_macro2::Literal::usize_unsuffixed(index);
-    quote_spanned! {path.span()=>
-        #path! { [#p::__graph_node] #mode #index (#g) (#p) { #input } }
+    let literal = proc_macro2::Literal::usize_unsuffixed(index);
+    probe(
+        path,
+        index,
+        p,
+        input,
+        &quote!(#mode #literal (#g) (#p) { #input }),
+    )
+}
+
+/// The first link of the reach chain (see `check::Unreached`), if the
+/// graph needs one.
+fn reach_chain(
+    graph: &Graph,
+    g: &syn::Ident,
+    p: &TokenStream,
+    input: &TokenStream,
+) -> Option<TokenStream> {
+    if graph.unreached.nodes.is_empty() {
+        return None;
+    }
+    let (&first, rest) = graph.unreached.attributes.split_first()?;
+    let NodeKind::Fn(path) = &graph.nodes.get(first)?.decl.kind else {
+        return None;
+    };
+    Some(reach_call(path, first, rest, &[], g, p, input))
+}
+
+/// A link of the reach chain: the descriptor call of node `index`, the
+/// function at `path`, with the nodes whose attributes are still to read
+/// (`rest`) and the route targets read so far.
+pub(crate) fn reach_call(
+    path: &syn::Path,
+    index: usize,
+    rest: &[usize],
+    routes: &[syn::Ident],
+    g: &syn::Ident,
+    p: &TokenStream,
+    input: &TokenStream,
+) -> TokenStream {
+    let literal = proc_macro2::Literal::usize_unsuffixed(index);
+    let rest = rest
+        .iter()
+        .map(|&i| proc_macro2::Literal::usize_unsuffixed(i));
+    probe(
+        path,
+        index,
+        p,
+        input,
+        &quote!(reach #literal (#g) (#p) { #input } [#(#rest)*] [#(#routes)*]),
+    )
+}
+
+/// Calls the descriptor of node `index`, the function at `path`, with
+/// `[callback] args`; or, if `path` is no `#[aegis]` function, the graph's
+/// fallback (see [`fallback`]), which calls the callback with
+/// `no_descriptor` first, so that the error is ours rather than rustc's
+/// "cannot find macro".
+///
+/// The path is imported as written, then under the node's alias, in a
+/// block of its own inside graph!'s block, which glob-imports the fallback
+/// under every alias: the nearer import wins, namespace by namespace. So the alias is
+/// the function's descriptor when it has one, and the fallback when the
+/// path names a plain function (which has nothing in the macro namespace)
+/// or nothing (then rustc reports the import of the path as written, and
+/// its advice, such as the path to write instead, fits the node). rustc's
+/// rules shape the rest: the imports are in a block of their own, as a
+/// macro-expanded import may not shadow a glob one in its own block; the
+/// aliases differ per node, as a glob import may not shadow an outer
+/// block's name; and the call is in a block of its own, as an import of a
+/// one-segment path waits for every macro call beside it (which could
+/// define the name).
+fn probe(
+    path: &syn::Path,
+    index: usize,
+    p: &TokenStream,
+    input: &TokenStream,
+    args: &TokenStream,
+) -> TokenStream {
+    let Some(last) = path.segments.last().map(|s| &s.ident) else {
+        return TokenStream::new();
+    };
+    // At the function's name, so that rustc's error for a path that names
+    // nothing is at the node.
+    let anchor = last.span();
+    let alias = descriptor_alias(index, input, anchor);
+    quote_spanned! {anchor=>
+        {
+            #[allow(unused_imports)]
+            use #path;
+            #[allow(unused_imports)]
+            use #last as #alias;
+            {
+                // A statement, so rustc sees no braces around a lone
+                // expression when it expands to an error alone.
+                #alias!([#p::__graph_node] #args);
+            }
+        }
     }
 }
 
-/// Whether `path` names a function `#[aegis]` gives no descriptor: the
-/// attribute has reported its name (see `names::STD_MACROS`), and the
-/// same-named standard macro must not be called.
-fn has_no_descriptor(path: &syn::Path) -> bool {
-    path.segments
-        .last()
-        .is_some_and(|s| STD_MACROS.contains(&id_of(&s.ident).as_str()))
+/// The name node `index` of the graph! whose input is `input` is imported
+/// under, and the fallback's. The input's digest tells a graph! nested in
+/// another's (a Battalion's child, say) from its parent: an alias of the
+/// inner graph! equal to one of the outer would make a plain function in
+/// the inner graph an ambiguity error rather than ours.
+pub(crate) fn descriptor_alias(index: usize, input: &TokenStream, span: Span) -> syn::Ident {
+    format_ident!(
+        "__aegis_descriptor_{:08x}_{index}",
+        digest(input) & 0xffff_ffff,
+        span = span
+    )
+}
+
+/// A digest of the tokens' text, blind to spacing and spans: equal for
+/// graph!'s input and for the copy the descriptor hands back.
+fn digest(input: &TokenStream) -> u64 {
+    fn feed(tokens: TokenStream, hasher: &mut DefaultHasher) {
+        for tt in tokens {
+            match tt {
+                proc_macro2::TokenTree::Group(g) => {
+                    format!("{:?}", g.delimiter()).hash(hasher);
+                    feed(g.stream(), hasher);
+                    "end".hash(hasher);
+                }
+                proc_macro2::TokenTree::Ident(i) => i.to_string().hash(hasher),
+                proc_macro2::TokenTree::Punct(p) => p.as_char().hash(hasher),
+                proc_macro2::TokenTree::Literal(l) => l.to_string().hash(hasher),
+            }
+        }
+    }
+    let mut hasher = DefaultHasher::new();
+    feed(input.clone(), &mut hasher);
+    hasher.finish()
+}
+
+/// The fallback [`probe`] relies on, and its glob import: a module whose
+/// one macro, under the alias of every node that names a function,
+/// forwards its input to the callback after `no_descriptor`. A
+/// `macro_rules!`, not a path into the runtime, so the module needs no
+/// path to `aegis` (a `crate = ".."` path may be relative to graph!'s
+/// module). Nothing when no node names a function.
+fn fallback(graph: &Graph, input: &TokenStream) -> Option<TokenStream> {
+    let aliases: Vec<_> = graph
+        .nodes
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| has_descriptor_call(n))
+        .map(|(i, _)| descriptor_alias(i, input, Span::call_site()))
+        .collect();
+    if aliases.is_empty() {
+        return None;
+    }
+    Some(quote! {
+        #[doc(hidden)]
+        mod __aegis_fallback {
+            macro_rules! __aegis_no_descriptor {
+                ([$($callback:tt)*] $($graph:tt)*) => {
+                    $($callback)*! { no_descriptor $($graph)* }
+                };
+            }
+            #(
+                #[allow(unused_imports)]
+                pub(crate) use __aegis_no_descriptor as #aliases;
+            )*
+        }
+        #[allow(unused_imports)]
+        use __aegis_fallback::*;
+    })
+}
+
+/// Whether graph! calls node `n`'s descriptor: it names a function under
+/// a name that is not reserved (that is reported already) nor a standard
+/// macro's (`#[aegis]` refused that name and gave it no descriptor, and
+/// the standard macro must not be called).
+fn has_descriptor_call(n: &Node) -> bool {
+    match &n.decl.kind {
+        NodeKind::Fn(path) => !names_a_std_macro(path) && !is_reserved(&id_of(&n.decl.id)),
+        _ => false,
+    }
 }
 
 /// Adds the `#[aegis]` function at `path` as a node (or worker template),
@@ -178,7 +350,7 @@ fn add_node(
 ) -> TokenStream {
     let id = id_of(&node.decl.id);
     let spec = match &node.decl.kind {
-        NodeKind::Fn(path) if has_no_descriptor(path) => {
+        NodeKind::Fn(path) if names_a_std_macro(path) => {
             return add_fn_node(
                 path,
                 node.decl.deps.as_ref(),
@@ -260,5 +432,30 @@ fn edge(edge: &EdgeStmt, g: &syn::Ident, p: &TokenStream) -> TokenStream {
             let targets = targets.iter().map(|t| endpoint(t, p));
             quote!(#g.add_conditional_edges(#from, #evaluator, [#(#targets),*]);)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aliases_tell_graphs_apart_but_not_spacing() {
+        let graph = quote!(nodes { book } edges { START -> book -> END });
+        let respaced: TokenStream = "nodes{book}edges{START->book->END}".parse().unwrap();
+        let span = Span::call_site();
+        assert_eq!(
+            descriptor_alias(0, &graph, span),
+            descriptor_alias(0, &respaced, span)
+        );
+        assert_ne!(
+            descriptor_alias(0, &graph, span),
+            descriptor_alias(1, &graph, span)
+        );
+        let other = quote!(nodes { book } edges { START -> book; book -> END });
+        assert_ne!(
+            descriptor_alias(0, &graph, span),
+            descriptor_alias(0, &other, span)
+        );
     }
 }

@@ -12,27 +12,23 @@
 
 use proc_macro2::TokenStream;
 use quote::quote;
+use syn::ext::IdentExt;
 use syn::parse::{Parse, ParseStream};
-use syn::{Ident, LitBool, LitInt, LitStr, braced, parenthesized};
+use syn::{Ident, LitBool, LitInt, LitStr, braced, bracketed, parenthesized};
 
 use super::check::{self, Graph, Node, Owner, Scope, Site, check_policy};
-use super::expand::add_fn_node;
+use super::expand::{add_fn_node, reach_call};
 use super::parse::{GraphInput, NodeKind};
 use crate::attr::crate_site;
 use crate::errors::Errors;
 use crate::names::name_of;
-use crate::policy;
+use crate::policy::{self, Handler};
 
-/// `mode index (g) (p) { graph input } site fn valid takes_deps { attribute args }`:
-/// the first five from `graph!`, the rest from the descriptor.
+/// `mode index (g) (p) { graph input } [reach] site fn valid takes_deps { attribute args }`:
+/// the first part from `graph!` (or the previous link of the reach chain),
+/// the rest from the descriptor.
 struct Callback {
-    /// `add` (emit the builder call) or `check` (graph! has errors of its
-    /// own and adds nothing).
-    add: bool,
-    index: usize,
-    graph_var: Ident,
-    private: TokenStream,
-    input: TokenStream,
+    side: GraphSide,
     site: LitStr,
     fn_name: Ident,
     valid: bool,
@@ -41,7 +37,27 @@ struct Callback {
     args: TokenStream,
 }
 
-impl Parse for Callback {
+/// `mode index (g) (p) { graph input }`, and for `reach`, `[rest] [routes]`.
+struct GraphSide {
+    /// `add` (emit the builder call), `check` (graph! has errors of its
+    /// own and adds nothing) or `reach` (a link of the reach chain).
+    add: bool,
+    reach: Option<Reach>,
+    index: usize,
+    graph_var: Ident,
+    private: TokenStream,
+    input: TokenStream,
+}
+
+/// The state of the reach chain (see `check::Unreached`): the function
+/// nodes whose attributes are still to read, and the route targets of
+/// those read.
+struct Reach {
+    rest: Vec<usize>,
+    routes: Vec<Ident>,
+}
+
+impl Parse for GraphSide {
     fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
         let mode: Ident = input.parse()?;
         let index: LitInt = input.parse()?;
@@ -51,6 +67,40 @@ impl Parse for Callback {
         parenthesized!(private in input);
         let graph;
         braced!(graph in input);
+        let reach = if mode == "reach" {
+            let rest;
+            bracketed!(rest in input);
+            let routes;
+            bracketed!(routes in input);
+            let mut indices = Vec::new();
+            while !rest.is_empty() {
+                indices.push(rest.parse::<LitInt>()?.base10_parse()?);
+            }
+            let mut targets = Vec::new();
+            while !routes.is_empty() {
+                targets.push(routes.call(Ident::parse_any)?);
+            }
+            Some(Reach {
+                rest: indices,
+                routes: targets,
+            })
+        } else {
+            None
+        };
+        Ok(GraphSide {
+            add: mode == "add",
+            reach,
+            index: index.base10_parse()?,
+            graph_var: graph_var.parse()?,
+            private: private.parse()?,
+            input: graph.parse()?,
+        })
+    }
+}
+
+impl Parse for Callback {
+    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+        let side: GraphSide = input.parse()?;
         let site: LitStr = input.parse()?;
         let fn_name: Ident = input.parse()?;
         let valid: LitBool = input.parse()?;
@@ -58,11 +108,7 @@ impl Parse for Callback {
         let args;
         braced!(args in input);
         Ok(Callback {
-            add: mode == "add",
-            index: index.base10_parse()?,
-            graph_var: graph_var.parse()?,
-            private: private.parse()?,
-            input: graph.parse()?,
+            side,
             site,
             fn_name,
             valid: valid.value,
@@ -73,20 +119,108 @@ impl Parse for Callback {
 }
 
 pub(crate) fn expand(input: TokenStream) -> TokenStream {
+    if let Some(rest) = strip_keyword(&input, "no_descriptor") {
+        return match syn::parse2::<NoDescriptor>(rest) {
+            Ok(call) => expand_no_descriptor(&call),
+            Err(e) => e.to_compile_error(),
+        };
+    }
     match syn::parse2::<Callback>(input) {
         Ok(call) => expand_call(&call),
         Err(e) => e.to_compile_error(),
     }
 }
 
-fn expand_call(call: &Callback) -> TokenStream {
-    // graph! parsed this input before it called the descriptor, and
-    // reported its own errors: only the graph's names are wanted here.
+/// The tokens after a leading `keyword`, if `input` starts with it.
+fn strip_keyword(input: &TokenStream, keyword: &str) -> Option<TokenStream> {
+    let mut tokens = input.clone().into_iter();
+    match tokens.next() {
+        Some(proc_macro2::TokenTree::Ident(first)) if first == keyword => Some(tokens.collect()),
+        _ => None,
+    }
+}
+
+/// `no_descriptor` and the graph side of a descriptor call: what graph!'s
+/// fallback passes on when the path of node `index` has no descriptor
+/// macro, i.e. is not an `#[aegis]` function (see `expand::probe`).
+struct NoDescriptor(GraphSide);
+
+impl Parse for NoDescriptor {
+    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+        input.parse().map(NoDescriptor)
+    }
+}
+
+/// The error for a node whose path names a function without `#[aegis]`.
+///
+/// It is a trait bound, not a `compile_error!`: the fallback also runs
+/// when the path names nothing (a typo, a missing `use`), and then
+/// rustc's "unresolved import" is the right and only error, as the
+/// failed import's name is an error value that type checking skips. For
+/// a plain function the bound fails on the function's item type, with
+/// this message, at the path.
+fn expand_no_descriptor(NoDescriptor(call): &NoDescriptor) -> TokenStream {
+    if call.reach.is_some() {
+        // The node's own descriptor call reported it; without its
+        // attribute, the chain cannot tell which nodes nothing leads to.
+        return TokenStream::new();
+    }
     let graph = match syn::parse2::<GraphInput>(call.input.clone()) {
         Ok(input) => check::check(input).graph,
         Err(e) => return e.to_compile_error(),
     };
     let Some(node) = graph.nodes.get(call.index) else {
+        return internal("node index");
+    };
+    let NodeKind::Fn(path) = &node.decl.kind else {
+        return internal("node kind");
+    };
+    let Some(last) = path.segments.last() else {
+        return internal("node path");
+    };
+    let name = name_of(&last.ident);
+    let id = name_of(&node.decl.id);
+    let message = escape_braces(&format!(
+        "`{name}` has no `#[aegis]`: add `#[aegis]` above `fn {name}`, or declare the node with its `NodeSpec`: `{id} = node(..)`"
+    ));
+    let note = escape_braces(&format!(
+        "graph! makes a node of a function through its #[aegis]; any other node is declared by kind: `{id} = node(<NodeSpec>)`, `paladin(..)`, `battalion(..)` or `gate(..)`"
+    ));
+    // The failed bound is reported at the argument: the function's name.
+    let value = super::expand::descriptor_alias(call.index, &call.input, last.ident.span());
+    let check = quote::quote_spanned!(last.ident.span()=> AegisFunction::check(&#value));
+    quote! {
+        #[diagnostic::on_unimplemented(
+            message = #message,
+            label = "not an #[aegis] function",
+            note = #note,
+        )]
+        #[allow(dead_code)]
+        trait AegisFunction {
+            fn check(&self) {}
+        }
+        #[diagnostic::do_not_recommend]
+        impl AegisFunction for () {}
+        #check;
+    }
+}
+
+/// `{` and `}` written as themselves in an `on_unimplemented` string.
+fn escape_braces(text: &str) -> String {
+    text.replace('{', "{{").replace('}', "}}")
+}
+
+fn expand_call(call: &Callback) -> TokenStream {
+    // graph! parsed this input before it called the descriptor, and
+    // reported its own errors: only the graph's names are wanted here.
+    let graph = match syn::parse2::<GraphInput>(call.side.input.clone()) {
+        Ok(input) => check::check(input).graph,
+        Err(e) => return e.to_compile_error(),
+    };
+    if let Some(reach) = &call.side.reach {
+        return expand_reach(call, reach, &graph);
+    }
+    let Some(node) = graph.nodes.get(call.side.index) else {
         return internal("node index");
     };
     let NodeKind::Fn(path) = &node.decl.kind else {
@@ -100,17 +234,75 @@ fn expand_call(call: &Callback) -> TokenStream {
     // it takes, cannot be added; after a mistake in the signature the
     // attribute has reported it, and the node is left out silently.
     let matches = check_deps(call, node, path, call.valid, &mut errors);
-    let add = (call.add && matches).then(|| {
+    let add = (call.side.add && matches).then(|| {
         add_fn_node(
             path,
             node.decl.deps.as_ref(),
             node.decl.worker.is_some(),
-            &call.graph_var,
-            &call.private,
+            &call.side.graph_var,
+            &call.side.private,
         )
     });
     let errors = errors.finish().err().map(|e| e.to_compile_error());
     quote!(#errors #add)
+}
+
+/// A link of the reach chain: adds the route target of this function's
+/// attribute, if it routes, to those read; then calls the next function's
+/// descriptor, or, after the last, reports each node nothing leads to.
+/// After a mistake in an attribute, reported by the attribute or by this
+/// graph's checks, the chain ends silently: what it would report could be
+/// that mistake's echo.
+fn expand_reach(call: &Callback, reach: &Reach, graph: &Graph) -> TokenStream {
+    if !call.valid {
+        return TokenStream::new();
+    }
+    let mut ignored = Errors::new();
+    let spec = policy::parse_and_validate(call.args.clone(), &mut ignored);
+    if !ignored.is_empty() {
+        return TokenStream::new();
+    }
+    let mut routes = reach.routes.clone();
+    if let Some(Handler::Route { to, .. }) = spec.on_error.map(|k| k.value) {
+        routes.push(to);
+    }
+    let routed = |id: &Ident| routes.iter().any(|r| name_of(r) == name_of(id));
+    if graph.unreached.nodes.iter().all(routed) {
+        // Every node is led to: the attributes left need not be read.
+        return TokenStream::new();
+    }
+    if let Some((&next, rest)) = reach.rest.split_first() {
+        let Some(NodeKind::Fn(path)) = graph.nodes.get(next).map(|n| &n.decl.kind) else {
+            return internal("next node");
+        };
+        return reach_call(
+            path,
+            next,
+            rest,
+            &routes,
+            &call.side.graph_var,
+            &call.side.private,
+            &call.side.input,
+        );
+    }
+    let declared = |route: &Ident| {
+        graph
+            .nodes
+            .iter()
+            .any(|n| name_of(&n.decl.id) == name_of(route))
+    };
+    if !routes.iter().all(declared) {
+        // A route to an undeclared node is reported by its function's
+        // check; the node it was meant for would be reported again here.
+        return TokenStream::new();
+    }
+    graph
+        .unreached
+        .nodes
+        .iter()
+        .filter(|id| !routed(id))
+        .map(|id| check::unreached_error(id).to_compile_error())
+        .collect()
 }
 
 /// graph! and this callback come from one crate, so this does not happen.
@@ -226,6 +418,7 @@ fn check_attribute(
 
 #[cfg(test)]
 mod tests {
+    use super::super::expand::descriptor_alias;
     use super::*;
 
     /// The callback's expansion for node `index` of `graph`, as the
@@ -457,6 +650,182 @@ mod tests {
         let out = callback_deps("add", 2, graph, "plain", false, true, quote!());
         assert_eq!(errors(&out), 0, "{out}");
         assert!(!out.contains("add_aegis_node"), "{out}");
+    }
+
+    #[test]
+    fn a_path_without_a_descriptor_is_reported_at_the_path() {
+        // What graph!'s fallback passes on for node 1, `nodes::refund`.
+        let graph = quote! {
+            nodes { book, undo = nodes::refund }
+            edges { START -> book -> undo -> END }
+        };
+        let out = expand(quote! {
+            no_descriptor add 1 (__aegis_graph) (::aegis::__private) { #graph }
+        })
+        .to_string();
+        let alias = descriptor_alias(1, &graph, proc_macro2::Span::call_site());
+        assert!(
+            out.contains("`refund` has no `#[aegis]`: add `#[aegis]` above `fn refund`, or declare the node with its `NodeSpec`: `undo = node(..)`"),
+            "{out}"
+        );
+        // A failed bound on the imported path, not a compile_error!: a
+        // path naming nothing is left to rustc's unresolved import.
+        assert!(out.contains("on_unimplemented"), "{out}");
+        assert!(
+            out.contains(&format!("AegisFunction :: check (& {alias})")),
+            "{out}"
+        );
+        assert!(!out.contains("compile_error"), "{out}");
+        assert!(!out.contains("add_aegis_node"), "{out}");
+        // Braces in the message are escaped for on_unimplemented.
+        assert_eq!(escape_braces("dynamic { x }"), "dynamic {{ x }}");
+    }
+
+    /// A link of the reach chain, for node `index` of `graph`, as the
+    /// descriptor of `fn_name` with these attribute `args` calls it.
+    fn reach_link(
+        index: usize,
+        graph: &TokenStream,
+        rest: &[usize],
+        routes: &[&str],
+        (fn_name, valid): (&str, bool),
+        args: TokenStream,
+    ) -> String {
+        let index = proc_macro2::Literal::usize_unsuffixed(index);
+        let rest = rest
+            .iter()
+            .map(|&i| proc_macro2::Literal::usize_unsuffixed(i));
+        let routes = routes
+            .iter()
+            .map(|r| Ident::new(r, proc_macro2::Span::call_site()));
+        let fn_name = Ident::new(fn_name, proc_macro2::Span::call_site());
+        let site = crate_site();
+        expand(quote! {
+            reach #index (__aegis_graph) (::aegis::__private) { #graph } [#(#rest)*] [#(#routes)*]
+            #site #fn_name #valid false { #args }
+        })
+        .to_string()
+    }
+
+    #[test]
+    fn the_reach_chain_reads_every_attribute_then_reports_what_none_routes_to() {
+        let graph = quote! {
+            schema { failure: LastWrite }
+            nodes { plan, done, book, cancel }
+            edges { START -> plan -> book -> END; done -> END; cancel -> END; }
+        };
+        let checked = check::check(syn::parse2(graph.clone()).unwrap());
+        assert!(checked.errors.is_empty());
+        let unreached = &checked.graph.unreached;
+        assert_eq!(
+            unreached.nodes.iter().map(name_of).collect::<Vec<_>>(),
+            ["done", "cancel"]
+        );
+        assert_eq!(unreached.attributes, [0, 1, 2, 3]);
+
+        // A link with attributes still to read calls the next descriptor,
+        // with the route targets read so far.
+        let out = reach_link(
+            2,
+            &graph,
+            &[3],
+            &[],
+            ("book", true),
+            quote!(on_error(route = cancel, error_field = failure)),
+        );
+        let alias = descriptor_alias(3, &graph, proc_macro2::Span::call_site());
+        assert!(out.contains(&format!("use cancel as {alias}")), "{out}");
+        assert!(out.contains("reach 3 (__aegis_graph)"), "{out}");
+        assert!(out.contains("[] [cancel]"), "{out}");
+        assert_eq!(errors(&out), 0, "{out}");
+
+        // Once every node is routed to, the rest need not be read.
+        let out = reach_link(
+            2,
+            &graph,
+            &[3],
+            &["done"],
+            ("book", true),
+            quote!(on_error(route = cancel, error_field = failure)),
+        );
+        assert_eq!(out, "");
+
+        // The last reports the nodes no route leads to, at their names.
+        let out = reach_link(3, &graph, &[], &["cancel"], ("cancel", true), quote!());
+        assert_eq!(errors(&out), 1, "{out}");
+        assert!(
+            out.contains("`done` has no edge into it, so it would never run: add an edge to it in `edges { .. }`, or, if a node reaches it with `Directive::goto`, list it in `dynamic { done }`"),
+            "{out}"
+        );
+
+        // After a broken attribute, or a route to an undeclared node, it
+        // says nothing: what it would say could be that mistake's echo.
+        let out = reach_link(3, &graph, &[], &["cancel"], ("cancel", false), quote!());
+        assert_eq!(out, "");
+        let out = reach_link(3, &graph, &[], &["dnoe"], ("cancel", true), quote!());
+        assert_eq!(out, "");
+        // So does the fallback, for a node that is no #[aegis] function:
+        // its own descriptor call reported it.
+        let out = expand(quote! {
+            no_descriptor reach 1 (__aegis_graph) (::aegis::__private) { #graph } [2 3] []
+        })
+        .to_string();
+        assert_eq!(out, "");
+    }
+
+    #[test]
+    fn graph_reports_what_nothing_leads_to_when_no_attribute_could() {
+        let unreached = |graph: TokenStream| {
+            let checked = check::check(syn::parse2(graph).unwrap());
+            let messages: Vec<String> = checked
+                .errors
+                .finish()
+                .err()
+                .into_iter()
+                .flatten()
+                .map(|e| e.to_string())
+                .collect();
+            (messages, checked.graph.unreached)
+        };
+        // No function, or one whose Aegis graph! gives: graph! knows.
+        let (messages, _) = unreached(quote! {
+            schema { failure: LastWrite }
+            nodes {
+                #[aegis(on_error(route = rescue, error_field = failure))] step,
+                rescue = node(spec()),
+                lost = paladin(p(), "x" -> failure),
+            }
+            edges { START -> step -> END; rescue -> END; lost -> END; }
+        });
+        // A `node(..)` may be a Gate, whose targets graph! cannot read.
+        assert!(messages.is_empty(), "{messages:?}");
+        let (messages, rest) = unreached(quote! {
+            schema { failure: LastWrite }
+            nodes {
+                #[aegis(on_error(route = rescue, error_field = failure))] step,
+                #[aegis] rescue,
+                lost = paladin(p(), "x" -> failure),
+                worker score = paladin(p(), "{task.key}" -> failure),
+                picked = paladin(p(), "x" -> failure),
+                jumped = paladin(p(), "x" -> failure),
+            }
+            default_aegis { timeout(run = "1s") }
+            edges { START -> step -> END; step ?> "pick" -> [picked]; rescue -> END; lost -> END; }
+            dynamic { jumped }
+        });
+        assert_eq!(messages.len(), 1, "{messages:?}");
+        assert!(
+            messages[0].starts_with("`lost` has no edge into it"),
+            "{messages:?}"
+        );
+        assert!(rest.attributes.is_empty());
+        // A graph with a mistake of its own is not checked for them.
+        let (messages, rest) = unreached(quote! {
+            nodes { a, b }
+            edges { START -> a -> bb; b -> END; }
+        });
+        assert_eq!(messages.len(), 1, "{messages:?}");
+        assert!(rest.nodes.is_empty());
     }
 
     #[test]

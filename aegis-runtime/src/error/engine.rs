@@ -109,8 +109,12 @@ pub enum EngineError {
     /// No edge leaves `START`.
     #[error("the graph has no entry point: add an edge from START")]
     NoEntryPoint,
-    /// Nodes nothing can reach.
-    #[error("nodes unreachable from START: {}", ids(nodes))]
+    /// Nodes nothing can reach: no edge, route or Gate leads to them from
+    /// START, and they are not dynamic targets.
+    #[error(
+        "nodes unreachable from START: {}; add an edge into each, or, if a node reaches one with `Directive::goto`, make it a dynamic target: `dynamic {{ .. }}` in graph!, `WarGraph::mark_dynamic_target` on a builder",
+        ids(nodes)
+    )]
     UnreachableNodes {
         /// Every unreachable node.
         nodes: Vec<NodeId>,
@@ -300,7 +304,7 @@ pub enum EngineError {
     /// A node returned `Goto` to a node that is neither a static successor
     /// nor a dynamic target.
     #[error(
-        "node `{node}` returned Goto(`{target}`), which is neither a static successor nor a dynamic target"
+        "node `{node}` returned Goto(`{target}`), which is neither a static successor nor a dynamic target: make `{target}` a dynamic target (`dynamic {{ {target} }}` in graph!, `WarGraph::mark_dynamic_target(\"{target}\")` on a builder), or add the edge `{node} -> {target}`"
     )]
     InvalidGoto {
         /// The node.
