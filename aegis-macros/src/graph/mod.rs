@@ -16,7 +16,7 @@ pub(crate) use node_fn::expand as expand_fn_node;
 pub(crate) fn expand(input: TokenStream) -> TokenStream {
     let parsed = match syn::parse2::<parse::GraphInput>(input.clone()) {
         Ok(parsed) => parsed,
-        Err(errors) => return failed(errors.to_compile_error()),
+        Err(errors) => return failed(errors.to_compile_error(), None),
     };
     let checked = check::check(parsed);
     match checked.errors.finish() {
@@ -24,13 +24,16 @@ pub(crate) fn expand(input: TokenStream) -> TokenStream {
         Err(errors) => {
             let errors = errors.to_compile_error();
             let fn_checks = expand::fn_node_checks(&checked.graph, &input);
-            failed(quote!(#errors #fn_checks))
+            failed(quote!(#errors #fn_checks), checked.graph.krate.as_ref())
         }
     }
 }
 
-/// A block, so several `compile_error!`s are statements, ending in `!` so
-/// the failed graph! does not also cause a type error.
-fn failed(errors: TokenStream) -> TokenStream {
-    quote!({ #errors ::core::unreachable!() })
+/// A block, so several `compile_error!`s are statements, ending in a value
+/// of graph!'s type: the failed graph! causes no type error, and (unlike a
+/// diverging `unreachable!()`) no "unreachable statement" warning on the
+/// code after it.
+fn failed(errors: TokenStream, krate: Option<&syn::Path>) -> TokenStream {
+    let p = crate::attr::private_path(krate);
+    quote!({ #errors #p::failed_graph() })
 }

@@ -15,9 +15,11 @@ use crate::aegis::{
     Aegis, CacheKeySpec, CachePolicy, ErrorHandlerSpec, RetryPolicy, TimeoutPolicy,
 };
 use crate::error::StateNodeError;
-use crate::graph::{Directive, WarGraph};
+use crate::graph::{Directive, EngineLimits, WarGraph};
 use crate::id::NodeId;
-use crate::state::{CacheMarker, DispatchRule, FieldName, FieldSpec, StateDelta};
+use crate::state::{
+    BattlefieldSchema, CacheMarker, DispatchRule, FieldName, FieldSpec, StateDelta,
+};
 
 /// The return type of an `#[aegis]` function.
 #[diagnostic::on_unimplemented(
@@ -193,6 +195,14 @@ pub fn aegis(
         on_error,
         cache,
     }
+}
+
+/// What a graph! that failed to compile stands for: never run (the
+/// program does not build), it gives the failed expansion graph!'s type,
+/// so the statements after it draw no "unreachable statement" warning and
+/// no type error of their own.
+pub fn failed_graph() -> WarGraph {
+    WarGraph::new(BattlefieldSchema::new(Vec::new()), EngineLimits::default())
 }
 
 /// A schema field.
