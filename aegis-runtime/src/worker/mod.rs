@@ -69,6 +69,24 @@ fn wake(changed: &tokio::sync::Notify) {
     changed.notify_one();
 }
 
+/// The outcome of an update a queue makes only in one state: `done`; the
+/// thread never submitted (no `state`); or in another state, which `wrong`
+/// turns into the caller's error.
+fn state_checked(
+    done: bool,
+    state: Option<String>,
+    thread_id: &str,
+    wrong: fn(String, String) -> WorkerError,
+) -> Result<(), WorkerError> {
+    match (done, state) {
+        (true, _) => Ok(()),
+        (false, None) => Err(WorkerError::UnknownThread {
+            thread_id: thread_id.to_string(),
+        }),
+        (false, Some(state)) => Err(wrong(thread_id.to_string(), state)),
+    }
+}
+
 /// Checks a submission before any queue stores it.
 fn validate_submission(
     graph_name: &str,

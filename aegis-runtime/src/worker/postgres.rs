@@ -538,65 +538,65 @@ impl RunQueue for PostgresRunQueue {
         input: Value,
     ) -> Result<Submitted, WorkerError> {
         self.within(async {
-        super::validate_submission(graph_name, thread_id, &input)?;
-        let client = self.client().await?;
-        let sql = self.sql(
-            "WITH ins AS (INSERT INTO {s}.aegis_runs (thread_id, graph_name, input, state) \
-             VALUES ($1, $2, $3, 'queued') ON CONFLICT (thread_id) DO NOTHING RETURNING graph_name) \
-             SELECT TRUE, graph_name FROM ins \
-             UNION ALL SELECT FALSE, graph_name FROM {s}.aegis_runs WHERE thread_id = $1 \
-             AND NOT EXISTS (SELECT 1 FROM ins)",
-        );
-        let statement = client.prepare_cached(&sql).await.map_err(backend)?;
-        let input = input.to_string();
-        let mut row = None;
-        // A concurrent submission of the same thread makes this statement's
-        // insert wait for it and then do nothing, while its snapshot cannot
-        // see the row yet: one more statement (a new snapshot) does.
-        for _ in 0..2 {
-            row = client
-                .query_opt(&statement, &[&thread_id, &graph_name, &input])
-                .await
-                .map_err(backend)?;
-            if row.is_some() {
-                break;
+            super::validate_submission(graph_name, thread_id, &input)?;
+            let client = self.client().await?;
+            let sql = self.sql(
+                "WITH ins AS (INSERT INTO {s}.aegis_runs (thread_id, graph_name, input, state) \
+                 VALUES ($1, $2, $3, 'queued') ON CONFLICT (thread_id) DO NOTHING RETURNING graph_name) \
+                 SELECT TRUE, graph_name FROM ins \
+                 UNION ALL SELECT FALSE, graph_name FROM {s}.aegis_runs WHERE thread_id = $1 \
+                 AND NOT EXISTS (SELECT 1 FROM ins)",
+            );
+            let statement = client.prepare_cached(&sql).await.map_err(backend)?;
+            let input = input.to_string();
+            let mut row = None;
+            // A concurrent submission of the same thread makes this statement's
+            // insert wait for it and then do nothing, while its snapshot cannot
+            // see the row yet: one more statement (a new snapshot) does.
+            for _ in 0..2 {
+                row = client
+                    .query_opt(&statement, &[&thread_id, &graph_name, &input])
+                    .await
+                    .map_err(backend)?;
+                if row.is_some() {
+                    break;
+                }
             }
-        }
-        match row {
-            Some(r) if r.try_get::<_, bool>(0).map_err(backend)? => Ok(Submitted::New),
-            Some(r) => {
-                let existing: String = r.try_get(1).map_err(backend)?;
-                super::existing_submission(thread_id, &existing, graph_name)
+            match row {
+                Some(r) if r.try_get::<_, bool>(0).map_err(backend)? => Ok(Submitted::New),
+                Some(r) => {
+                    let existing: String = r.try_get(1).map_err(backend)?;
+                    super::existing_submission(thread_id, &existing, graph_name)
+                }
+                None => Err(WorkerError::Store(StoreError::Backend(format!(
+                    "postgres run queue: thread `{thread_id}` is being submitted concurrently; retry"
+                )))),
             }
-            None => Err(WorkerError::Store(StoreError::Backend(format!(
-                "postgres run queue: thread `{thread_id}` is being submitted concurrently; retry"
-            )))),
-        }
-    })
-        .await
+        })
+            .await
     }
 
     async fn register(&self, worker: &WorkerInfo, ttl: Duration) -> Result<(), WorkerError> {
         self.within(async {
-        let client = self.client().await?;
-        let sql = self.sql(
-            "INSERT INTO {s}.aegis_workers (worker_id, graph_names, fingerprints, migrations, expires_at) \
-             VALUES ($1, $2, $3, $5, now() + $4::BIGINT * interval '1 millisecond') \
-             ON CONFLICT (worker_id) DO UPDATE SET graph_names = $2, fingerprints = $3, \
-             migrations = $5, expires_at = EXCLUDED.expires_at",
-        );
-        let statement = client.prepare_cached(&sql).await.map_err(backend)?;
-        let (names, fps, migrations) = graph_columns(worker);
-        client
-            .execute(
-                &statement,
-                &[&worker.worker_id, &names, &fps, &ttl_ms(ttl), &migrations],
-            )
+            let client = self.client().await?;
+            let sql = self.sql(
+                "INSERT INTO {s}.aegis_workers (worker_id, graph_names, fingerprints, migrations, expires_at) \
+                 VALUES ($1, $2, $3, $5, now() + $4::BIGINT * interval '1 millisecond') \
+                 ON CONFLICT (worker_id) DO UPDATE SET graph_names = $2, fingerprints = $3, \
+                 migrations = $5, expires_at = EXCLUDED.expires_at",
+            );
+            let statement = client.prepare_cached(&sql).await.map_err(backend)?;
+            let (names, fps, migrations) = graph_columns(worker);
+            client
+                .execute(
+                    &statement,
+                    &[&worker.worker_id, &names, &fps, &ttl_ms(ttl), &migrations],
+                )
+                .await
+                .map_err(backend)?;
+            Ok(())
+        })
             .await
-            .map_err(backend)?;
-        Ok(())
-    })
-        .await
     }
 
     async fn deregister(&self, worker_id: &str) -> Result<(), WorkerError> {
@@ -621,104 +621,104 @@ impl RunQueue for PostgresRunQueue {
         ttl: Duration,
     ) -> Result<Vec<Claim>, WorkerError> {
         self.within(async {
-        let client = self.client().await?;
-        // A run whose holder died after a cancel request ends cancelled
-        // instead of being taken over.
-        let cancel = client
-            .prepare_cached(&self.sql(
-                "WITH c AS (UPDATE {s}.aegis_runs SET state = 'cancelled', worker_id = NULL, \
-                 lease_expires_at = NULL WHERE state = 'running' AND cancel_requested \
-                 AND lease_expires_at <= now() RETURNING thread_id, epoch) \
-                 UPDATE {s}.aegis_run_attempts a SET outcome = 'expired' FROM c \
-                 WHERE a.thread_id = c.thread_id AND a.epoch = c.epoch AND a.outcome = 'running'",
-            ))
-            .await
-            .map_err(backend)?;
-        client.execute(&cancel, &[]).await.map_err(backend)?;
-        // A thread is this worker's when it is unbound, or pinned to the
-        // fingerprint of its graph of that name; or, when no live worker
-        // runs the fingerprint it is pinned to, when this worker's graph
-        // judged it compatible at its current epoch. A claim of the last
-        // kind records the move.
-        let claim = client
-            .prepare_cached(&self.sql(
-                "WITH due AS ( \
-                   SELECT r.thread_id, r.state AS old_state, r.epoch AS old_epoch, \
-                     r.fingerprint AS old_fp, g.f AS fp, g.migration \
-                   FROM {s}.aegis_runs r \
-                   CROSS JOIN LATERAL (SELECT g.f, v.migration \
-                     FROM unnest($2::TEXT[], $3::TEXT[], $6::TEXT[]) AS g(n, f, m) \
-                     LEFT JOIN {s}.aegis_run_verdicts v ON v.thread_id = r.thread_id \
-                       AND v.fingerprint = g.f AND v.migrations = g.m AND v.epoch = r.epoch \
-                       AND v.compatible \
-                     WHERE g.n = r.graph_name AND (r.fingerprint IS NULL OR r.fingerprint = g.f \
-                       OR (v.thread_id IS NOT NULL AND NOT EXISTS ( \
-                         SELECT 1 FROM {s}.aegis_workers w, unnest(w.graph_names, w.fingerprints) AS x(n, f) \
-                         WHERE w.expires_at > now() AND x.n = r.graph_name AND x.f = r.fingerprint))) \
-                     LIMIT 1) g \
-                   WHERE (r.state = 'queued' OR (r.state = 'running' AND r.lease_expires_at <= now() \
-                     AND NOT r.cancel_requested)) \
-                     AND NOT EXISTS (SELECT 1 FROM {s}.aegis_run_faults f \
-                       WHERE f.thread_id = r.thread_id AND f.not_before > now()) \
-                   ORDER BY r.queued_at LIMIT $4 \
-                   FOR UPDATE OF r SKIP LOCKED), \
-                 claimed AS ( \
-                   UPDATE {s}.aegis_runs r SET state = 'running', epoch = r.epoch + 1, \
-                     worker_id = $1, fingerprint = due.fp, \
-                     lease_expires_at = now() + $5::BIGINT * interval '1 millisecond' \
-                   FROM due WHERE r.thread_id = due.thread_id \
-                   RETURNING r.thread_id, r.epoch, r.graph_name, r.input, r.answer, \
-                     due.old_state, due.old_epoch, due.old_fp, due.fp, due.migration, r.queued_at), \
-                 expired AS ( \
-                   UPDATE {s}.aegis_run_attempts a SET outcome = 'expired' FROM claimed c \
-                   WHERE a.thread_id = c.thread_id AND a.epoch = c.old_epoch \
-                     AND c.old_state = 'running' AND a.outcome = 'running'), \
-                 attempts AS ( \
-                   INSERT INTO {s}.aegis_run_attempts (thread_id, epoch, worker_id, outcome) \
-                   SELECT thread_id, epoch, $1, 'running' FROM claimed), \
-                 moves AS ( \
-                   INSERT INTO {s}.aegis_run_moves \
-                     (thread_id, epoch, from_fingerprint, to_fingerprint, migration) \
-                   SELECT thread_id, epoch, old_fp, fp, migration FROM claimed \
-                   WHERE old_fp IS NOT NULL AND old_fp <> fp) \
-                 SELECT thread_id, epoch, graph_name, input, answer FROM claimed ORDER BY queued_at",
-            ))
-            .await
-            .map_err(backend)?;
-        let (names, fps, migrations) = graph_columns(worker);
-        let max = i64::try_from(max).unwrap_or(i64::MAX);
-        let rows = client
-            .query(
-                &claim,
-                &[
-                    &worker.worker_id,
-                    &names,
-                    &fps,
-                    &max,
-                    &ttl_ms(ttl),
-                    &migrations,
-                ],
-            )
-            .await
-            .map_err(backend)?;
-        rows.iter()
-            .map(|r| {
-                let input: String = r.try_get(3).map_err(backend)?;
-                let answer: Option<String> = r.try_get(4).map_err(backend)?;
-                Ok(Claim::from_stored(
-                    Lease {
-                        thread_id: r.try_get(0).map_err(backend)?,
-                        epoch: epoch_from(r.try_get(1).map_err(backend)?),
-                        worker_id: worker.worker_id.clone(),
-                    },
-                    r.try_get(2).map_err(backend)?,
-                    &input,
-                    answer.as_deref(),
+            let client = self.client().await?;
+            // A run whose holder died after a cancel request ends cancelled
+            // instead of being taken over.
+            let cancel = client
+                .prepare_cached(&self.sql(
+                    "WITH c AS (UPDATE {s}.aegis_runs SET state = 'cancelled', worker_id = NULL, \
+                     lease_expires_at = NULL WHERE state = 'running' AND cancel_requested \
+                     AND lease_expires_at <= now() RETURNING thread_id, epoch) \
+                     UPDATE {s}.aegis_run_attempts a SET outcome = 'expired' FROM c \
+                     WHERE a.thread_id = c.thread_id AND a.epoch = c.epoch AND a.outcome = 'running'",
                 ))
-            })
-            .collect()
-    })
-        .await
+                .await
+                .map_err(backend)?;
+            client.execute(&cancel, &[]).await.map_err(backend)?;
+            // A thread is this worker's when it is unbound, or pinned to the
+            // fingerprint of its graph of that name; or, when no live worker
+            // runs the fingerprint it is pinned to, when this worker's graph
+            // judged it compatible at its current epoch. A claim of the last
+            // kind records the move.
+            let claim = client
+                .prepare_cached(&self.sql(
+                    "WITH due AS ( \
+                       SELECT r.thread_id, r.state AS old_state, r.epoch AS old_epoch, \
+                         r.fingerprint AS old_fp, g.f AS fp, g.migration \
+                       FROM {s}.aegis_runs r \
+                       CROSS JOIN LATERAL (SELECT g.f, v.migration \
+                         FROM unnest($2::TEXT[], $3::TEXT[], $6::TEXT[]) AS g(n, f, m) \
+                         LEFT JOIN {s}.aegis_run_verdicts v ON v.thread_id = r.thread_id \
+                           AND v.fingerprint = g.f AND v.migrations = g.m AND v.epoch = r.epoch \
+                           AND v.compatible \
+                         WHERE g.n = r.graph_name AND (r.fingerprint IS NULL OR r.fingerprint = g.f \
+                           OR (v.thread_id IS NOT NULL AND NOT EXISTS ( \
+                             SELECT 1 FROM {s}.aegis_workers w, unnest(w.graph_names, w.fingerprints) AS x(n, f) \
+                             WHERE w.expires_at > now() AND x.n = r.graph_name AND x.f = r.fingerprint))) \
+                         LIMIT 1) g \
+                       WHERE (r.state = 'queued' OR (r.state = 'running' AND r.lease_expires_at <= now() \
+                         AND NOT r.cancel_requested)) \
+                         AND NOT EXISTS (SELECT 1 FROM {s}.aegis_run_faults f \
+                           WHERE f.thread_id = r.thread_id AND f.not_before > now()) \
+                       ORDER BY r.queued_at LIMIT $4 \
+                       FOR UPDATE OF r SKIP LOCKED), \
+                     claimed AS ( \
+                       UPDATE {s}.aegis_runs r SET state = 'running', epoch = r.epoch + 1, \
+                         worker_id = $1, fingerprint = due.fp, \
+                         lease_expires_at = now() + $5::BIGINT * interval '1 millisecond' \
+                       FROM due WHERE r.thread_id = due.thread_id \
+                       RETURNING r.thread_id, r.epoch, r.graph_name, r.input, r.answer, \
+                         due.old_state, due.old_epoch, due.old_fp, due.fp, due.migration, r.queued_at), \
+                     expired AS ( \
+                       UPDATE {s}.aegis_run_attempts a SET outcome = 'expired' FROM claimed c \
+                       WHERE a.thread_id = c.thread_id AND a.epoch = c.old_epoch \
+                         AND c.old_state = 'running' AND a.outcome = 'running'), \
+                     attempts AS ( \
+                       INSERT INTO {s}.aegis_run_attempts (thread_id, epoch, worker_id, outcome) \
+                       SELECT thread_id, epoch, $1, 'running' FROM claimed), \
+                     moves AS ( \
+                       INSERT INTO {s}.aegis_run_moves \
+                         (thread_id, epoch, from_fingerprint, to_fingerprint, migration) \
+                       SELECT thread_id, epoch, old_fp, fp, migration FROM claimed \
+                       WHERE old_fp IS NOT NULL AND old_fp <> fp) \
+                     SELECT thread_id, epoch, graph_name, input, answer FROM claimed ORDER BY queued_at",
+                ))
+                .await
+                .map_err(backend)?;
+            let (names, fps, migrations) = graph_columns(worker);
+            let max = i64::try_from(max).unwrap_or(i64::MAX);
+            let rows = client
+                .query(
+                    &claim,
+                    &[
+                        &worker.worker_id,
+                        &names,
+                        &fps,
+                        &max,
+                        &ttl_ms(ttl),
+                        &migrations,
+                    ],
+                )
+                .await
+                .map_err(backend)?;
+            rows.iter()
+                .map(|r| {
+                    let input: String = r.try_get(3).map_err(backend)?;
+                    let answer: Option<String> = r.try_get(4).map_err(backend)?;
+                    Ok(Claim::from_stored(
+                        Lease {
+                            thread_id: r.try_get(0).map_err(backend)?,
+                            epoch: epoch_from(r.try_get(1).map_err(backend)?),
+                            worker_id: worker.worker_id.clone(),
+                        },
+                        r.try_get(2).map_err(backend)?,
+                        &input,
+                        answer.as_deref(),
+                    ))
+                })
+                .collect()
+        })
+            .await
     }
 
     async fn unjudged(
@@ -733,15 +733,15 @@ impl RunQueue for PostgresRunQueue {
             let statement = client
                 .prepare_cached(&self.sql(
                     "SELECT r.thread_id, r.graph_name, r.state, r.epoch, r.fingerprint \
-                 FROM {s}.aegis_runs r \
-                 JOIN unnest($1::TEXT[], $2::TEXT[], $3::TEXT[]) AS g(n, f, m) \
-                   ON g.n = r.graph_name AND r.fingerprint <> g.f \
-                 WHERE (r.state IN ('queued', 'awaiting_input') \
-                   OR (r.state = 'running' AND r.lease_expires_at <= now())) \
-                   AND NOT EXISTS (SELECT 1 FROM {s}.aegis_run_verdicts v \
-                     WHERE v.thread_id = r.thread_id AND v.fingerprint = g.f \
-                     AND v.migrations = g.m AND v.epoch = r.epoch) \
-                 ORDER BY r.queued_at LIMIT $4",
+                     FROM {s}.aegis_runs r \
+                     JOIN unnest($1::TEXT[], $2::TEXT[], $3::TEXT[]) AS g(n, f, m) \
+                       ON g.n = r.graph_name AND r.fingerprint <> g.f \
+                     WHERE (r.state IN ('queued', 'awaiting_input') \
+                       OR (r.state = 'running' AND r.lease_expires_at <= now())) \
+                       AND NOT EXISTS (SELECT 1 FROM {s}.aegis_run_verdicts v \
+                         WHERE v.thread_id = r.thread_id AND v.fingerprint = g.f \
+                         AND v.migrations = g.m AND v.epoch = r.epoch) \
+                     ORDER BY r.queued_at LIMIT $4",
                 ))
                 .await
                 .map_err(backend)?;
@@ -802,102 +802,102 @@ impl RunQueue for PostgresRunQueue {
         max: usize,
     ) -> Result<Vec<PinnedRun>, WorkerError> {
         self.within(async {
-        let client = self.client().await?;
-        let statement = client
-            .prepare_cached(&self.sql(
-                "SELECT r.thread_id, r.graph_name, r.state, r.epoch, r.fingerprint \
-                 FROM {s}.aegis_runs r \
-                 WHERE r.fingerprint IS NOT NULL \
-                   AND (r.state IN ('queued', 'awaiting_input') \
-                     OR (r.state = 'running' AND r.lease_expires_at <= now())) \
-                   AND CASE WHEN $1::TEXT IS NULL THEN NOT EXISTS ( \
-                       SELECT 1 FROM {s}.aegis_workers w, unnest(w.graph_names, w.fingerprints) AS x(n, f) \
-                       WHERE w.expires_at > now() AND x.n = r.graph_name AND x.f = r.fingerprint) \
-                     ELSE r.fingerprint = $1 END \
-                 ORDER BY r.queued_at LIMIT $2",
-            ))
+            let client = self.client().await?;
+            let statement = client
+                .prepare_cached(&self.sql(
+                    "SELECT r.thread_id, r.graph_name, r.state, r.epoch, r.fingerprint \
+                     FROM {s}.aegis_runs r \
+                     WHERE r.fingerprint IS NOT NULL \
+                       AND (r.state IN ('queued', 'awaiting_input') \
+                         OR (r.state = 'running' AND r.lease_expires_at <= now())) \
+                       AND CASE WHEN $1::TEXT IS NULL THEN NOT EXISTS ( \
+                           SELECT 1 FROM {s}.aegis_workers w, unnest(w.graph_names, w.fingerprints) AS x(n, f) \
+                           WHERE w.expires_at > now() AND x.n = r.graph_name AND x.f = r.fingerprint) \
+                         ELSE r.fingerprint = $1 END \
+                     ORDER BY r.queued_at LIMIT $2",
+                ))
+                .await
+                .map_err(backend)?;
+            let max = i64::try_from(max).unwrap_or(i64::MAX);
+            let rows = client
+                .query(&statement, &[&fingerprint, &max])
+                .await
+                .map_err(backend)?;
+            let mut runs = rows.iter().map(pinned_row).collect::<Result<Vec<_>, _>>()?;
+            for run in &mut runs {
+                run.verdicts = self.verdicts_of(&client, &run.thread_id, run.epoch).await?;
+            }
+            Ok(runs)
+        })
             .await
-            .map_err(backend)?;
-        let max = i64::try_from(max).unwrap_or(i64::MAX);
-        let rows = client
-            .query(&statement, &[&fingerprint, &max])
-            .await
-            .map_err(backend)?;
-        let mut runs = rows.iter().map(pinned_row).collect::<Result<Vec<_>, _>>()?;
-        for run in &mut runs {
-            run.verdicts = self.verdicts_of(&client, &run.thread_id, run.epoch).await?;
-        }
-        Ok(runs)
-    })
-        .await
     }
 
     async fn renew(&self, lease: &Lease, ttl: Duration) -> Result<Renewal, WorkerError> {
         self.within(async {
-        let client = self.client().await?;
-        let statement = client
-            .prepare_cached(&self.sql(
-                "UPDATE {s}.aegis_runs SET lease_expires_at = now() + $3::BIGINT * interval '1 millisecond' \
-                 WHERE thread_id = $1 AND epoch = $2 AND state = 'running' RETURNING cancel_requested",
-            ))
+            let client = self.client().await?;
+            let statement = client
+                .prepare_cached(&self.sql(
+                    "UPDATE {s}.aegis_runs SET lease_expires_at = now() + $3::BIGINT * interval '1 millisecond' \
+                     WHERE thread_id = $1 AND epoch = $2 AND state = 'running' RETURNING cancel_requested",
+                ))
+                .await
+                .map_err(backend)?;
+            let row = client
+                .query_opt(
+                    &statement,
+                    &[&lease.thread_id, &epoch_to(lease.epoch), &ttl_ms(ttl)],
+                )
+                .await
+                .map_err(backend)?;
+            match row {
+                Some(r) => Ok(Renewal {
+                    cancel_requested: r.try_get(0).map_err(backend)?,
+                }),
+                None => Err(lost(lease)),
+            }
+        })
             .await
-            .map_err(backend)?;
-        let row = client
-            .query_opt(
-                &statement,
-                &[&lease.thread_id, &epoch_to(lease.epoch), &ttl_ms(ttl)],
-            )
-            .await
-            .map_err(backend)?;
-        match row {
-            Some(r) => Ok(Renewal {
-                cancel_requested: r.try_get(0).map_err(backend)?,
-            }),
-            None => Err(lost(lease)),
-        }
-    })
-        .await
     }
 
     async fn release(&self, lease: &Lease, release: Release) -> Result<(), WorkerError> {
         self.within(async {
-        if let Release::Poisoned(fault) = &release {
-            return self.release_poisoned(lease, fault).await;
-        }
-        let client = self.client().await?;
-        let statement = client
-            .prepare_cached(&self.sql(
-                "WITH r AS (UPDATE {s}.aegis_runs SET \
-                   state = CASE WHEN $3 = 'queued' AND cancel_requested THEN 'cancelled' ELSE $3 END, \
-                   worker_id = NULL, lease_expires_at = NULL, error = $4, answer = NULL \
-                 WHERE thread_id = $1 AND epoch = $2 AND state = 'running' RETURNING thread_id), \
-                 a AS (UPDATE {s}.aegis_run_attempts SET outcome = $5 \
-                   WHERE thread_id = $1 AND epoch = $2 AND EXISTS (SELECT 1 FROM r)), \
-                 v AS (DELETE FROM {s}.aegis_run_verdicts WHERE thread_id = $1 \
-                   AND $3 IN ('completed', 'failed', 'cancelled') AND EXISTS (SELECT 1 FROM r)), \
-                 f AS (DELETE FROM {s}.aegis_run_faults WHERE thread_id = $1 \
-                   AND EXISTS (SELECT 1 FROM r)) \
-                 SELECT count(*) FROM r",
-            ))
+            if let Release::Poisoned(fault) = &release {
+                return self.release_poisoned(lease, fault).await;
+            }
+            let client = self.client().await?;
+            let statement = client
+                .prepare_cached(&self.sql(
+                    "WITH r AS (UPDATE {s}.aegis_runs SET \
+                       state = CASE WHEN $3 = 'queued' AND cancel_requested THEN 'cancelled' ELSE $3 END, \
+                       worker_id = NULL, lease_expires_at = NULL, error = $4, answer = NULL \
+                     WHERE thread_id = $1 AND epoch = $2 AND state = 'running' RETURNING thread_id), \
+                     a AS (UPDATE {s}.aegis_run_attempts SET outcome = $5 \
+                       WHERE thread_id = $1 AND epoch = $2 AND EXISTS (SELECT 1 FROM r)), \
+                     v AS (DELETE FROM {s}.aegis_run_verdicts WHERE thread_id = $1 \
+                       AND $3 IN ('completed', 'failed', 'cancelled') AND EXISTS (SELECT 1 FROM r)), \
+                     f AS (DELETE FROM {s}.aegis_run_faults WHERE thread_id = $1 \
+                       AND EXISTS (SELECT 1 FROM r)) \
+                     SELECT count(*) FROM r",
+                ))
+                .await
+                .map_err(backend)?;
+            let row = client
+                .query_one(
+                    &statement,
+                    &[
+                        &lease.thread_id,
+                        &epoch_to(lease.epoch),
+                        &release.state().as_str(),
+                        &release.error(),
+                        &release.outcome(),
+                    ],
+                )
+                .await
+                .map_err(backend)?;
+            let n: i64 = row.try_get(0).map_err(backend)?;
+            if n == 1 { Ok(()) } else { Err(lost(lease)) }
+        })
             .await
-            .map_err(backend)?;
-        let row = client
-            .query_one(
-                &statement,
-                &[
-                    &lease.thread_id,
-                    &epoch_to(lease.epoch),
-                    &release.state().as_str(),
-                    &release.error(),
-                    &release.outcome(),
-                ],
-            )
-            .await
-            .map_err(backend)?;
-        let n: i64 = row.try_get(0).map_err(backend)?;
-        if n == 1 { Ok(()) } else { Err(lost(lease)) }
-    })
-        .await
     }
 
     async fn abandon(&self, lease: &Lease) -> Result<(), WorkerError> {
@@ -907,7 +907,7 @@ impl RunQueue for PostgresRunQueue {
                 .execute(
                     &self.sql(
                         "UPDATE {s}.aegis_run_attempts SET outcome = 'abandoned' \
-                     WHERE thread_id = $1 AND epoch = $2",
+                         WHERE thread_id = $1 AND epoch = $2",
                     ),
                     &[&lease.thread_id, &epoch_to(lease.epoch)],
                 )
@@ -939,16 +939,9 @@ impl RunQueue for PostgresRunQueue {
                 .map_err(backend)?;
             let updated: bool = row.try_get(0).map_err(backend)?;
             let state: Option<String> = row.try_get(1).map_err(backend)?;
-            match (updated, state) {
-                (true, _) => Ok(()),
-                (false, None) => Err(WorkerError::UnknownThread {
-                    thread_id: thread_id.to_string(),
-                }),
-                (false, Some(state)) => Err(WorkerError::NotAwaitingInput {
-                    thread_id: thread_id.to_string(),
-                    state,
-                }),
-            }
+            super::state_checked(updated, state, thread_id, |thread_id, state| {
+                WorkerError::NotAwaitingInput { thread_id, state }
+            })
         })
         .await
     }
@@ -980,16 +973,9 @@ impl RunQueue for PostgresRunQueue {
                 .map_err(backend)?;
             let requeued: bool = row.try_get(0).map_err(backend)?;
             let state: Option<String> = row.try_get(1).map_err(backend)?;
-            match (requeued, state) {
-                (true, _) => Ok(()),
-                (false, None) => Err(WorkerError::UnknownThread {
-                    thread_id: thread_id.to_string(),
-                }),
-                (false, Some(state)) => Err(WorkerError::NotQuarantined {
-                    thread_id: thread_id.to_string(),
-                    state,
-                }),
-            }
+            super::state_checked(requeued, state, thread_id, |thread_id, state| {
+                WorkerError::NotQuarantined { thread_id, state }
+            })
         })
         .await
     }
@@ -1026,27 +1012,27 @@ impl RunQueue for PostgresRunQueue {
 
     async fn cancel(&self, thread_id: &str) -> Result<(), WorkerError> {
         self.within(async {
-        let client = self.client().await?;
-        let n = client
-            .execute(
-                &self.sql(
-                    "UPDATE {s}.aegis_runs SET \
-                     state = CASE WHEN state IN ('queued', 'awaiting_input') THEN 'cancelled' ELSE state END, \
-                     cancel_requested = cancel_requested OR state = 'running' \
-                     WHERE thread_id = $1",
-                ),
-                &[&thread_id],
-            )
+            let client = self.client().await?;
+            let n = client
+                .execute(
+                    &self.sql(
+                        "UPDATE {s}.aegis_runs SET \
+                         state = CASE WHEN state IN ('queued', 'awaiting_input') THEN 'cancelled' ELSE state END, \
+                         cancel_requested = cancel_requested OR state = 'running' \
+                         WHERE thread_id = $1",
+                    ),
+                    &[&thread_id],
+                )
+                .await
+                .map_err(backend)?;
+            if n == 0 {
+                return Err(WorkerError::UnknownThread {
+                    thread_id: thread_id.to_string(),
+                });
+            }
+            Ok(())
+        })
             .await
-            .map_err(backend)?;
-        if n == 0 {
-            return Err(WorkerError::UnknownThread {
-                thread_id: thread_id.to_string(),
-            });
-        }
-        Ok(())
-    })
-        .await
     }
 
     async fn status(&self, thread_id: &str) -> Result<Option<RunStatus>, WorkerError> {
@@ -1055,8 +1041,8 @@ impl RunQueue for PostgresRunQueue {
             let statement = client
                 .prepare_cached(&self.sql(
                     "SELECT graph_name, state, epoch, worker_id, fingerprint, error, \
-                 (state = 'running' AND lease_expires_at <= now()) \
-                 FROM {s}.aegis_runs WHERE thread_id = $1",
+                     (state = 'running' AND lease_expires_at <= now()) \
+                     FROM {s}.aegis_runs WHERE thread_id = $1",
                 ))
                 .await
                 .map_err(backend)?;
@@ -1082,7 +1068,7 @@ impl RunQueue for PostgresRunQueue {
                     .query(
                         &self.sql(
                             "SELECT worker_id, graph_names, fingerprints, migrations \
-                         FROM {s}.aegis_workers WHERE expires_at > now()",
+                             FROM {s}.aegis_workers WHERE expires_at > now()",
                         ),
                         &[],
                     )
@@ -1117,7 +1103,7 @@ impl RunQueue for PostgresRunQueue {
                 .query_opt(
                     &self.sql(
                         "SELECT from_fingerprint, migration FROM {s}.aegis_run_moves \
-                     WHERE thread_id = $1 ORDER BY epoch DESC LIMIT 1",
+                         WHERE thread_id = $1 ORDER BY epoch DESC LIMIT 1",
                     ),
                     &[&thread_id],
                 )

@@ -792,19 +792,13 @@ impl RunQueue for SqliteRunQueue {
                 Ok(state)
             })
             .await?;
-        match state {
-            Some(s) if s == "quarantined" => {
-                super::wake(&self.changed);
-                Ok(())
-            }
-            Some(state) => Err(WorkerError::NotQuarantined {
-                thread_id: thread_id.to_string(),
-                state,
-            }),
-            None => Err(WorkerError::UnknownThread {
-                thread_id: thread_id.to_string(),
-            }),
+        let requeued = state.as_deref() == Some("quarantined");
+        if requeued {
+            super::wake(&self.changed);
         }
+        super::state_checked(requeued, state, thread_id, |thread_id, state| {
+            WorkerError::NotQuarantined { thread_id, state }
+        })
     }
 
     async fn quarantined(&self, max: usize) -> Result<Vec<RunStatus>, WorkerError> {
