@@ -22,7 +22,7 @@
 //! | `on_error(route = cancel)` | `ErrorHandlerSpec::Route` | the error field defaults to `<node id>_error`; set it with `error_field = booking_error` |
 //! | `on_error(absorb(summary = "unavailable", retries_left = 0))` | `ErrorHandlerSpec::Absorb` | values are JSON literals: strings, numbers, `true`/`false`, `null`, `[..]`; a bare `absorb` writes nothing |
 //! | `on_error(custom = "escalate")` | `ErrorHandlerSpec::Custom` | the name registered with `WarEngine::with_error_handler` |
-//! | `cache(ttl = "15m", key = fields(question, locale))` | `CachePolicy` | `key = default` (the default) or `fields(..)` |
+//! | `cache(ttl = "15m", key = fields(question, locale), scope = node)` | `CachePolicy` | `key = default` (the default) or `fields(..)`; `scope = graph` (the default) or `node` (`CacheScope`); `fallback_results = true` |
 //! | `id = "booker"` | the node id | attribute only; defaults to the function's name |
 //! | `crate = "::aegis"` | — | attribute only (in `graph!`, a top-level `crate = "..";`) |
 //!
@@ -65,6 +65,7 @@
 //! with `id = ".."`.
 
 mod attr;
+mod digest;
 mod duration;
 #[cfg(test)]
 mod duration_props;
@@ -120,6 +121,13 @@ use proc_macro::TokenStream;
 /// `graph!` names it by path, from any module or crate. A bare `#[aegis]`
 /// makes a node with no Aegis of its own (the graph's default still
 /// applies). See the crate docs for the grammar.
+///
+/// The marker also carries a digest of the function's tokens, signature and
+/// body (`AegisNodeFn::CODE_VERSION`, 32 hex digits computed at compile
+/// time; comments, doc comments and layout do not change it): node cache
+/// keys cover it, so an edited function is never served the answers its
+/// previous version cached, in either cache scope. The graph fingerprint
+/// does not, so editing a function never blocks a `resume`.
 #[proc_macro_attribute]
 pub fn aegis(args: TokenStream, item: TokenStream) -> TokenStream {
     attr::expand(args.into(), item.into()).into()
