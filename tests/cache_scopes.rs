@@ -748,3 +748,55 @@ async fn the_shared_tenant_scenario_holds_over_real_redis() {
     two_tenants_over(cache.clone()).await;
     cache.invalidate_all().await.unwrap();
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_worker_pool_can_pick_each_run_s_namespace_from_its_lease() {
+    use aegis::worker::{Client, InMemoryRunQueue, RunQueue, RunState, WorkerConfig, WorkerPool};
+    use std::sync::atomic::Ordering;
+
+    let runs = counter();
+    let node_runs = runs.clone();
+    let node = NodeSpec::function(
+        FnNode::new("classify", move |_, _| {
+            node_runs.fetch_add(1, Ordering::SeqCst);
+            Box::pin(async { Ok(delta(&[("label", json!("billing"))]).into()) })
+        })
+        .with_code_version("1"),
+    );
+    let graph = triage(node, CacheScope::Node, Edit::Nothing);
+    let cache: Arc<dyn NodeCache> = Arc::new(InMemoryNodeCache::new());
+    let q: Arc<dyn RunQueue> = Arc::new(InMemoryRunQueue::new());
+    // Threads are named `{tenant}.{n}`: the engine of each run takes the
+    // tenant from its lease as its namespace, so a resumed thread keeps it.
+    let pool = WorkerPool::new(q.clone(), move |store| {
+        let tenant = store
+            .lease()
+            .thread_id
+            .split_once('.')
+            .map(|(tenant, _)| tenant.to_string())
+            .unwrap_or_default();
+        WarEngine::new(Arc::new(UnconfiguredPaladinPort), store)
+            .with_node_cache(cache.clone())
+            .with_cache_namespace(tenant)
+    })
+    .with_config(WorkerConfig::default().with_poll_interval(Duration::from_millis(10)))
+    .register("triage", graph)
+    .unwrap();
+    let stop = tokio_util::sync::CancellationToken::new();
+    let running = tokio::spawn(pool.run(stop.clone()));
+    let client = Client::new(q);
+    let mut executions = Vec::new();
+    for thread in ["acme.1", "globex.1", "acme.2", "globex.2"] {
+        client
+            .submit("triage", thread, json!({"ticket": "printer on fire"}))
+            .await
+            .unwrap();
+        let status = client.wait(thread, Duration::from_secs(5)).await.unwrap();
+        assert_eq!(status.state, RunState::Completed, "{status:?}");
+        executions.push(runs.load(Ordering::SeqCst));
+    }
+    // Each tenant's first run executes; its second is served its own entry.
+    assert_eq!(executions, [1, 2, 2, 2]);
+    stop.cancel();
+    running.await.unwrap().unwrap();
+}
