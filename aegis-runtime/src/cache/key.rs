@@ -327,7 +327,14 @@ impl GraphKeySeed {
     pub(crate) fn node(&self, node_id: &NodeId, spec: &NodeSpec) -> KeySeed {
         let (node, mut canon) = node_segment(&self.canon, node_id);
         code_version(&mut canon, spec);
-        KeySeed::finish(self.scope, node, canon, node_id, spec, CacheScope::Graph)
+        let config = paladin_config(spec);
+        KeySeed::finish(
+            [self.scope, node],
+            canon,
+            node_id,
+            CacheScope::Graph,
+            config,
+        )
     }
 }
 
@@ -469,28 +476,22 @@ impl KeySeed {
         let (node, mut canon) = node_segment(&root, node_id);
         let config = paladin_config(spec);
         node_shape(&mut canon, spec, config.as_deref());
-        let mut seed = KeySeed::finish(graph, node, canon, node_id, spec, CacheScope::Node);
-        seed.paladin_config = config;
-        seed
+        KeySeed::finish([graph, node], canon, node_id, CacheScope::Node, config)
     }
 
+    /// The seed of a node's stream `canon` (aligned here) and its scope
+    /// segments `[graph, node]`.
     fn finish(
-        graph: [u8; SCOPE_BYTES],
-        node: [u8; SCOPE_BYTES],
+        [graph, node]: [[u8; SCOPE_BYTES]; 2],
         mut canon: Canon,
         node_id: &NodeId,
-        spec: &NodeSpec,
         scope: CacheScope,
+        paladin_config: Option<String>,
     ) -> KeySeed {
         canon.align();
         let mut scopes = [0u8; SCOPE_BYTES * 2];
         scopes[..SCOPE_BYTES].copy_from_slice(&graph);
         scopes[SCOPE_BYTES..].copy_from_slice(&node);
-        let paladin_config = match scope {
-            // Computed already, and set by the caller.
-            CacheScope::Node => None,
-            _ => paladin_config(spec),
-        };
         KeySeed {
             scopes,
             canon,
