@@ -114,8 +114,10 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
         // one in the signature, its `run` does not call the function.
         let aegis = valid.then_some((&spec, default_error_field.as_str()));
         let takes_deps = signature::takes_deps(&func);
-        // What node cache keys cover of the function's code.
-        let code_version = crate::digest::code_digest(quote!(#func));
+        // What node cache keys cover of the function's code: its tokens as
+        // written, not as syn prints them back (which a syn release may
+        // change).
+        let code_version = crate::digest::code_digest(item);
         out.extend(node_marker(
             &func,
             &spec,

@@ -316,7 +316,11 @@ impl CachePolicy {
 ///   output field and output schema — and nothing else of the graph. Its
 ///   entries survive unrelated edits (another node added or changed, an
 ///   unused field, an edge elsewhere), and any graph holding the same node
-///   over the same cache and namespace shares them. A Function node needs
+///   over the same cache and namespace shares them (what the node reads is
+///   still its input: a Function node keyed on its whole snapshot misses
+///   when a new field with a default, or a node that runs before it,
+///   changes that snapshot; key it on `CacheKeySpec::Fields` to narrow
+///   it). A Function node needs
 ///   a code version for it (an `#[aegis]` function always has one):
 ///   validation refuses a node-scoped Function node without one
 ///   (`CacheScopeWithoutCodeVersion`), whose key would hold none of its

@@ -186,8 +186,8 @@ impl<S: WaypointStore> WarEngine<S> {
     /// The namespace is not stored with a thread: resume a thread with an
     /// engine in the namespace that started it (one engine per tenant; a
     /// worker pool's engine factory, which receives each run's
-    /// [`LeasedStore`](crate::worker::LeasedStore) and so its lease's thread id, can
-    /// pick it per run). Prefix invalidation
+    /// `LeasedStore` and so its lease's thread id, can pick it per run).
+    /// Prefix invalidation
     /// ([`CacheKey::graph_prefix`](crate::CacheKey::graph_prefix) and the
     /// rest) spans every namespace; to drop one tenant's entries alone,
     /// give the tenant a backend of its own (a Redis key prefix).
