@@ -233,6 +233,7 @@ fn bench_cache(c: &mut Criterion) {
                         ttl: Duration::from_secs(3600),
                         key: CacheKeySpec::Default,
                         cache_fallback_results: false,
+                        scope: CacheScope::Graph,
                     }),
                     ..Aegis::default()
                 },

@@ -96,6 +96,7 @@ fn graph() -> WarGraph {
                     ttl: Duration::from_secs(3600),
                     key: CacheKeySpec::Fields(vec![FieldName::new("base").unwrap()]),
                     cache_fallback_results: false,
+                    scope: CacheScope::Graph,
                 }),
                 ..Aegis::default()
             },

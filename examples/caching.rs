@@ -40,6 +40,7 @@ fn answerer_graph(template: &str) -> Result<WarGraph, Box<dyn std::error::Error>
                     ttl: Duration::from_secs(15 * 60),
                     key: CacheKeySpec::Fields(vec![question]),
                     cache_fallback_results: false,
+                    scope: CacheScope::Graph,
                 }),
                 ..Aegis::default()
             },

@@ -182,6 +182,7 @@ fn graph() -> Result<WarGraph, Box<dyn std::error::Error>> {
                     ttl: Duration::from_secs(15 * 60),
                     key: CacheKeySpec::Fields(vec![FieldName::new("topic")?]),
                     cache_fallback_results: false,
+                    scope: CacheScope::Graph,
                 }),
                 ..Aegis::default()
             },

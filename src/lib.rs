@@ -31,8 +31,8 @@ pub mod prelude {
 
     // Policies.
     pub use aegis_runtime::{
-        Aegis, CacheKeySpec, CachePolicy, ErrorHandlerSpec, RetryPolicy, RetryPredicate,
-        TimeoutPolicy,
+        Aegis, CacheKeySpec, CachePolicy, CacheScope, ErrorHandlerSpec, RetryPolicy,
+        RetryPredicate, TimeoutPolicy,
     };
 
     // The engine and what plugs into it.

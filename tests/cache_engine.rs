@@ -19,6 +19,7 @@ fn cached(ttl: Duration, key: CacheKeySpec) -> Aegis {
             ttl,
             key,
             cache_fallback_results: false,
+            scope: CacheScope::Graph,
         }),
         ..Aegis::default()
     }

@@ -78,6 +78,7 @@ fn origin(thread: &str, attempt: u32, provider: &str, position: u32) -> CacheOri
         model: Some("gpt-4o".into()),
         chain_position: Some(position),
         fallback: position > 0,
+        scope: CacheScope::Graph,
     }
 }
 

@@ -787,6 +787,7 @@ fn the_support_matrix_rejects_every_forbidden_combination() {
             ttl: Duration::from_secs(1),
             key: CacheKeySpec::Default,
             cache_fallback_results: false,
+            scope: CacheScope::Graph,
         }),
     };
     g.set_aegis("approval", all.clone()).set_aegis("sub", all);
@@ -968,6 +969,7 @@ async fn battalion_children_are_validated_with_their_parent() {
                 ttl: Duration::from_secs(60),
                 key: CacheKeySpec::Default,
                 cache_fallback_results: false,
+                scope: CacheScope::Graph,
             }),
             ..Aegis::default()
         },

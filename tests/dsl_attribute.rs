@@ -347,6 +347,7 @@ fn cache_policies_map_ttl_and_key() {
             ttl: Duration::from_secs(15 * 60),
             key: CacheKeySpec::Fields(vec![field_name("question"), field_name("locale")]),
             cache_fallback_results: false,
+            scope: CacheScope::Graph,
         })
     );
     assert_eq!(
@@ -355,6 +356,7 @@ fn cache_policies_map_ttl_and_key() {
             ttl: Duration::from_secs(3600),
             key: CacheKeySpec::Default,
             cache_fallback_results: false,
+            scope: CacheScope::Graph,
         })
     );
     assert_eq!(
@@ -363,6 +365,7 @@ fn cache_policies_map_ttl_and_key() {
             ttl: Duration::from_millis(500),
             key: CacheKeySpec::Default,
             cache_fallback_results: false,
+            scope: CacheScope::Graph,
         })
     );
 }

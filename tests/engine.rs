@@ -574,6 +574,7 @@ fn fingerprint_changes_with_nodes_edges_schema_and_handlers() {
                 ttl: Duration::from_secs(60),
                 key: CacheKeySpec::Default,
                 cache_fallback_results: false,
+                scope: CacheScope::Graph,
             }),
             ..Aegis::default()
         },

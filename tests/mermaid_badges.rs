@@ -46,6 +46,7 @@ fn policy_graph() -> WarGraph {
                     ttl: Duration::from_secs(15 * 60),
                     key: CacheKeySpec::Default,
                     cache_fallback_results: false,
+                    scope: CacheScope::Graph,
                 }),
             },
         )
@@ -71,6 +72,7 @@ fn policy_graph() -> WarGraph {
                     ttl: Duration::from_secs(90),
                     key: CacheKeySpec::Default,
                     cache_fallback_results: false,
+                    scope: CacheScope::Graph,
                 }),
                 ..Aegis::default()
             },

@@ -124,6 +124,7 @@ async fn twenty_tasks_send_twenty_prompts_merged_in_task_order_and_cached_per_ta
                 // Tasks 3 and 17 are answered by the backup: cache those
                 // too, so the second run asks nothing.
                 cache_fallback_results: true,
+                scope: CacheScope::Graph,
             }),
             ..Aegis::default()
         },

@@ -168,6 +168,7 @@ fn errors_and_policies_are_in_the_prelude() {
             ttl: Duration::from_secs(60),
             key: CacheKeySpec::Default,
             cache_fallback_results: false,
+            scope: CacheScope::Graph,
         }),
         on_error: Some(ErrorHandlerSpec::Custom("ignore".into())),
     };

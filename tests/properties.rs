@@ -521,6 +521,7 @@ fn build(s: &Shape, node_order: &[usize], edge_order: &[usize], reverse_rest: bo
                     ttl: Duration::from_secs(60),
                     key: CacheKeySpec::Default,
                     cache_fallback_results: false,
+                    scope: CacheScope::Graph,
                 }),
                 ..Aegis::default()
             },

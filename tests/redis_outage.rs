@@ -58,6 +58,7 @@ fn graph(executions: &Arc<AtomicU32>) -> WarGraph {
             ttl: Duration::from_secs(600),
             key,
             cache_fallback_results: false,
+            scope: CacheScope::Graph,
         }),
         ..Aegis::default()
     };

@@ -131,6 +131,7 @@ fn graph() -> WarGraph {
                 ttl: Duration::from_secs(60),
                 key: CacheKeySpec::Fields(vec![field_name("topic")]),
                 cache_fallback_results: false,
+                scope: CacheScope::Graph,
             }),
             ..Aegis::default()
         },

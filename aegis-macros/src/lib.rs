@@ -24,7 +24,7 @@
 //! | `on_error(route = cancel)` | `ErrorHandlerSpec::Route` | the error field defaults to `<node id>_error`; set it with `on_error(route = cancel, error_field = booking_error)` |
 //! | `on_error(absorb(summary = "unavailable", retries_left = 0))` | `ErrorHandlerSpec::Absorb` | values are JSON literals: strings, numbers, `true`/`false`, `null`, `[..]`, `{ "key": value }`; a bare `absorb` writes nothing |
 //! | `on_error(custom = "escalate")` | `ErrorHandlerSpec::Custom` | the name registered with `WarEngine::with_error_handler` |
-//! | `cache(ttl = "15m", key = fields(question, locale), fallback_results = true)` | `CachePolicy` | `ttl` is required; `key = default` (the default) or `fields(..)`; `fallback_results` (off by default) also stores a result a fallback provider served |
+//! | `cache(ttl = "15m", key = fields(question, locale), scope = node, fallback_results = true)` | `CachePolicy` | `ttl` is required; `key = default` (the default) or `fields(..)`; `scope = graph` (the default) or `node` (`CacheScope`: a key that survives edits to the rest of the graph); `fallback_results` (off by default) also stores a result a fallback provider served |
 //! | `id = "booker"` | the node id | attribute only; defaults to the function's name |
 //! | `crate = "::aegis"` | — | attribute only (in `graph!`, a top-level `crate = "..";`) |
 //!
@@ -83,6 +83,7 @@
 //! `format`, `vec`, ..): rename it and keep the node id with `id = ".."`.
 
 mod attr;
+mod digest;
 mod duration;
 #[cfg(test)]
 mod duration_props;
@@ -145,6 +146,13 @@ use proc_macro::TokenStream;
 /// added with its instance, `add_aegis_node(name::with(instance))` on a
 /// builder and `name(instance)` in `graph!`.
 ///
+/// The marker also carries a digest of the function's tokens, signature and
+/// body (`AegisNodeFn::CODE_VERSION`, 32 hex digits computed at compile
+/// time; comments, doc comments and layout do not change it): node cache
+/// keys cover it, so an edited function is never served the answers its
+/// previous version cached, in either cache scope. The graph fingerprint
+/// does not, so editing a function never blocks a `resume`.
+///
 /// # Grammar
 ///
 /// ```text
@@ -157,7 +165,8 @@ use proc_macro::TokenStream;
 ///     on_error(route = node [, error_field = field])                      // one handler:
 ///         | on_error(absorb | absorb(field = <JSON literal>, ..))
 ///         | on_error(custom = "handler name"),
-///     cache(ttl = "15m" [, key = default | fields(a, b, ..)] [, fallback_results = true]),
+///     cache(ttl = "15m" [, key = default | fields(a, b, ..)] [, scope = graph | node]
+///           [, fallback_results = true]),
 ///     id = "node id",                // default: the function's name
 ///     crate = "::aegis",             // default: `::aegis`
 /// )]

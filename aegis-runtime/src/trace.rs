@@ -6,6 +6,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::aegis::CacheScope;
 use crate::id::NodeId;
 
 /// How one attempt (or one cache hit) ended, as `NodeFinished` reports it.
@@ -82,11 +83,17 @@ pub struct CacheOrigin {
     /// result is stored only under `CachePolicy::cache_fallback_results`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub fallback: bool,
+    /// The scope of the key the entry was stored (and so served) under: a
+    /// hit on a node-scoped key ([`CacheScope::Node`]) may serve an entry
+    /// another graph stored. Stored only when `Node`; older entries and
+    /// records read as [`CacheScope::Graph`], the only scope there was.
+    #[serde(default, skip_serializing_if = "CacheScope::is_graph")]
+    pub scope: CacheScope,
 }
 
 impl fmt::Display for CacheOrigin {
     /// `attempt 2 of answer`, then `, served by ollama (position 1), model
-    /// llama3.2` when known.
+    /// llama3.2` when known, and `, node-scoped` for a node-scoped entry.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
@@ -102,6 +109,9 @@ impl fmt::Display for CacheOrigin {
         }
         if let Some(model) = &self.model {
             write!(f, ", model {model}")?;
+        }
+        if !self.scope.is_graph() {
+            write!(f, ", {}-scoped", self.scope)?;
         }
         Ok(())
     }

@@ -262,6 +262,7 @@ fn random_aegis(
             ttl: pick(rng, &[ms(300), Duration::from_secs(3600)]),
             key: CacheKeySpec::Default,
             cache_fallback_results: false,
+            scope: CacheScope::Graph,
         }),
     }
 }

@@ -114,11 +114,15 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
         // one in the signature, its `run` does not call the function.
         let aegis = valid.then_some((&spec, default_error_field.as_str()));
         let takes_deps = signature::takes_deps(&func);
+        // What node cache keys cover of the function's code: its tokens as
+        // written, not as syn prints them back (which a syn release may
+        // change).
+        let code_version = crate::digest::code_digest(item);
         out.extend(node_marker(
             &func,
             &spec,
             aegis,
-            &id,
+            (&id, &code_version),
             spans.as_ref(),
             takes_deps,
             &cfgs,
@@ -142,12 +146,13 @@ fn with_errors(item: TokenStream, errors: Errors) -> TokenStream {
 /// The marker struct and its `AegisNodeFn` impl, or for a function taking
 /// a dependency its `AegisDepsFn` impl and `with`. `aegis` is the validated
 /// spec and default error field, `None` after a mistake in the attribute;
-/// `spans` is `None` after a mistake in the signature.
+/// `id` comes with the code digest; `spans` is `None` after a mistake in
+/// the signature.
 fn node_marker(
     func: &ItemFn,
     spec: &AegisSpec,
     aegis: Option<(&AegisSpec, &str)>,
-    id: &str,
+    (id, code_version): (&str, &str),
     spans: Option<&signature::ArgSpans>,
     takes_deps: bool,
     cfgs: &[&syn::Attribute],
@@ -197,7 +202,7 @@ fn node_marker(
             name,
             vis,
             spans.and_then(|s| s.deps.as_ref()),
-            (&aegis, id, &deps, &state, &ctx, &body),
+            (&aegis, (id, code_version), &deps, &state, &ctx, &body),
             cfgs,
             &p,
         );
@@ -212,6 +217,9 @@ fn node_marker(
             // The id, not the module path: moving the function to another
             // module must not change the graph fingerprint.
             const KIND: &'static str = #id;
+            // The digest of the function's tokens: its cache keys' code.
+            const CODE_VERSION: ::core::option::Option<&'static str> =
+                ::core::option::Option::Some(#code_version);
 
             fn aegis() -> #p::Aegis {
                 #aegis
@@ -236,9 +244,9 @@ fn deps_marker(
     name: &syn::Ident,
     vis: &syn::Visibility,
     deps_ty: Option<&syn::Type>,
-    (aegis, id, deps, state, ctx, body): (
+    (aegis, (id, code_version), deps, state, ctx, body): (
         &TokenStream,
-        &str,
+        (&str, &str),
         &syn::Ident,
         &syn::Ident,
         &syn::Ident,
@@ -291,6 +299,9 @@ fn deps_marker(
             // The id, not the module path nor the instance: neither is part
             // of the graph fingerprint.
             const KIND: &'static str = #id;
+            // The digest of the function's tokens: its cache keys' code.
+            const CODE_VERSION: ::core::option::Option<&'static str> =
+                ::core::option::Option::Some(#code_version);
 
             fn aegis() -> #p::Aegis {
                 #aegis
@@ -364,6 +375,48 @@ mod tests {
         assert!(
             out.contains("book (__aegis_state , __aegis_ctx) . await"),
             "{out}"
+        );
+        assert!(
+            out.contains("const CODE_VERSION : :: core :: option :: Option < & 'static str > = :: core :: option :: Option :: Some (\""),
+            "{out}"
+        );
+    }
+
+    /// The digest in the marker: a changed body gives another one, a
+    /// doc comment does not.
+    fn code_version_of(item: TokenStream) -> String {
+        let out = expanded(quote!(cache(ttl = "1m")), item);
+        let start = out.find("Option :: Some (\"").unwrap() + "Option :: Some (\"".len();
+        out[start..start + 32].to_string()
+    }
+
+    #[test]
+    fn the_marker_carries_the_code_digest() {
+        let v1 = code_version_of(quote!(
+            async fn answer(s: &Battlefield, c: &NodeContext) -> Result<StateDelta, E> {
+                answer_v1(s)
+            }
+        ));
+        let documented = code_version_of(quote!(
+            /// Answers.
+            async fn answer(s: &Battlefield, c: &NodeContext) -> Result<StateDelta, E> {
+                answer_v1(s)
+            }
+        ));
+        let v2 = code_version_of(quote!(
+            async fn answer(s: &Battlefield, c: &NodeContext) -> Result<StateDelta, E> {
+                answer_v2(s)
+            }
+        ));
+        assert_eq!(v1, documented);
+        assert_ne!(v1, v2);
+        assert_eq!(
+            v1,
+            crate::digest::code_digest(quote!(
+                async fn answer(s: &Battlefield, c: &NodeContext) -> Result<StateDelta, E> {
+                    answer_v1(s)
+                }
+            ))
         );
     }
 

@@ -5,7 +5,7 @@
 use proc_macro2::TokenStream;
 use quote::quote;
 
-use super::{AegisSpec, CacheKey, Dur, Handler, Predicate};
+use super::{AegisSpec, CacheKey, Dur, Handler, Predicate, Scope};
 use crate::names::name_of;
 
 fn some(value: Option<TokenStream>) -> TokenStream {
@@ -98,7 +98,11 @@ pub(crate) fn aegis_expr(
             }
         });
         let fallback_results = c.value.fallback_results;
-        quote!(#p::cache(#ttl, #fields, #fallback_results))
+        let policy = quote!(#p::cache(#ttl, #fields, #fallback_results));
+        match c.value.scope {
+            Scope::Graph => policy,
+            Scope::Node => quote!(#p::node_scoped(#policy)),
+        }
     }));
 
     quote!(#p::aegis(#retry, #timeout, #on_error, #cache))

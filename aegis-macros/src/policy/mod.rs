@@ -8,7 +8,7 @@ mod values;
 
 pub(crate) use expand::aegis_expr;
 pub(crate) use parse::{Keyed, RawRetry, RawTimeout, parse_aegis};
-pub(crate) use values::{CacheKey, Dur, Predicate};
+pub(crate) use values::{CacheKey, Dur, Predicate, Scope};
 
 use proc_macro2::{Span, TokenStream};
 use syn::Ident;
@@ -52,6 +52,8 @@ pub(crate) struct CacheSpec {
     pub(crate) key: CacheKey,
     /// `fallback_results = true`: store results a fallback provider served.
     pub(crate) fallback_results: bool,
+    /// `scope = node | graph` (`graph` when unset).
+    pub(crate) scope: Scope,
 }
 
 /// Parses and validates the policy grammar; every problem goes to `errors`.
@@ -156,6 +158,7 @@ fn validate(raw: RawAegis, errors: &mut Errors) -> AegisSpec {
                 ttl,
                 key: k.value.key.unwrap_or(CacheKey::Default),
                 fallback_results: k.value.fallback_results.is_some_and(|b| b.0),
+                scope: k.value.scope.unwrap_or(Scope::Graph),
             },
         }),
         None => {
@@ -344,6 +347,32 @@ mod tests {
     }
 
     #[test]
+    fn parses_the_cache_scope() {
+        let (spec, errs) = messages(quote!(cache(ttl = "1m")));
+        assert!(errs.is_empty(), "{errs:?}");
+        assert_eq!(spec.cache.unwrap().value.scope, Scope::Graph);
+        let (spec, errs) = messages(quote!(cache(ttl = "1m", scope = graph)));
+        assert!(errs.is_empty(), "{errs:?}");
+        assert_eq!(spec.cache.unwrap().value.scope, Scope::Graph);
+        let (_, errs) = messages(quote!(cache(ttl = "1m", scope = nodes)));
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert!(
+            errs[0].starts_with("unknown cache scope `nodes`: write `graph` (the default"),
+            "{errs:?}"
+        );
+        assert!(errs[0].contains("or `node` ("), "{errs:?}");
+        let (_, errs) = messages(quote!(cache(ttl = "1m", scope = "node")));
+        assert!(errs[0].contains("`scope` is a bare word"), "{errs:?}");
+        let (_, errs) = messages(quote!(cache(ttl = "1m", scope = node, scope = graph)));
+        assert_eq!(errs, ["`scope` is given twice: keep only one `scope`"]);
+        let (_, errs) = messages(quote!(cache(ttl = "1m", scoep = node)));
+        assert!(
+            errs[0].contains("unknown key `scoep`: did you mean `scope`?"),
+            "{errs:?}"
+        );
+    }
+
+    #[test]
     fn parses_the_retry_after_floor() {
         let (spec, errs) = messages(quote!(retry(
             respect_retry_after = true,
@@ -384,7 +413,7 @@ mod tests {
                 retries_left = 0,
                 tags = ["a", null]
             )),
-            cache(ttl = "15m", key = fields(question, locale)),
+            cache(ttl = "15m", key = fields(question, locale), scope = node),
             id = "booker",
             crate = "::my::aegis"
         ));
@@ -401,6 +430,7 @@ mod tests {
         let cache = spec.cache.unwrap().value;
         assert_eq!(cache.ttl.millis, 900_000);
         assert!(matches!(cache.key, CacheKey::Fields(ref f) if f.len() == 2));
+        assert_eq!(cache.scope, Scope::Node);
         assert_eq!(spec.id.unwrap().0, "booker");
         assert!(spec.krate.is_some());
         for (word, variant) in [

@@ -11,7 +11,7 @@ use syn::Meta;
 
 use super::values::{
     Absorb, Attempts, Bool, CacheKey, CratePath, CustomName, Dur, Factor, FieldRef, IdLit, NodeRef,
-    Predicate, key_of, key_span,
+    Predicate, Scope, key_of, key_span,
 };
 use crate::errors::Errors;
 
@@ -46,6 +46,7 @@ pub(crate) struct RawCache {
     pub(crate) ttl: Option<Dur>,
     pub(crate) key: Option<CacheKey>,
     pub(crate) fallback_results: Option<Bool>,
+    pub(crate) scope: Option<Scope>,
 }
 
 /// One handler shape of `on_error(..)`, in the order written.
@@ -103,7 +104,8 @@ pub(crate) fn parse_aegis(tokens: proc_macro2::TokenStream, errors: &mut Errors)
 
 const RETRY_USAGE: &str = "retry(max = 5, initial = \"500ms\", factor = 2.0, max_interval = \"60s\", jitter = false, on = transient)";
 const TIMEOUT_USAGE: &str = "timeout(run = \"120s\", idle = \"10s\", first_chunk = \"5s\")";
-const CACHE_USAGE: &str = "cache(ttl = \"15m\", key = fields(question), fallback_results = true)";
+const CACHE_USAGE: &str =
+    "cache(ttl = \"15m\", key = fields(question), fallback_results = true, scope = node)";
 const ON_ERROR_USAGE: &str = "on_error(route = cancel), on_error(absorb(summary = \"unavailable\")) or on_error(custom = \"escalate\")";
 
 /// The items whose keys are known and not repeated; the rest are reported.

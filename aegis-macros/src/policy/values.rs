@@ -333,6 +333,36 @@ impl FromMeta for CacheKey {
     }
 }
 
+/// `scope = graph | node`: what a node's cache entries belong to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Scope {
+    Graph,
+    Node,
+}
+
+/// What `scope` takes, and what each value means.
+const SCOPE_VALUES: &str = "`graph` (the default: entries are left behind by any change to the graph) or `node` (entries survive edits elsewhere in the graph)";
+
+impl FromMeta for Scope {
+    fn from_meta(item: &Meta) -> darling::Result<Self> {
+        let expr = value_of(item, "node")?;
+        match ident_of(expr) {
+            Some(ident) => match name_of(ident).as_str() {
+                "graph" => Ok(Scope::Graph),
+                "node" => Ok(Scope::Node),
+                other => Err(Error::custom(format!(
+                    "unknown cache scope `{other}`: write {SCOPE_VALUES}"
+                ))
+                .with_span(ident)),
+            },
+            None => Err(Error::custom(format!(
+                "`scope` is a bare word, {SCOPE_VALUES}: e.g. `scope = node`"
+            ))
+            .with_span(expr)),
+        }
+    }
+}
+
 /// `absorb(summary = "unavailable", retries_left = 0)` (or a bare `absorb`:
 /// absorb the failure and write nothing).
 #[derive(Debug, Clone, Default)]

@@ -6,7 +6,7 @@ mod validate;
 
 pub use backoff::jittered;
 pub use policy::{
-    Aegis, CacheKeySpec, CachePolicy, DEFAULT_MAX_RETRY_AFTER, ErrorHandlerSpec, RetryPolicy,
-    RetryPredicate, TimeoutPolicy,
+    Aegis, CacheKeySpec, CachePolicy, CacheScope, DEFAULT_MAX_RETRY_AFTER, ErrorHandlerSpec,
+    RetryPolicy, RetryPredicate, TimeoutPolicy,
 };
 pub(crate) use validate::{retry_problems, timeout_problems};

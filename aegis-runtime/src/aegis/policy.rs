@@ -253,15 +253,22 @@ pub struct CachePolicy {
     /// fingerprint only when on.
     #[serde(default, skip_serializing_if = "is_false")]
     pub cache_fallback_results: bool,
+    /// Which edits the node's entries survive: [`CacheScope::Graph`] (the
+    /// default, the guide's key) or [`CacheScope::Node`]. Part of the graph
+    /// fingerprint only when `Node`.
+    #[serde(default, skip_serializing_if = "CacheScope::is_graph")]
+    pub scope: CacheScope,
 }
 
 impl CachePolicy {
-    /// A policy of `ttl` over `key`, fallback results not cached.
+    /// A policy of `ttl` over `key`, graph-scoped, fallback results not
+    /// cached.
     pub fn new(ttl: Duration, key: CacheKeySpec) -> Self {
         CachePolicy {
             ttl,
             key,
             cache_fallback_results: false,
+            scope: CacheScope::Graph,
         }
     }
 
@@ -269,6 +276,88 @@ impl CachePolicy {
     pub fn with_cache_fallback_results(mut self, on: bool) -> Self {
         self.cache_fallback_results = on;
         self
+    }
+
+    /// Keys the node's entries in `scope` (`cache(scope = node)` in the
+    /// DSL).
+    ///
+    /// ```
+    /// use aegis_runtime::*;
+    /// use std::time::Duration;
+    ///
+    /// let policy = CachePolicy::new(Duration::from_secs(900), CacheKeySpec::Default)
+    ///     .with_scope(CacheScope::Node);
+    /// assert_eq!(policy.scope, CacheScope::Node);
+    /// assert_eq!(CachePolicy::new(Duration::from_secs(1), CacheKeySpec::Default).scope, CacheScope::Graph);
+    /// ```
+    pub fn with_scope(mut self, scope: CacheScope) -> Self {
+        self.scope = scope;
+        self
+    }
+}
+
+/// What a node's cache entries belong to, and so which edits they survive.
+///
+/// Whatever the scope, a key covers the node id, the node's own code (the
+/// digest `#[aegis]` computes from the function's tokens, or the version a
+/// builder node gives: [`StateNode::code_version`](crate::StateNode::code_version)),
+/// its input (a Paladin node's rendered prompt and configuration; a
+/// Function node's snapshot or named fields), the mustered task and the
+/// engine's cache namespace (`WarEngine::with_cache_namespace`). So a node
+/// whose code, prompt, model or input changed never hits an old entry, in
+/// either scope. The scopes differ in what else the key covers:
+///
+/// - [`CacheScope::Graph`] (the default, as the guide has it): the whole
+///   graph fingerprint. Change the graph's shape anywhere — a node, an
+///   edge, a field, another node's `on_error` — and every entry of the
+///   graph is left behind: a deploy starts cold.
+/// - [`CacheScope::Node`]: the node's own shape instead — its id and kind,
+///   its code, and for a Paladin node its configuration, input template,
+///   output field and output schema — and nothing else of the graph. Its
+///   entries survive unrelated edits (another node added or changed, an
+///   unused field, an edge elsewhere), and any graph holding the same node
+///   over the same cache and namespace shares them (what the node reads is
+///   still its input: a Function node keyed on its whole snapshot misses
+///   when a new field with a default, or a node that runs before it,
+///   changes that snapshot; key it on `CacheKeySpec::Fields` to narrow
+///   it). A Function node needs
+///   a code version for it (an `#[aegis]` function always has one):
+///   validation refuses a node-scoped Function node without one
+///   (`CacheScopeWithoutCodeVersion`), whose key would hold none of its
+///   code. A stored delta is still checked against the running graph's
+///   schema on every hit (an undeclared or `Deny` field is a miss).
+///
+/// A hit reports the scope that served it
+/// ([`CacheOrigin::scope`](crate::CacheOrigin::scope)).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum CacheScope {
+    /// Keys cover the whole graph fingerprint (the default).
+    #[default]
+    Graph,
+    /// Keys cover the node's own shape, not the rest of the graph.
+    Node,
+}
+
+impl CacheScope {
+    /// Whether this is [`CacheScope::Graph`], the default.
+    pub fn is_graph(&self) -> bool {
+        matches!(self, CacheScope::Graph)
+    }
+
+    /// `"graph"` or `"node"`, as the DSL writes it.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            CacheScope::Graph => "graph",
+            CacheScope::Node => "node",
+        }
+    }
+}
+
+impl std::fmt::Display for CacheScope {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 

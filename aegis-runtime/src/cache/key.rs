@@ -6,7 +6,7 @@ use std::borrow::Cow;
 use std::fmt;
 use std::sync::{Arc, OnceLock};
 
-use crate::aegis::CacheKeySpec;
+use crate::aegis::{CacheKeySpec, CacheScope};
 use crate::canon::{Canon, Digest32, inline_in_key, write_hex};
 use crate::graph::{NodeSpec, TemplateError};
 use crate::id::NodeId;
@@ -17,8 +17,12 @@ use crate::state::{Battlefield, FieldName, FieldPart};
 /// Bumped whenever the encoding below changes, so entries written under an
 /// older scheme can never be read under a newer one. `v3` hashes each
 /// state field's value as the digest of its canonical encoding, where `v2`
-/// hashed the encoding itself.
-pub const CACHE_KEY_VERSION: &str = "v3";
+/// hashed the encoding itself. `v4` adds the node's code version to every
+/// key, the node scope ([`CacheScope::Node`]: keys seeded by the node's own
+/// shape instead of the graph fingerprint) and the engine's cache
+/// namespace: a `v3` entry was keyed without the node's code, so serving it
+/// could hand a changed node its old answer.
+pub const CACHE_KEY_VERSION: &str = "v4";
 
 /// The domain of the key digest's stream.
 const KEY_DOMAIN: &str = "aegis-node-cache/key";
@@ -30,12 +34,19 @@ const PALADIN_INPUT: u64 = 1;
 const PALADIN_INPUT_AND_FIELDS: u64 = 2;
 const FUNCTION_SNAPSHOT: u64 = 3;
 const FUNCTION_FIELDS: u64 = 4;
+/// Opens a key's own stream when the engine has a cache namespace: no
+/// input begins with a number, so a namespaced key's stream is never an
+/// un-namespaced one's.
+const NAMESPACE: u64 = 5;
+/// Follows the version in a node-scoped seed's stream where a graph-scoped
+/// one has the graph fingerprint (a string): the two never coincide.
+const NODE_SCOPED: u64 = 1;
 
 /// How many hex digits of a digest the scoping segments of a key keep. They
 /// only scope invalidation; uniqueness rests on the full digest.
 const SCOPE_HEX: usize = 16;
 
-/// A key's text length: `v3:`, two scopes and their colons, the digest.
+/// A key's text length: `v4:`, two scopes and their colons, the digest.
 const KEY_TEXT_LEN: usize = CACHE_KEY_VERSION.len() + 1 + 2 * (SCOPE_HEX + 1) + 64;
 
 /// The labels continuing a seed's stream into its scope segment; a key's
@@ -45,13 +56,19 @@ const NODE_SCOPE: &str = "node-scope";
 
 /// The key one node activation's result is cached under.
 ///
-/// Its text is `v3:{graph}:{node}:{digest}`: `graph` and `node` are short
-/// digests of the graph fingerprint and of the node id within it (so
+/// Its text is `v4:{graph}:{node}:{digest}`, and `digest` is the full
+/// SHA-256 of every key component. For a graph-scoped key
+/// ([`CacheScope::Graph`]) `graph` and `node` are short digests of the
+/// graph fingerprint and of the node id within it, so
 /// [`NodeCache::invalidate_prefix`](super::NodeCache::invalidate_prefix) with
 /// [`CacheKey::graph_prefix`] or [`CacheKey::node_prefix`] drops one graph's
-/// or one node's entries), and `digest` is the full SHA-256 of every key
-/// component. Only hex digits, `v` and `:` ever appear, so a key is safe in a
-/// Redis key and in a `SCAN MATCH` pattern.
+/// or one node's entries (of every code version and namespace). A
+/// node-scoped key ([`CacheScope::Node`]) belongs to no graph: its `graph`
+/// segment is one constant that no graph's is, and its `node` segment a
+/// digest of the node id, so [`CacheKey::node_scope_prefix`] drops a node's
+/// node-scoped entries whatever graph stored them. Only hex digits, `v` and
+/// `:` ever appear, so a key is safe in a Redis key and in a `SCAN MATCH`
+/// pattern.
 ///
 /// A derived key is kept as its 48 bytes, not its text: a lookup in an
 /// in-process backend hashes and compares those, and the text is written
@@ -95,15 +112,40 @@ impl CacheKey {
         self.with_text(&mut buf, |text| text.starts_with(prefix))
     }
 
-    /// The prefix every key of the graph with this fingerprint starts with.
+    /// The prefix every graph-scoped key of the graph with this
+    /// fingerprint starts with (node-scoped keys belong to no graph: see
+    /// [`CacheKey::node_scope_prefix`]).
     pub fn graph_prefix(graph_fingerprint: &str) -> String {
         prefix_text(&[&GraphKeySeed::new(graph_fingerprint).scope])
     }
 
-    /// The prefix every key of `node_id` in the graph with this fingerprint
-    /// starts with.
+    /// The prefix every graph-scoped key of `node_id` in the graph with
+    /// this fingerprint starts with, whatever the node's code version.
     pub fn node_prefix(graph_fingerprint: &str, node_id: &NodeId) -> String {
-        KeySeed::new(graph_fingerprint, node_id).prefix()
+        let root = GraphKeySeed::new(graph_fingerprint);
+        let (node, _) = node_segment(&root.canon, node_id);
+        prefix_text(&[&root.scope, &node])
+    }
+
+    /// The prefix every node-scoped key ([`CacheScope::Node`]) of `node_id`
+    /// starts with, whatever graph stored it and whatever the node's code
+    /// version, configuration or input: `v4:{node scope}:{node}:`.
+    ///
+    /// ```
+    /// use aegis_runtime::*;
+    ///
+    /// let node = NodeId::new("answer");
+    /// let prefix = CacheKey::node_scope_prefix(&node);
+    /// assert!(prefix.starts_with("v4:"));
+    /// assert_ne!(prefix, CacheKey::node_scope_prefix(&NodeId::new("other")));
+    /// // No graph's keys start with it.
+    /// assert!(!prefix.starts_with(&CacheKey::graph_prefix("v7:any-graph")));
+    /// ```
+    pub fn node_scope_prefix(node_id: &NodeId) -> String {
+        let root = node_scope_root();
+        let graph = scope(&root, GRAPH_SCOPE);
+        let (node, _) = node_segment(&root, node_id);
+        prefix_text(&[&graph, &node])
     }
 
     /// A key from its text, as an entry records it (and as tests plant it):
@@ -131,7 +173,7 @@ impl CacheKey {
     }
 }
 
-/// Writes `v3:` and each scope's hex followed by `:` (the text every key of
+/// Writes `v4:` and each scope's hex followed by `:` (the text every key of
 /// those scopes starts with) at the start of `buf`; returns its length.
 fn write_prefix(buf: &mut [u8; KEY_TEXT_LEN], scopes: &[&[u8]]) -> usize {
     let version = CACHE_KEY_VERSION.len();
@@ -157,7 +199,7 @@ fn prefix_text(scopes: &[&[u8]]) -> String {
 }
 
 /// The scopes and digest of `text`, when it is a derived key's text exactly
-/// (lowercase hex, this version): `v3:{16 hex}:{16 hex}:{64 hex}`.
+/// (lowercase hex, this version): `v4:{16 hex}:{16 hex}:{64 hex}`.
 fn parse_derived(text: &str) -> Option<([u8; SCOPE_BYTES * 2], Digest32)> {
     let rest = text.strip_prefix(CACHE_KEY_VERSION)?.strip_prefix(':')?;
     let mut parts = rest.split(':');
@@ -254,10 +296,11 @@ pub enum CacheKeyError {
     },
 }
 
-/// What every key of one graph starts from, computed once per graph (per
-/// fingerprint) rather than once per key: the key text's first segments
-/// (`v3:{graph}:`) and the key digest's stream already fed with its domain,
-/// the key version and the graph fingerprint, padded to a block boundary.
+/// What every graph-scoped key of one graph starts from, computed once per
+/// graph (per fingerprint) rather than once per key: the key text's first
+/// segment (`v4:{graph}:`) and the key digest's stream already fed with its
+/// domain, the key version and the graph fingerprint, padded to a block
+/// boundary.
 ///
 /// The scope segments are digests of the same stream continued by a label,
 /// so a graph costs one pass over its fingerprint and a node one block.
@@ -269,7 +312,8 @@ pub(crate) struct GraphKeySeed {
 }
 
 impl GraphKeySeed {
-    /// The seed of every key of the graph with this fingerprint.
+    /// The seed of every graph-scoped key of the graph with this
+    /// fingerprint.
     pub(crate) fn new(graph_fingerprint: &str) -> GraphKeySeed {
         let mut canon = Canon::new(KEY_DOMAIN);
         canon.str(CACHE_KEY_VERSION).str(graph_fingerprint).align();
@@ -277,20 +321,20 @@ impl GraphKeySeed {
         GraphKeySeed { scope, canon }
     }
 
-    /// The seed of `node_id`'s keys in this graph.
-    pub(crate) fn node(&self, node_id: &NodeId) -> KeySeed {
-        let mut canon = self.canon.clone();
-        canon.str(node_id.as_str()).align();
-        let mut scopes = [0u8; SCOPE_BYTES * 2];
-        scopes[..SCOPE_BYTES].copy_from_slice(&self.scope);
-        scopes[SCOPE_BYTES..].copy_from_slice(&scope(&canon, NODE_SCOPE));
-        KeySeed {
-            scopes,
+    /// The seed of `node_id`'s graph-scoped keys in this graph, where the
+    /// node is `spec`: the stream goes on with the node id and the node's
+    /// code version (the graph fingerprint covers the rest of the node).
+    pub(crate) fn node(&self, node_id: &NodeId, spec: &NodeSpec) -> KeySeed {
+        let (node, mut canon) = node_segment(&self.canon, node_id);
+        code_version(&mut canon, spec);
+        let config = paladin_config(spec);
+        KeySeed::finish(
+            [self.scope, node],
             canon,
-            node: node_id.clone(),
-            paladin_config: OnceLock::new(),
-            inputs: Default::default(),
-        }
+            node_id,
+            CacheScope::Graph,
+            config,
+        )
     }
 }
 
@@ -299,6 +343,73 @@ impl fmt::Debug for GraphKeySeed {
         f.debug_struct("GraphKeySeed")
             .field("prefix", &prefix_text(&[&self.scope]))
             .finish_non_exhaustive()
+    }
+}
+
+/// The root of every node-scoped key's stream: the domain, the key version
+/// and the node-scope marker, where a graph-scoped stream has the graph
+/// fingerprint.
+fn node_scope_root() -> Canon {
+    let mut canon = Canon::new(KEY_DOMAIN);
+    canon.str(CACHE_KEY_VERSION).u64(NODE_SCOPED).align();
+    canon
+}
+
+/// `root` continued by the node id, and the node's scope segment read from
+/// it: the segment depends on the root and the id alone, so a prefix for
+/// the node needs nothing else of it.
+fn node_segment(root: &Canon, node_id: &NodeId) -> ([u8; SCOPE_BYTES], Canon) {
+    let mut canon = root.clone();
+    canon.str(node_id.as_str());
+    (scope(&canon, NODE_SCOPE), canon)
+}
+
+/// The node's code version ([`StateNode::code_version`](crate::StateNode::code_version)),
+/// or its absence: a Function node's; other kinds have none.
+fn code_version(canon: &mut Canon, spec: &NodeSpec) {
+    match spec {
+        NodeSpec::Function(node) => match node.code_version() {
+            Some(version) => canon.str(version),
+            None => canon.absent(),
+        },
+        _ => canon.absent(),
+    };
+}
+
+/// A node's own shape, as a node-scoped key covers it in place of the
+/// graph fingerprint: its kind and, for a Function node, its kind name and
+/// code version; for a Paladin node, its configuration fingerprint, input
+/// template, output field and output schema.
+fn node_shape(canon: &mut Canon, spec: &NodeSpec, paladin_config: Option<&str>) {
+    match spec {
+        NodeSpec::Function(node) => {
+            canon.str("function").str(node.kind_name());
+            code_version(canon, spec);
+        }
+        NodeSpec::Paladin {
+            paladin,
+            input,
+            output_field,
+            output_schema,
+        } => {
+            let config = match paladin_config {
+                Some(config) => Cow::Borrowed(config),
+                None => Cow::Owned(paladin.config_fingerprint()),
+            };
+            canon
+                .str("paladin")
+                .str(&config)
+                .str(input.template())
+                .str(output_field.as_str())
+                .serialize(output_schema);
+        }
+        // Never cached (a key of theirs is an error); named for completeness.
+        NodeSpec::Battalion { .. } => {
+            canon.str("battalion");
+        }
+        NodeSpec::Gate { .. } => {
+            canon.str("gate");
+        }
     }
 }
 
@@ -312,23 +423,30 @@ fn scope(stream: &Canon, label: &str) -> [u8; SCOPE_BYTES] {
     bytes
 }
 
-/// What every key of one node of one graph starts from, computed once per
-/// graph and node rather than once per key: the key's text prefix
-/// (`v3:{graph}:{node}:`) and the key digest's stream already fed with its
-/// domain, the key version, the graph fingerprint and the node id, padded to
-/// a block boundary so a short key costs one compression.
+/// What every key of one node starts from, computed once per graph and
+/// node rather than once per key: the key's text prefix
+/// (`v4:{graph}:{node}:`) and the key digest's stream already fed with
+/// everything but the activation's own input, padded to a block boundary
+/// so a short key costs one compression. That stream is, after the domain
+/// and the key version:
 ///
-/// A seed belongs to one node of the graph whose fingerprint it was made
-/// with: the fingerprint covers the node's spec, so the seed also keeps a
-/// Paladin node's configuration fingerprint once it is first computed.
+/// - graph scope: the graph fingerprint, the node id and the node's code
+///   version;
+/// - node scope: the node-scope marker, the node id and the node's shape
+///   (kind, kind name and code version; a Paladin node's configuration,
+///   input template, output field and output schema).
+///
+/// A seed belongs to one node (and, graph-scoped, to one graph): it keeps
+/// a Paladin node's configuration fingerprint, which every key repeats.
 #[derive(Clone)]
 pub(crate) struct KeySeed {
-    /// The graph's and the node's scope segments, as bytes: every key of
-    /// the node carries them.
+    /// The key's two scope segments, as bytes: every key of the node
+    /// carries them.
     scopes: [u8; SCOPE_BYTES * 2],
     canon: Canon,
     node: NodeId,
-    paladin_config: OnceLock<String>,
+    scope: CacheScope,
+    paladin_config: Option<String>,
     /// `canon` continued by each input code and aligned again, made on
     /// first use: a node's keys all use one code, so each key's own input
     /// starts on a fresh block and a small one costs one compression.
@@ -336,13 +454,60 @@ pub(crate) struct KeySeed {
 }
 
 impl KeySeed {
-    /// The seed of `node_id`'s keys in the graph with this fingerprint
-    /// ([`GraphKeySeed::node`] reuses the graph's part for every node).
-    pub(crate) fn new(graph_fingerprint: &str, node_id: &NodeId) -> KeySeed {
-        GraphKeySeed::new(graph_fingerprint).node(node_id)
+    /// The seed of `node_id`'s keys in `scope`, the node being `spec` (in
+    /// the graph with this fingerprint, for [`CacheScope::Graph`];
+    /// [`GraphKeySeed::node`] reuses the graph's part for every node).
+    pub(crate) fn new(
+        scope: CacheScope,
+        graph_fingerprint: &str,
+        node_id: &NodeId,
+        spec: &NodeSpec,
+    ) -> KeySeed {
+        match scope {
+            CacheScope::Node => KeySeed::node_scoped(node_id, spec),
+            _ => GraphKeySeed::new(graph_fingerprint).node(node_id, spec),
+        }
     }
 
-    /// The text every key of this node starts with: `v3:{graph}:{node}:`.
+    /// The seed of `node_id`'s node-scoped keys, the node being `spec`.
+    pub(crate) fn node_scoped(node_id: &NodeId, spec: &NodeSpec) -> KeySeed {
+        let root = node_scope_root();
+        let graph = scope(&root, GRAPH_SCOPE);
+        let (node, mut canon) = node_segment(&root, node_id);
+        let config = paladin_config(spec);
+        node_shape(&mut canon, spec, config.as_deref());
+        KeySeed::finish([graph, node], canon, node_id, CacheScope::Node, config)
+    }
+
+    /// The seed of a node's stream `canon` (aligned here) and its scope
+    /// segments `[graph, node]`.
+    fn finish(
+        [graph, node]: [[u8; SCOPE_BYTES]; 2],
+        mut canon: Canon,
+        node_id: &NodeId,
+        scope: CacheScope,
+        paladin_config: Option<String>,
+    ) -> KeySeed {
+        canon.align();
+        let mut scopes = [0u8; SCOPE_BYTES * 2];
+        scopes[..SCOPE_BYTES].copy_from_slice(&graph);
+        scopes[SCOPE_BYTES..].copy_from_slice(&node);
+        KeySeed {
+            scopes,
+            canon,
+            node: node_id.clone(),
+            scope,
+            paladin_config,
+            inputs: Default::default(),
+        }
+    }
+
+    /// The scope the seed's keys are in.
+    pub(crate) fn scope(&self) -> CacheScope {
+        self.scope
+    }
+
+    /// The text every key of this node starts with: `v4:{graph}:{node}:`.
     fn prefix(&self) -> String {
         let (graph, node) = self.scopes.split_at(SCOPE_BYTES);
         prefix_text(&[graph, node])
@@ -359,21 +524,35 @@ impl KeySeed {
     }
 }
 
+/// A Paladin node's configuration fingerprint; `None` for other kinds.
+fn paladin_config(spec: &NodeSpec) -> Option<String> {
+    match spec {
+        NodeSpec::Paladin { paladin, .. } => Some(paladin.config_fingerprint()),
+        _ => None,
+    }
+}
+
 impl fmt::Debug for KeySeed {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("KeySeed")
             .field("prefix", &self.prefix())
             .field("node", &self.node)
+            .field("scope", &self.scope)
             .finish_non_exhaustive()
     }
 }
 
-/// Derives the cache key of one activation of `node_id`.
+/// Derives the graph-scoped cache key of one activation of `node_id`, with
+/// no namespace.
 ///
 /// The digest covers, in a canonical length-prefixed encoding: the key
-/// version, the graph fingerprint, the node id, the node's input and, when
-/// the activation is a mustered task, its `task_key` and payload. The input
-/// is:
+/// version, the graph fingerprint, the node id, the node's code version
+/// (a Function node's [`StateNode::code_version`](crate::StateNode::code_version),
+/// when it has one), the node's input and, when the activation is a
+/// mustered task, its `task_key` and payload. (The engine also derives
+/// node-scoped keys, which cover the node's own shape in place of the graph
+/// fingerprint, and adds its cache namespace: see [`CacheScope`].) The
+/// input is:
 ///
 /// - for a Paladin node, its rendered [`InputMapping`](crate::InputMapping)
 ///   and [`Paladin::config_fingerprint`](crate::Paladin::config_fingerprint)
@@ -395,7 +574,7 @@ impl fmt::Debug for KeySeed {
 /// A named field that is not set is encoded as absent, distinct from `null`.
 /// The same field set named in any order, or repeated, gives the same key.
 ///
-/// The key's text is `v3:{graph}:{node}:{digest}` ([`CacheKey`]).
+/// The key's text is `v4:{graph}:{node}:{digest}` ([`CacheKey`]).
 ///
 /// ```
 /// use aegis_runtime::*;
@@ -416,7 +595,7 @@ impl fmt::Debug for KeySeed {
 ///                &CacheKeySpec::Fields(vec![question.clone()]), state, None)
 /// };
 /// assert_eq!(key(&state)?, key(&state)?);
-/// assert!(key(&state)?.text().starts_with("v3:"));
+/// assert!(key(&state)?.text().starts_with("v4:"));
 /// let other = initial_state(&schema, &json!({"question": "how?"}))?;
 /// assert_ne!(key(&state)?, key(&other)?);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -430,18 +609,21 @@ pub fn derive_key(
     state: &Battlefield,
     task: Option<(&str, &Value)>,
 ) -> Result<CacheKey, CacheKeyError> {
-    let seed = KeySeed::new(graph_fingerprint, node_id);
-    derive_key_seeded(&seed, spec, key, state, task)
+    let seed = KeySeed::new(CacheScope::Graph, graph_fingerprint, node_id, spec);
+    derive_key_seeded(&seed, spec, key, state, task, None)
 }
 
-/// [`derive_key`] from the node's [`KeySeed`], which names the node: the
-/// same key, without re-deriving what every key of the node shares.
+/// [`derive_key`] from the node's [`KeySeed`], which names the node and
+/// its scope, in the cache `namespace` (none: `None`): the key without
+/// re-deriving what every key of the node shares. A namespace costs a key
+/// its few bytes; without one, a key costs what it did before namespaces.
 pub(crate) fn derive_key_seeded(
     seed: &KeySeed,
     spec: &NodeSpec,
     key: &CacheKeySpec,
     state: &Battlefield,
     task: Option<(&str, &Value)>,
+    namespace: Option<&str>,
 ) -> Result<CacheKey, CacheKeyError> {
     let node_id = &seed.node;
     let code = match (spec, key) {
@@ -451,6 +633,9 @@ pub(crate) fn derive_key_seeded(
         (_, CacheKeySpec::Fields(_)) => FUNCTION_FIELDS,
     };
     let mut h = seed.input(code).clone();
+    if let Some(namespace) = namespace {
+        h.u64(NAMESPACE).str(namespace);
+    }
 
     match spec {
         NodeSpec::Battalion { .. } | NodeSpec::Gate { .. } => {
@@ -466,20 +651,22 @@ pub(crate) fn derive_key_seeded(
                     source,
                 }
             })?;
-            let config = seed
-                .paladin_config
-                .get_or_init(|| paladin.config_fingerprint());
+            let config = match &seed.paladin_config {
+                Some(config) => Cow::Borrowed(config.as_str()),
+                // A seed made for another kind of node: never the engine's.
+                None => Cow::Owned(paladin.config_fingerprint()),
+            };
             debug_assert_eq!(
                 *config,
                 paladin.config_fingerprint(),
-                "a KeySeed serves one node of one graph"
+                "a KeySeed serves one node"
             );
             match key {
                 CacheKeySpec::Default => {
-                    h.str(config).str(&rendered);
+                    h.str(&config).str(&rendered);
                 }
                 CacheKeySpec::Fields(fields) => {
-                    h.str(config).str(&rendered);
+                    h.str(&config).str(&rendered);
                     hash_fields(&mut h, fields, state);
                 }
             }
@@ -559,6 +746,56 @@ mod tests {
         }
     }
 
+    /// A Function node of kind `kind` whose code has version `version`.
+    struct Versioned {
+        kind: &'static str,
+        version: Option<&'static str>,
+    }
+    #[async_trait::async_trait]
+    impl StateNode for Versioned {
+        fn kind_name(&self) -> &str {
+            self.kind
+        }
+
+        fn code_version(&self) -> Option<&str> {
+            self.version
+        }
+
+        async fn run(&self, _: &Battlefield, _: &NodeContext) -> Result<Directive, StateNodeError> {
+            Ok(Directive::edges(crate::state::StateDelta::new()))
+        }
+    }
+
+    fn versioned(kind: &'static str, version: Option<&'static str>) -> NodeSpec {
+        NodeSpec::function(Versioned { kind, version })
+    }
+
+    /// A key of `node` in `scope` (graph-scoped keys in the graph `fp`),
+    /// in `namespace`.
+    fn scoped(
+        (scope, fp, namespace): (CacheScope, &str, Option<&str>),
+        node: &str,
+        spec: &NodeSpec,
+        key: &CacheKeySpec,
+        st: &Battlefield,
+        task: Option<(&str, &Value)>,
+    ) -> CacheKey {
+        let seed = KeySeed::new(scope, fp, &NodeId::new(node), spec);
+        derive_key_seeded(&seed, spec, key, st, task, namespace).unwrap()
+    }
+
+    /// A node-scoped key of `answerer`'s Default key over `st`.
+    fn nkey(spec: &NodeSpec, st: &Battlefield) -> CacheKey {
+        scoped(
+            (CacheScope::Node, FP, None),
+            "answerer",
+            spec,
+            &CacheKeySpec::Default,
+            st,
+            None,
+        )
+    }
+
     fn f(name: &str) -> FieldName {
         FieldName::new(name).unwrap()
     }
@@ -617,8 +854,8 @@ mod tests {
             pkey(&func, &CacheKeySpec::Default, &base()),
             pkey(&func, &CacheKeySpec::Default, &base())
         );
-        assert!(a.text().starts_with("v3:"));
-        assert_eq!(a.text().len(), "v3:".len() + 16 + 1 + 16 + 1 + 64);
+        assert!(a.text().starts_with("v4:"));
+        assert_eq!(a.text().len(), "v4:".len() + 16 + 1 + 16 + 1 + 64);
     }
 
     #[test]
@@ -638,8 +875,8 @@ mod tests {
         );
         // Text that only resembles a key's stays text, and is another key.
         for near in [
-            text.to_uppercase().replacen("V3", "v3", 1),
-            text.replacen("v3:", "v2:", 1),
+            text.to_uppercase().replacen("V4", "v4", 1),
+            text.replacen("v4:", "v3:", 1),
             format!("{text}0"),
             text[..text.len() - 1].to_string(),
             text.replacen(':', ";", 2),
@@ -758,6 +995,147 @@ mod tests {
         // invalidating one graph never touches the other's entries.
         assert!(a.text().starts_with(&CacheKey::graph_prefix("v6:graph-a")));
         assert!(!b.text().starts_with(&CacheKey::graph_prefix("v6:graph-a")));
+    }
+
+    #[test]
+    fn the_code_version_changes_the_key_in_both_scopes() {
+        let node = NodeId::new("answerer");
+        let specs = [
+            versioned("answer", None),
+            versioned("answer", Some("1")),
+            versioned("answer", Some("2")),
+            versioned("answer", Some("")),
+        ];
+        let graph: std::collections::BTreeSet<CacheKey> = specs
+            .iter()
+            .map(|s| pkey(s, &CacheKeySpec::Default, &base()))
+            .collect();
+        let node_scoped: std::collections::BTreeSet<CacheKey> =
+            specs.iter().map(|s| nkey(s, &base())).collect();
+        assert_eq!((graph.len(), node_scoped.len()), (4, 4));
+        // ... and each scope's prefix still covers every version.
+        assert!(
+            graph
+                .iter()
+                .all(|k| k.starts_with(&CacheKey::node_prefix(FP, &node)))
+        );
+        assert!(
+            node_scoped
+                .iter()
+                .all(|k| k.starts_with(&CacheKey::node_scope_prefix(&node)))
+        );
+        // Equal versions, equal keys.
+        assert_eq!(
+            nkey(&versioned("answer", Some("1")), &base()),
+            nkey(&versioned("answer", Some("1")), &base())
+        );
+    }
+
+    #[test]
+    fn a_node_scoped_key_ignores_the_graph_but_not_the_scope() {
+        let spec = versioned("answer", Some("1"));
+        let node = NodeId::new("answerer");
+        let key = |scope, fp| {
+            scoped(
+                (scope, fp, None),
+                "answerer",
+                &spec,
+                &CacheKeySpec::Default,
+                &base(),
+                None,
+            )
+        };
+        let a = key(CacheScope::Node, "v6:graph-a");
+        assert_eq!(a, key(CacheScope::Node, "v6:graph-b"));
+        assert_ne!(a, key(CacheScope::Graph, "v6:graph-a"));
+        assert!(a.starts_with(&CacheKey::node_scope_prefix(&node)));
+        assert!(!a.starts_with(&CacheKey::node_scope_prefix(&NodeId::new("other"))));
+        for fp in ["v6:graph-a", "v6:graph-b"] {
+            assert!(!a.starts_with(&CacheKey::graph_prefix(fp)));
+            assert!(!key(CacheScope::Graph, fp).starts_with(&CacheKey::node_scope_prefix(&node)));
+        }
+        // Another node id: another key and another prefix.
+        let other = scoped(
+            (CacheScope::Node, FP, None),
+            "other",
+            &spec,
+            &CacheKeySpec::Default,
+            &base(),
+            None,
+        );
+        assert_ne!(a, other);
+        assert!(other.starts_with(&CacheKey::node_scope_prefix(&NodeId::new("other"))));
+    }
+
+    #[test]
+    fn a_node_scoped_key_covers_the_node_shape() {
+        let answer = f("answer");
+        let paladin = |p: Paladin, template: &str, output: &FieldName| {
+            NodeSpec::paladin(p, InputMapping::new(template), output.clone())
+        };
+        let m1 = || Paladin::new("A").with_model("m1");
+        let specs = [
+            paladin(m1(), "Q: {question}", &answer),
+            paladin(Paladin::new("A").with_model("m2"), "Q: {question}", &answer),
+            paladin(
+                m1().with_system_prompt("be terse"),
+                "Q: {question}",
+                &answer,
+            ),
+            paladin(m1().with_temperature(0.2), "Q: {question}", &answer),
+            // The same rendered text from another template: still another key.
+            paladin(m1(), "Q: {question}{context}", &answer),
+            paladin(m1(), "Q: {question}", &f("reply")),
+            paladin(m1(), "Q: {question}", &answer).with_output_schema(json!({"type": "string"})),
+            versioned("answer", Some("1")),
+            versioned("renamed", Some("1")),
+        ];
+        let st = state(json!({"question": "why?", "context": ""}));
+        let keys: std::collections::BTreeSet<CacheKey> =
+            specs.iter().map(|s| nkey(s, &st)).collect();
+        assert_eq!(keys.len(), specs.len());
+    }
+
+    #[test]
+    fn the_namespace_enters_every_key_and_costs_none_without_one() {
+        let spec = versioned("answer", Some("1"));
+        let paladin = paladin_spec("Answer: {question}", "m1");
+        for scope in [CacheScope::Graph, CacheScope::Node] {
+            for spec in [&spec, &paladin] {
+                let key = |namespace| {
+                    scoped(
+                        (scope, FP, namespace),
+                        "answerer",
+                        spec,
+                        &CacheKeySpec::Default,
+                        &base(),
+                        None,
+                    )
+                };
+                let keys: std::collections::BTreeSet<CacheKey> =
+                    [None, Some("a"), Some("b"), Some("")]
+                        .into_iter()
+                        .map(key)
+                        .collect();
+                assert_eq!(keys.len(), 4, "{scope:?}");
+                assert_eq!(key(Some("a")), key(Some("a")));
+                // The prefixes are the namespace's too.
+                let prefix = key(None).text()[..37].to_string();
+                assert!(keys.iter().all(|k| k.starts_with(&prefix)));
+            }
+        }
+        // Without one, the engine's key is `derive_key`'s.
+        assert_eq!(
+            scoped(
+                (CacheScope::Graph, FP, None),
+                "answerer",
+                &spec,
+                &CacheKeySpec::Default,
+                &base(),
+                None
+            ),
+            pkey(&spec, &CacheKeySpec::Default, &base())
+        );
     }
 
     #[test]
@@ -909,10 +1287,11 @@ mod tests {
         assert!(err.to_string().contains("answerer"));
     }
 
-    /// The v3 encoding written out from the materialised snapshot, each
-    /// value hashed afresh: what the memoised digests must reproduce.
+    /// The v4 encoding written out from the materialised snapshot, each
+    /// value hashed afresh: what the seeds and the memoised digests must
+    /// reproduce.
     fn from_scratch(
-        fp: &str,
+        (scope, fp, namespace): (CacheScope, &str, Option<&str>),
         node: &str,
         spec: &NodeSpec,
         key: &CacheKeySpec,
@@ -936,28 +1315,71 @@ mod tests {
                 field(h, name);
             }
         };
-        let scope = |stream: &Canon, label: &str| {
+        let segment = |stream: &Canon, label: &str| {
             let mut c = stream.clone();
             c.str(label);
             crate::canon::hex(&c.digest()[..8])
         };
-        let mut graph = Canon::new("aegis-node-cache/key");
-        graph.str("v3").str(fp).align();
-        let mut h = graph.clone();
-        h.str(node).align();
+        let code_version = |h: &mut Canon| {
+            match spec {
+                NodeSpec::Function(n) => match n.code_version() {
+                    Some(v) => h.str(v),
+                    None => h.absent(),
+                },
+                _ => h.absent(),
+            };
+        };
+        let mut root = Canon::new("aegis-node-cache/key");
+        root.str("v4");
+        match scope {
+            CacheScope::Node => root.u64(1).align(),
+            _ => root.str(fp).align(),
+        };
+        let mut h = root.clone();
+        h.str(node);
         let prefix = format!(
-            "v3:{}:{}:",
-            scope(&graph, "graph-scope"),
-            scope(&h, "node-scope")
+            "v4:{}:{}:",
+            segment(&root, "graph-scope"),
+            segment(&h, "node-scope")
         );
+        match (scope, spec) {
+            (CacheScope::Node, NodeSpec::Function(n)) => {
+                h.str("function").str(n.kind_name());
+                code_version(&mut h);
+            }
+            (
+                CacheScope::Node,
+                NodeSpec::Paladin {
+                    paladin,
+                    input,
+                    output_field,
+                    output_schema,
+                },
+            ) => {
+                h.str("paladin")
+                    .str(&paladin.config_fingerprint())
+                    .str(input.template())
+                    .str(output_field.as_str())
+                    .serialize(output_schema);
+            }
+            _ => {
+                code_version(&mut h);
+            }
+        }
+        h.align();
+        let code = match (spec, key) {
+            (NodeSpec::Paladin { .. }, CacheKeySpec::Default) => 1,
+            (NodeSpec::Paladin { .. }, CacheKeySpec::Fields(_)) => 2,
+            (_, CacheKeySpec::Default) => 3,
+            (_, CacheKeySpec::Fields(_)) => 4,
+        };
+        h.u64(code).align();
+        if let Some(namespace) = namespace {
+            h.u64(5).str(namespace);
+        }
         match (spec, key) {
             (NodeSpec::Paladin { paladin, input, .. }, _) => {
                 let rendered = input.render_task(st, task).unwrap();
-                let code = match key {
-                    CacheKeySpec::Default => 1,
-                    CacheKeySpec::Fields(_) => 2,
-                };
-                h.u64(code).align();
                 h.str(&paladin.config_fingerprint()).str(&rendered);
                 if let CacheKeySpec::Fields(names) = key {
                     fields(&mut h, names);
@@ -965,14 +1387,12 @@ mod tests {
             }
             (_, CacheKeySpec::Default) => {
                 let names: Vec<&FieldName> = st.field_names().collect();
-                h.u64(3).align();
                 h.count(names.len());
                 for name in names {
                     field(&mut h, name.as_str());
                 }
             }
             (_, CacheKeySpec::Fields(names)) => {
-                h.u64(4).align();
                 fields(&mut h, names);
             }
         }
@@ -1020,6 +1440,7 @@ mod tests {
     fn memoised_digests_give_the_key_hashed_from_scratch() {
         let specs = [
             (function_spec(), CacheKeySpec::Default),
+            (versioned("v", Some("c0de")), CacheKeySpec::Default),
             (
                 function_spec(),
                 CacheKeySpec::Fields(vec![f("log"), f("meta"), f("absent")]),
@@ -1040,8 +1461,18 @@ mod tests {
                         let derived = derive_key(FP, &NodeId::new("n"), spec, key, &st, task);
                         assert_eq!(
                             derived.unwrap().text(),
-                            from_scratch(FP, "n", spec, key, &st, task)
+                            from_scratch((CacheScope::Graph, FP, None), "n", spec, key, &st, task)
                         );
+                        for keying in [
+                            (CacheScope::Node, FP, None),
+                            (CacheScope::Node, FP, Some("tenant-a")),
+                            (CacheScope::Graph, FP, Some("tenant-a")),
+                        ] {
+                            assert_eq!(
+                                scoped(keying, "n", spec, key, &st, task).text(),
+                                from_scratch(keying, "n", spec, key, &st, task)
+                            );
+                        }
                     }
                 }
             }
@@ -1051,16 +1482,11 @@ mod tests {
     #[test]
     fn one_seed_gives_every_key_derive_key_gives() {
         let node = NodeId::new("answerer");
-        let seed = KeySeed::new(FP, &node);
         let payload = json!([1, {"x": null}]);
         for spec in [paladin_spec("Answer: {question}", "m1"), function_spec()] {
-            // A seed serves one node's spec: a fresh seed per spec, reused
-            // across states, key specs and tasks.
-            let seed = if matches!(spec, NodeSpec::Paladin { .. }) {
-                seed.clone()
-            } else {
-                KeySeed::new(FP, &node)
-            };
+            // A seed serves one node's spec, reused across states, key
+            // specs and tasks.
+            let seed = KeySeed::new(CacheScope::Graph, FP, &node, &spec);
             for st in evolved() {
                 for key in [
                     CacheKeySpec::Default,
@@ -1068,14 +1494,17 @@ mod tests {
                 ] {
                     for task in [None, Some(("t", &payload))] {
                         assert_eq!(
-                            derive_key_seeded(&seed, &spec, &key, &st, task).unwrap(),
+                            derive_key_seeded(&seed, &spec, &key, &st, task, None).unwrap(),
                             derive_key(FP, &node, &spec, &key, &st, task).unwrap()
                         );
                     }
                 }
             }
+            assert!(format!("{seed:?}").contains(&CacheKey::node_prefix(FP, &node)));
+            let seed = KeySeed::node_scoped(&node, &spec);
+            assert!(format!("{seed:?}").contains(&CacheKey::node_scope_prefix(&node)));
+            assert_eq!(seed.scope(), CacheScope::Node);
         }
-        assert!(format!("{seed:?}").contains(&CacheKey::node_prefix(FP, &node)));
     }
 
     #[test]
@@ -1152,9 +1581,9 @@ mod tests {
         assert!(!inline_in_key(&json!([1])) && !inline_in_key(&json!({"a": 1})));
     }
 
-    /// The v3 encoding, pinned: a change to it must bump the version.
+    /// The v4 encoding, pinned: a change to it must bump the version.
     #[test]
-    fn the_v3_encoding_is_pinned() {
+    fn the_v4_encoding_is_pinned() {
         let st = state(json!({"question": "why?", "log": [1, "two", {"b": null, "a": 2.5}]}));
         let payload = json!({"n": 1});
         assert_eq!(
@@ -1174,8 +1603,40 @@ mod tests {
             .text(),
             GOLDEN_PALADIN_FIELDS_TASK
         );
+        let versioned = versioned("answer", Some("0123456789abcdef0123456789abcdef"));
+        assert_eq!(
+            pkey(&versioned, &CacheKeySpec::Default, &st).text(),
+            GOLDEN_VERSIONED_FUNCTION
+        );
+        assert_eq!(
+            scoped(
+                (CacheScope::Node, FP, None),
+                "answerer",
+                &versioned,
+                &CacheKeySpec::Fields(vec![f("question")]),
+                &st,
+                None
+            )
+            .text(),
+            GOLDEN_NODE_SCOPED_FUNCTION
+        );
+        assert_eq!(
+            scoped(
+                (CacheScope::Node, FP, Some("tenant-a")),
+                "answerer",
+                &paladin_spec("Answer: {question}", "m1"),
+                &CacheKeySpec::Default,
+                &st,
+                Some(("t1", &payload)),
+            )
+            .text(),
+            GOLDEN_NODE_SCOPED_PALADIN_NAMESPACED
+        );
     }
 
-    const GOLDEN_FUNCTION_DEFAULT: &str = "v3:bc8b86b70eb6339b:b809a12d4c049f0e:f5cf0ad043623190807f7e668696f12b06d7c4d1d2face0968bd431c01ffaaba";
-    const GOLDEN_PALADIN_FIELDS_TASK: &str = "v3:bc8b86b70eb6339b:b809a12d4c049f0e:cf6730c025bbeecce8e9a8835fd528d1247c754196c22a0eb54a1a0f8eb71895";
+    const GOLDEN_FUNCTION_DEFAULT: &str = "v4:a4210174e4acae3c:03d97019ae609bc3:48d60f1f21438de239ff11f413e2e4af3cf567bd09dd480144cb8fffa65a3eab";
+    const GOLDEN_PALADIN_FIELDS_TASK: &str = "v4:a4210174e4acae3c:03d97019ae609bc3:6f2054c75ec7293425d6c40b9a20b634256ad7c0e5ee1f39f55241fbb3d50d17";
+    const GOLDEN_VERSIONED_FUNCTION: &str = "v4:a4210174e4acae3c:03d97019ae609bc3:66f6a8970faff0136862554a0be35e7c8555ee76c4881bc9516b123430a981b1";
+    const GOLDEN_NODE_SCOPED_FUNCTION: &str = "v4:8056e1ca4322c026:4af0880313313e7c:e301adbffde75d219ee8f45f92d84ffb5a0363f8a0c0f055942ff21b3e47db91";
+    const GOLDEN_NODE_SCOPED_PALADIN_NAMESPACED: &str = "v4:8056e1ca4322c026:4af0880313313e7c:47f8ef28a5d29d491888142614b1289fe18e35777f38159731dd8c773bd37f03";
 }

@@ -10,12 +10,18 @@
 //!   `redis-cache` feature. Both pass one contract test suite.
 //! - The engine makes the [`CacheKey`] (with the hidden `derive_key`): a
 //!   versioned SHA-256 over a canonical, length-prefixed encoding of the
-//!   graph fingerprint, the node id, the node's input (a Paladin node's
-//!   rendered prompt and configuration fingerprint; a Function node's
-//!   snapshot or named fields, each field by the digest of its value,
-//!   memoised on the snapshot), and the mustered task. Change the prompt,
-//!   the model, the graph or the input and the key changes; two graphs never
-//!   share a key.
+//!   node id, the node's code version (`StateNode::code_version`: an
+//!   `#[aegis]` function's token digest, a builder node's version), the
+//!   node's input (a Paladin node's rendered prompt and configuration
+//!   fingerprint; a Function node's snapshot or named fields, each field by
+//!   the digest of its value, memoised on the snapshot), the mustered task
+//!   and the engine's cache namespace (`WarEngine::with_cache_namespace`),
+//!   plus, by the policy's [`CacheScope`](crate::CacheScope), the graph
+//!   fingerprint (`Graph`, the default: two graphs never share a key) or the
+//!   node's own shape (`Node`: any graph holding the same node shares its
+//!   entries). Change the node's code, the prompt, the model or the input
+//!   and the key changes, in either scope; change the graph and a
+//!   graph-scoped key changes; change the namespace and every key does.
 //! - The engine applies its rules around a backend (the hidden
 //!   `NodeCacheHandle`): a lookup re-checks expiry by its [`CacheClock`] (a
 //!   read at exactly `expires_at` is a miss) whatever the backend served, an

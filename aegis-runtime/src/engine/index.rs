@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
-use crate::aegis::Aegis;
+use crate::aegis::{Aegis, CacheScope};
 use crate::cache::{GraphKeySeed, KeySeed};
 use crate::graph::{ConditionalEdges, NodeSpec, WarGraph};
 use crate::id::{END, NodeId, START};
@@ -79,7 +79,7 @@ impl IndexData {
             HashMap::with_capacity_and_hasher(graph.nodes.len(), Default::default());
         let mut slots: Vec<Option<NodeSlot>> = Vec::with_capacity(graph.nodes.len());
         let mut graph_seed: Option<GraphKeySeed> = None;
-        for (position, (id, _)) in graph.nodes.iter().enumerate() {
+        for (position, (id, spec)) in graph.nodes.iter().enumerate() {
             // A duplicate id is a validation error; the first one is indexed.
             if positions.contains_key(id) {
                 slots.push(None);
@@ -87,12 +87,13 @@ impl IndexData {
             }
             positions.insert(id.clone(), position);
             let aegis = graph.aegis_for(id).cloned().map(Box::new);
-            let cache_seed = aegis.as_ref().and_then(|a| a.cache.as_ref()).map(|_| {
-                Box::new(
-                    graph_seed
+            let cache_seed = aegis.as_ref().and_then(|a| a.cache.as_ref()).map(|policy| {
+                Box::new(match policy.scope {
+                    CacheScope::Node => KeySeed::node_scoped(id, spec),
+                    _ => graph_seed
                         .get_or_insert_with(|| GraphKeySeed::new(&graph.shared_fingerprint()))
-                        .node(id),
-                )
+                        .node(id, spec),
+                })
             });
             slots.push(Some(NodeSlot {
                 successors: Arc::from([]),

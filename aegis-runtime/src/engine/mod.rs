@@ -64,6 +64,8 @@ pub struct WarEngine<S = InMemoryWaypointStore> {
     /// a reference count, not a clone of the token (which locks its tree).
     pub(crate) cancellation: Arc<CancellationToken>,
     pub(crate) node_cache: Option<NodeCacheHandle>,
+    /// Enters every node cache key when set (see `with_cache_namespace`).
+    pub(crate) cache_namespace: Option<Arc<str>>,
     /// Beaten after every superstep: a Battalion child beats its parent
     /// attempt's heartbeat this way.
     pub(crate) superstep_beat: Option<HeartbeatHandle>,
@@ -108,6 +110,7 @@ impl<S> fmt::Debug for WarEngine<S> {
                 "node_cache",
                 &self.node_cache.as_ref().map(|c| c.backend().backend_name()),
             )
+            .field("cache_namespace", &self.cache_namespace)
             .field("jitter_seed", &self.jitter_seed)
             .field("isolated_attempts", &self.isolated_attempts)
             .field("streaming", &self.stream.is_some())
@@ -129,6 +132,7 @@ impl<S: WaypointStore> WarEngine<S> {
             interceptors: Vec::new(),
             cancellation: Arc::new(CancellationToken::new()),
             node_cache: None,
+            cache_namespace: None,
             superstep_beat: None,
             jitter_seed: None,
             isolated_attempts: false,
@@ -154,6 +158,7 @@ impl<S: WaypointStore> WarEngine<S> {
             interceptors: self.interceptors.clone(),
             cancellation: Arc::new(self.cancellation.child_token()),
             node_cache: self.node_cache.clone(),
+            cache_namespace: self.cache_namespace.clone(),
             superstep_beat: self.superstep_beat.clone(),
             jitter_seed: self.jitter_seed,
             isolated_attempts: self.isolated_attempts,
@@ -169,6 +174,52 @@ impl<S: WaypointStore> WarEngine<S> {
     pub fn with_node_cache(mut self, cache: Arc<dyn NodeCache>) -> Self {
         self.node_cache = Some(NodeCacheHandle::new(cache));
         self
+    }
+
+    /// Keys every node cache entry this engine reads or writes in
+    /// `namespace` — a tenant, say — as well: two engines with different
+    /// namespaces never serve each other's entries, even over one shared
+    /// backend and for the same graph, node, code and input; engines with
+    /// the same namespace (or none) share them. A Battalion's child runs in
+    /// its parent's namespace.
+    ///
+    /// The namespace is not stored with a thread: resume a thread with an
+    /// engine in the namespace that started it (one engine per tenant; a
+    /// worker pool's engine factory, which receives each run's
+    /// `LeasedStore` and so its lease's thread id, can pick it per run).
+    /// Prefix invalidation
+    /// ([`CacheKey::graph_prefix`](crate::CacheKey::graph_prefix) and the
+    /// rest) spans every namespace; to drop one tenant's entries alone,
+    /// give the tenant a backend of its own (a Redis key prefix).
+    ///
+    /// Without a namespace (the default) a key costs what it did before
+    /// namespaces; with one, its few bytes more. An empty namespace is
+    /// refused: `start`/`resume` of a graph with a cache policy fail with
+    /// [`EngineError::EmptyCacheNamespace`] before a node runs (an unset
+    /// tenant id must not share the engine-wide key space silently).
+    ///
+    /// ```
+    /// use aegis_runtime::*;
+    /// use std::sync::Arc;
+    ///
+    /// let shared: Arc<dyn NodeCache> = Arc::new(InMemoryNodeCache::new());
+    /// let acme = WarEngine::in_memory()
+    ///     .with_node_cache(shared.clone())
+    ///     .with_cache_namespace("tenant-acme");
+    /// let globex = WarEngine::in_memory()
+    ///     .with_node_cache(shared)
+    ///     .with_cache_namespace("tenant-globex");
+    /// assert_eq!(acme.cache_namespace(), Some("tenant-acme"));
+    /// # let _ = globex;
+    /// ```
+    pub fn with_cache_namespace(mut self, namespace: impl Into<String>) -> Self {
+        self.cache_namespace = Some(Arc::from(namespace.into()));
+        self
+    }
+
+    /// The node cache namespace ([`WarEngine::with_cache_namespace`]), if any.
+    pub fn cache_namespace(&self) -> Option<&str> {
+        self.cache_namespace.as_deref()
     }
 
     /// Registers a retry predicate for `RetryPredicate::Custom(name)`.
@@ -373,6 +424,12 @@ impl<S: WaypointStore> WarEngine<S> {
             && let Some(missing) = crate::graph::missing_backend_error(graph)
         {
             problems.push(missing);
+        }
+        if self.cache_namespace.as_deref() == Some("") {
+            let nodes = crate::graph::cached_nodes(graph);
+            if !nodes.is_empty() {
+                problems.push(EngineError::EmptyCacheNamespace { nodes });
+            }
         }
         problems
     }

@@ -628,7 +628,10 @@ impl<S: WaypointStore> WarEngine<S> {
             spec: entry.spec,
             aegis: entry.aegis.unwrap_or(&NO_POLICIES),
             fingerprint: env.parts.fingerprint,
-            cache_seed: entry.cache_seed.filter(|_| env.seeds_fit),
+            // A node-scoped seed holds no fingerprint: it always fits.
+            cache_seed: entry
+                .cache_seed
+                .filter(|seed| env.seeds_fit || !seed.scope().is_graph()),
             schema: &index.graph.schema,
             task: activation.task.as_ref(),
             task_ref: activation

@@ -530,6 +530,29 @@ pub enum EngineError {
         /// Every node whose policy carries a cache.
         nodes: Vec<NodeId>,
     },
+    /// The engine's cache namespace (`WarEngine::with_cache_namespace`) is
+    /// empty, and the graph caches: an empty tenant id would share the key
+    /// space of engines without a namespace.
+    #[error(
+        "the engine's cache namespace is empty, so the cached nodes {} would share entries with every engine that has none: give a non-empty namespace, or none",
+        ids(nodes)
+    )]
+    EmptyCacheNamespace {
+        /// Every node whose policy carries a cache.
+        nodes: Vec<NodeId>,
+    },
+    /// A node-scoped cache policy on a Function node without a code
+    /// version ([`StateNode::code_version`](crate::StateNode::code_version)):
+    /// its key would hold none of its code, so a fixed node would keep
+    /// being served its old answers in every graph that holds it.
+    #[error(
+        "node-scoped cache policies on Function nodes without a code version: {} (an #[aegis] function has one; give a closure node `FnNode::with_code_version`, a StateNode `code_version`, or keep the graph scope)",
+        ids(nodes)
+    )]
+    CacheScopeWithoutCodeVersion {
+        /// Every such node.
+        nodes: Vec<NodeId>,
+    },
 }
 
 impl EngineError {

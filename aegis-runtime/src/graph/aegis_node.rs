@@ -94,6 +94,13 @@ pub trait AegisNodeFn: Send + Sync + 'static {
     /// function to another module leaves the fingerprint unchanged.
     const KIND: &'static str;
 
+    /// The version of the function's code that node cache keys cover
+    /// ([`StateNode::code_version`]): the attribute sets the digest of the
+    /// function's tokens (signature and body, without doc comments; comments
+    /// and formatting are not tokens), so editing the function leaves its
+    /// cached answers behind. `None` for a hand-written impl that sets none.
+    const CODE_VERSION: Option<&'static str> = None;
+
     /// The node's own Aegis as the attribute declares it; empty for a bare
     /// `#[aegis]`.
     fn aegis() -> Aegis;
@@ -136,6 +143,12 @@ pub trait AegisDepsFn: Send + Sync + 'static {
     /// for [`AegisNodeFn::KIND`]. The dependency's data is not hashed: two
     /// graphs whose nodes hold different instances have one fingerprint.
     const KIND: &'static str;
+
+    /// The version of the function's code that node cache keys cover, as
+    /// for [`AegisNodeFn::CODE_VERSION`]. The instance is not part of it:
+    /// keep two instances' answers apart with a cache namespace
+    /// (`WarEngine::with_cache_namespace`).
+    const CODE_VERSION: Option<&'static str> = None;
 
     /// The node's own Aegis as the attribute declares it; empty for a bare
     /// `#[aegis]`.
@@ -252,6 +265,10 @@ impl<N: AegisDepsFn> StateNode for AegisDepsNode<N> {
     fn kind_name(&self) -> &str {
         N::KIND
     }
+
+    fn code_version(&self) -> Option<&str> {
+        N::CODE_VERSION
+    }
 }
 
 /// What [`WarGraph::add_aegis_node`] takes: an [`AegisNodeFn`]'s marker
@@ -337,6 +354,10 @@ impl<N: AegisNodeFn> StateNode for AegisFnNode<N> {
     fn kind_name(&self) -> &str {
         N::KIND
     }
+
+    fn code_version(&self) -> Option<&str> {
+        N::CODE_VERSION
+    }
 }
 
 impl WarGraph {
@@ -385,6 +406,7 @@ mod tests {
     impl AegisNodeFn for double {
         const ID: &'static str = "double";
         const KIND: &'static str = "double";
+        const CODE_VERSION: Option<&'static str> = Some("d0ub1e");
         fn aegis() -> Aegis {
             Aegis {
                 retry: Some(RetryPolicy::default()),
@@ -440,6 +462,9 @@ mod tests {
         let err = node.run(&empty, &ctx).await.unwrap_err();
         assert_eq!(err, StateNodeError::new("n is not set"));
         assert_eq!(node.kind_name(), "double");
+        // The code version the attribute sets, and none by default.
+        assert_eq!(node.code_version(), Some("d0ub1e"));
+        assert_eq!(AegisFnNode::<plain>::new().code_version(), None);
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! Cache rules a graph must satisfy before any node runs: a cache key names
-//! declared fields only, a cached Paladin does not write a Deny field, and
-//! cached nodes need a cache backend on the engine.
+//! declared fields only, a cached Paladin does not write a Deny field, a
+//! node-scoped Function node has a code version, and cached nodes need a
+//! cache backend on the engine.
 
-use crate::aegis::{Aegis, CacheKeySpec};
+use crate::aegis::{Aegis, CacheKeySpec, CacheScope};
 use crate::error::{EngineError, PolicyOffender};
 use crate::graph::{NodeSpec, WarGraph};
 use crate::id::NodeId;
@@ -11,8 +12,8 @@ use crate::state::CacheMarker;
 /// The graph's cache problems, one error per kind, each listing every
 /// offender: `CacheKeyFieldUndeclared` (checked on each Aegis value once:
 /// the default under `None`, own entries under their node) and
-/// `CacheOutputFieldDenied` (checked on the policy each Paladin node
-/// actually gets).
+/// `CacheOutputFieldDenied` and `CacheScopeWithoutCodeVersion` (checked on
+/// the policy each node actually gets).
 pub(crate) fn cache_problems(graph: &WarGraph) -> Vec<EngineError> {
     let schema = graph.schema();
     let entries = graph.aegis_entries();
@@ -46,6 +47,18 @@ pub(crate) fn cache_problems(graph: &WarGraph) -> Vec<EngineError> {
         }
     }
 
+    let unversioned: Vec<NodeId> = graph
+        .nodes()
+        .filter(|(id, spec)| {
+            let node_scoped = graph
+                .aegis_for(id)
+                .and_then(|a| a.cache.as_ref())
+                .is_some_and(|c| c.scope == CacheScope::Node);
+            node_scoped && matches!(spec, NodeSpec::Function(n) if n.code_version().is_none())
+        })
+        .map(|(id, _)| id.clone())
+        .collect();
+
     let mut errors = Vec::new();
     if !undeclared.is_empty() {
         errors.push(EngineError::CacheKeyFieldUndeclared {
@@ -54,6 +67,9 @@ pub(crate) fn cache_problems(graph: &WarGraph) -> Vec<EngineError> {
     }
     if !denied.is_empty() {
         errors.push(EngineError::CacheOutputFieldDenied { offenders: denied });
+    }
+    if !unversioned.is_empty() {
+        errors.push(EngineError::CacheScopeWithoutCodeVersion { nodes: unversioned });
     }
     errors
 }
@@ -81,7 +97,7 @@ fn has_cache(aegis: &Aegis) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::aegis::CachePolicy;
+    use crate::aegis::{CachePolicy, CacheScope};
     use crate::error::StateNodeError;
     use crate::graph::Paladin;
     use crate::graph::{Directive, InputMapping, StateNode};
@@ -113,6 +129,7 @@ mod tests {
                 ttl: Duration::from_secs(60),
                 key,
                 cache_fallback_results: false,
+                scope: CacheScope::Graph,
             }),
             ..Default::default()
         }
@@ -234,5 +251,42 @@ mod tests {
             }
         );
         assert!(err.to_string().contains("`answerer`, `scorer`"));
+    }
+
+    #[test]
+    fn a_node_scoped_function_node_needs_a_code_version() {
+        let node_scoped = |key| {
+            let mut a = cache(key);
+            if let Some(c) = a.cache.as_mut() {
+                c.scope = CacheScope::Node;
+            }
+            a
+        };
+        let mut g = graph();
+        // Through the default: `scorer` (a Function node without a code
+        // version) is offended; the Paladin nodes have their shape.
+        g.with_default_aegis(node_scoped(CacheKeySpec::Default))
+            .set_aegis("leaker", Aegis::default());
+        let problems = cache_problems(&g);
+        assert_eq!(
+            problems,
+            [EngineError::CacheScopeWithoutCodeVersion {
+                nodes: vec![NodeId::new("scorer")]
+            }]
+        );
+        assert!(problems[0].to_string().contains("`scorer`"));
+
+        // With a version it may be node-scoped; graph-scoped it needs none.
+        g.add_node(
+            "versioned",
+            NodeSpec::function(
+                crate::graph::FnNode::new("versioned", |_, _| {
+                    Box::pin(async { Ok(Directive::edges(StateDelta::new())) })
+                })
+                .with_code_version("1"),
+            ),
+        );
+        g.set_aegis("scorer", cache(CacheKeySpec::Default));
+        assert!(cache_problems(&g).is_empty(), "{:?}", cache_problems(&g));
     }
 }

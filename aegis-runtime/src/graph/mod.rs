@@ -22,7 +22,7 @@ mod war_graph;
 pub use aegis_node::{
     __macro_support, AegisDepsFn, AegisDepsNode, AegisFnNode, AegisNode, AegisNodeFn,
 };
-pub(crate) use cache_rules::missing_backend_error;
+pub(crate) use cache_rules::{cached_nodes, missing_backend_error};
 pub use context::{HeartbeatHandle, IdleHold, NodeContext};
 pub(crate) use context::{Served, ServedSlot, TaskRef, TaskSource};
 pub(crate) use emit::{EmitTarget, NodeEmitter};

@@ -142,6 +142,42 @@ pub trait StateNode: Send + Sync + 'static {
     /// is not promised stable across compiler versions, and either would
     /// strand every stored thread.
     fn kind_name(&self) -> &str;
+
+    /// The version of the node's code, which node cache keys cover (never
+    /// the graph fingerprint, so a code change never blocks a `resume`):
+    /// change it whenever the node's result for the same input changes, and
+    /// its cached answers are left behind, in every cache scope.
+    ///
+    /// `#[aegis]` functions return the digest of the function's tokens,
+    /// computed at compile time; [`FnNode::with_code_version`] gives a
+    /// closure node one. `None` (the default) keys a graph-scoped node by
+    /// the graph fingerprint alone, as the guide does, and makes a
+    /// node-scoped cache policy a validation error
+    /// (`CacheScopeWithoutCodeVersion`).
+    ///
+    /// ```
+    /// use aegis_runtime::*;
+    ///
+    /// struct Summarise;
+    ///
+    /// #[async_trait]
+    /// impl StateNode for Summarise {
+    ///     async fn run(&self, _: &Battlefield, _: &NodeContext) -> Result<Directive, StateNodeError> {
+    ///         Ok(StateDelta::new().into())
+    ///     }
+    ///     fn kind_name(&self) -> &str {
+    ///         "summarise"
+    ///     }
+    ///     // Bumped with every change to what `run` returns.
+    ///     fn code_version(&self) -> Option<&str> {
+    ///         Some("2")
+    ///     }
+    /// }
+    /// assert_eq!(Summarise.code_version(), Some("2"));
+    /// ```
+    fn code_version(&self) -> Option<&str> {
+        None
+    }
 }
 
 /// What a node is. `NodeSpec::Function` wraps a [`StateNode`];
@@ -344,6 +380,7 @@ pub type NodeFuture<'a> = futures::future::BoxFuture<'a, Result<Directive, State
 pub struct FnNode<F> {
     f: F,
     name: &'static str,
+    code_version: Option<Box<str>>,
 }
 
 impl<F> FnNode<F>
@@ -353,7 +390,37 @@ where
     /// Wraps `f`; `name` is hashed into the graph fingerprint in place of a
     /// type name, so name different closures differently.
     pub fn new(name: &'static str, f: F) -> Self {
-        FnNode { f, name }
+        FnNode {
+            f,
+            name,
+            code_version: None,
+        }
+    }
+
+    /// Gives the closure's code a version ([`StateNode::code_version`]):
+    /// node cache keys cover it, so bump it whenever the closure's result
+    /// for the same input changes and its cached answers are left behind.
+    /// A node-scoped cache policy needs one.
+    ///
+    /// ```
+    /// use aegis_runtime::*;
+    ///
+    /// let node = FnNode::new("double", |state, _ctx| {
+    ///     Box::pin(async move {
+    ///         let n = state.get("n").and_then(|v| v.as_i64()).unwrap_or(0);
+    ///         let mut delta = StateDelta::new();
+    ///         delta.set("n", n * 2)?;
+    ///         Ok(delta.into())
+    ///     })
+    /// })
+    /// .with_code_version("2");
+    /// assert_eq!(node.code_version(), Some("2"));
+    /// let spec = NodeSpec::function(node);
+    /// # let _ = spec;
+    /// ```
+    pub fn with_code_version(mut self, version: impl Into<String>) -> Self {
+        self.code_version = Some(version.into().into_boxed_str());
+        self
     }
 }
 
@@ -380,6 +447,10 @@ where
 
     fn kind_name(&self) -> &str {
         self.name
+    }
+
+    fn code_version(&self) -> Option<&str> {
+        self.code_version.as_deref()
     }
 }
 

@@ -289,6 +289,7 @@ impl Kept {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::aegis::CacheScope;
     use crate::error::{NodeError, NodeErrorSource, Transience};
     use crate::waypoint::HandlerKind;
 
@@ -387,7 +388,16 @@ mod tests {
             model: None,
             chain_position: None,
             fallback: false,
+            scope: CacheScope::Graph,
         }));
+        // Served under a node-scoped key: the scope is kept too.
+        let mut node_scoped_hit = hit.clone();
+        node_scoped_hit.cache_origin = hit.cache_origin.as_deref().map(|o| {
+            Arc::new(CacheOrigin {
+                scope: CacheScope::Node,
+                ..o.clone()
+            })
+        });
         let mut task = record("w");
         task.task_key = Some("k1".into());
         let mut retried = record("a");
@@ -414,6 +424,7 @@ mod tests {
             (plain, true),
             (failed, true),
             (hit, true),
+            (node_scoped_hit, true),
             (task, false),
             (retried, false),
             (skipped_retry, false),

@@ -7,9 +7,9 @@
 //! differ between the two builds.
 
 use aegis::{
-    Aegis, BattlefieldSchema, CacheKeySpec, CacheMarker, CachePolicy, DispatchRule, END,
-    EngineLimits, ErrorHandlerSpec, FieldName, FieldSpec, InputMapping, NodeId, NodeSpec, Paladin,
-    ParleyExpiry, START, StateDelta, WarGraph, Writer, derive_key, initial_state, merge,
+    Aegis, BattlefieldSchema, CacheKeySpec, CacheMarker, CachePolicy, CacheScope, DispatchRule,
+    END, EngineLimits, ErrorHandlerSpec, FieldName, FieldSpec, InputMapping, NodeId, NodeSpec,
+    Paladin, ParleyExpiry, START, StateDelta, WarGraph, Writer, derive_key, initial_state, merge,
 };
 use serde_json::json;
 use std::time::Duration;
@@ -21,7 +21,7 @@ pub const GOLDEN_FINGERPRINT: &str =
 
 /// The node cache key [`golden_cache_key`] derives. Change it only together
 /// with `CACHE_KEY_VERSION`.
-pub const GOLDEN_CACHE_KEY: &str = "v3:520c06414ce9b025:c1b2354ec21357e4:327cea7e4131017d155e4e1ab76b84e177df2d173262dcfd86aea7ce30ce57ce";
+pub const GOLDEN_CACHE_KEY: &str = "v4:e56f3ecd3cf056ab:2584a5a1d6fed921:f51733d57d8d3aeff50a7401df8fb50d13a798280ebd565af7433c0507d9dfad";
 
 fn field(name: &str) -> FieldName {
     FieldName::new(name).unwrap()
@@ -124,6 +124,7 @@ pub fn golden_graph() -> WarGraph {
                 ttl: Duration::from_secs(3_600),
                 key: CacheKeySpec::Fields(vec![field("question")]),
                 cache_fallback_results: false,
+                scope: CacheScope::Graph,
             }),
             ..Aegis::default()
         },

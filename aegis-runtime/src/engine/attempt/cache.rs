@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::record::Recorder;
 use super::{ActivationCtx, ActivationResult};
-use crate::cache::{CacheEntry, CacheKey, CacheLookup, derive_key, derive_key_seeded};
+use crate::cache::{CacheEntry, CacheKey, CacheLookup, KeySeed, derive_key_seeded};
 use crate::engine::WarEngine;
 use crate::graph::Directive;
 use crate::id::NodeId;
@@ -26,10 +26,15 @@ impl<S: WaypointStore> WarEngine<S> {
         let policy = act.aegis.cache.as_ref()?;
         self.node_cache.as_ref()?;
         let task = act.task.map(|t| (t.task_key.as_str(), &t.payload));
+        let namespace = self.cache_namespace.as_deref();
         let derived = match act.cache_seed {
-            Some(seed) => derive_key_seeded(seed, act.spec, &policy.key, state, task),
-            // Never for a graph's own nodes (its index holds their seeds).
-            None => derive_key(act.fingerprint, node_id, act.spec, &policy.key, state, task),
+            Some(seed) => derive_key_seeded(seed, act.spec, &policy.key, state, task, namespace),
+            // Only for a run carrying another fingerprint than its graph's
+            // (the index's graph-scoped seeds are made from the graph's).
+            None => {
+                let seed = KeySeed::new(policy.scope, act.fingerprint, node_id, act.spec);
+                derive_key_seeded(&seed, act.spec, &policy.key, state, task, namespace)
+            }
         };
         match derived {
             Ok(key) => Some(key),

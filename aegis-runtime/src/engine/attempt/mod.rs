@@ -140,8 +140,8 @@ impl<S: WaypointStore> WarEngine<S> {
                 },
                 _,
             ) if matches!(record.status, NodeStatus::Succeeded) => {
-                if key.is_some() {
-                    let origin = rec.origin(act.thread_id, record);
+                if let Some(policy) = act.aegis.cache.as_ref().filter(|_| key.is_some()) {
+                    let origin = rec.origin(act.thread_id, record, policy.scope);
                     self.cache_store(act, key.as_ref(), directive, origin).await;
                 }
                 result

@@ -8,6 +8,7 @@ use tracing::Level;
 
 use super::deadline::{AttemptStart, RunDeadline};
 use super::{ActivationCtx, ActivationResult, AttemptEnd};
+use crate::aegis::CacheScope;
 use crate::engine::WarEngine;
 use crate::engine::stream::AttemptTap;
 use crate::error::{NodeError, NodeErrorSource, Transience};
@@ -100,8 +101,13 @@ impl Recorder {
     }
 
     /// Who produced the successful activation `record` ends, for the
-    /// cache entry it is stored as.
-    pub(super) fn origin(&self, thread_id: &str, record: &NodeExecutionRecord) -> CacheOrigin {
+    /// cache entry it is stored as under a key of `scope`.
+    pub(super) fn origin(
+        &self,
+        thread_id: &str,
+        record: &NodeExecutionRecord,
+        scope: CacheScope,
+    ) -> CacheOrigin {
         let served = self.served.take().unwrap_or_default();
         CacheOrigin {
             node_id: self.node_id.clone(),
@@ -112,6 +118,7 @@ impl Recorder {
             model: served.model,
             chain_position: served.chain_position,
             fallback: served.fallback,
+            scope,
         }
     }
 

@@ -12,7 +12,7 @@ pub use std::time::Duration;
 
 use super::{AegisNode, AegisNodeFn};
 use crate::aegis::{
-    Aegis, CacheKeySpec, CachePolicy, ErrorHandlerSpec, RetryPolicy, TimeoutPolicy,
+    Aegis, CacheKeySpec, CachePolicy, CacheScope, ErrorHandlerSpec, RetryPolicy, TimeoutPolicy,
 };
 use crate::error::StateNodeError;
 use crate::graph::{Directive, EngineLimits, WarGraph};
@@ -172,14 +172,19 @@ pub fn cache(
     fields: Option<&[&'static str]>,
     cache_fallback_results: bool,
 ) -> CachePolicy {
-    CachePolicy {
+    CachePolicy::new(
         ttl,
-        key: match fields {
+        match fields {
             None => CacheKeySpec::Default,
             Some(names) => CacheKeySpec::Fields(names.iter().map(|n| field(n)).collect()),
         },
-        cache_fallback_results,
-    }
+    )
+    .with_cache_fallback_results(cache_fallback_results)
+}
+
+/// `policy`, keyed in [`CacheScope::Node`] (`cache(.., scope = node)`).
+pub fn node_scoped(policy: CachePolicy) -> CachePolicy {
+    policy.with_scope(CacheScope::Node)
 }
 
 /// An Aegis of these parts.
@@ -332,6 +337,9 @@ mod tests {
             cache(Duration::from_secs(1), None, true).key,
             CacheKeySpec::Default
         );
+        let policy = cache(Duration::from_secs(1), None, true);
+        assert_eq!(policy.scope, CacheScope::Graph);
+        assert_eq!(node_scoped(policy).scope, CacheScope::Node);
         assert_eq!(
             field_spec("log", DispatchRule::Append, None, true, true).cache,
             CacheMarker::Deny

@@ -583,3 +583,52 @@ fn a_named_migration_and_its_node_map_round_trip_and_old_rows_read_without_them(
     assert_eq!(old.migration, None);
     assert!(old.mapped_nodes.is_empty() && old.migrated);
 }
+
+#[test]
+fn a_hit_records_its_cache_scope_and_a_row_without_one_reads_graph() {
+    use crate::aegis::CacheScope;
+    use crate::trace::CacheOrigin;
+    let s0 = initial_state(&schema(), &json!({"log": ["a"]})).unwrap();
+    let s1 = step(&s0, json!({"answer": "cached"}));
+    let hit = |scope| NodeExecutionRecord {
+        node_id: NodeId::new("answer"),
+        task_key: None,
+        status: NodeStatus::Succeeded,
+        attempt: 1,
+        attempts: Vec::new(),
+        cache_hit: true,
+        started_at: at(1_700_000_100),
+        duration_ms: 0,
+        retry_skipped: None,
+        cache_origin: Some(Arc::new(CacheOrigin {
+            node_id: NodeId::new("answer"),
+            task_key: None,
+            thread_id: Some("earlier".into()),
+            attempt: 1,
+            served_by: None,
+            model: None,
+            chain_position: None,
+            fallback: false,
+            scope,
+        })),
+    };
+    let mut w0 = waypoint(0, s0);
+    w0.records = vec![hit(CacheScope::Node)];
+    let mut w1 = waypoint(1, s1);
+    w1.records = vec![hit(CacheScope::Graph)];
+    let waypoints = [w0, w1];
+    let (rows, decoded) = round_trip(&waypoints, RULE);
+    assert!(rows[0].snapshot && !rows[1].snapshot, "both row kinds");
+    assert_eq!(decoded[0].records, waypoints[0].records);
+    assert_eq!(decoded[1].records, waypoints[1].records);
+    let scope_of = |row: &EncodedRow| {
+        let row: Value = serde_json::from_slice(&row.payload).unwrap();
+        row["records"][0]["cache_origin"].get("scope").cloned()
+    };
+    assert_eq!(scope_of(&rows[0]), Some(json!("node")));
+    // The default is not written, so a graph-scoped hit's row is the row
+    // an older build wrote, and such a row reads as graph-scoped.
+    assert_eq!(scope_of(&rows[1]), None);
+    let origin = decoded[1].records[0].cache_origin.as_deref().unwrap();
+    assert_eq!(origin.scope, CacheScope::Graph);
+}
