@@ -347,6 +347,13 @@ impl Shared {
         match result {
             Ok(RunOutcome::Completed { .. }) => Some(Release::Completed),
             Ok(RunOutcome::Failed { error, .. }) if is_lease_lost(&error) => None,
+            // The store failed or did not answer (a slow or dark database):
+            // the thread is where its last waypoint left it, and another
+            // claim goes on from there. Not the run's failure.
+            Ok(RunOutcome::Failed { error, .. }) if is_store_trouble(&error) => {
+                tracing::warn!(error = %error, %thread_id, "aegis worker: the waypoint store failed; the run goes back to the queue");
+                Some(Release::Halted)
+            }
             Ok(RunOutcome::Failed { error, .. }) => Some(Release::Failed {
                 error: error.to_string(),
             }),
@@ -358,11 +365,21 @@ impl Shared {
             )) => Some(Release::Poisoned(RunFault::UnreadableWaypoint {
                 message: e.to_string(),
             })),
+            Err(e) if is_store_trouble(&e) => {
+                tracing::warn!(error = %e, %thread_id, "aegis worker: the waypoint store failed; the run goes back to the queue");
+                Some(Release::Halted)
+            }
             Err(e) => Some(Release::Failed {
                 error: e.to_string(),
             }),
         }
     }
+}
+
+/// Whether `e` is the store's trouble (failed or out of time), not the
+/// run's: the run is retried from its last waypoint, never failed for it.
+fn is_store_trouble(e: &EngineError) -> bool {
+    matches!(e, EngineError::Store(StoreError::Backend(_)))
 }
 
 struct AbortOnDrop(tokio::task::JoinHandle<()>);

@@ -1533,3 +1533,115 @@ async fn a_worker_whose_queue_goes_dark_gives_its_lease_up_when_it_runs_out() {
     stop.cancel();
     running.await.unwrap().unwrap();
 }
+
+/// A queue whose first fenced write fails as a database that did not
+/// answer in time does.
+struct OneFailedWrite {
+    inner: Arc<dyn RunQueue>,
+    failed: std::sync::atomic::AtomicBool,
+}
+
+#[async_trait::async_trait]
+impl RunQueue for OneFailedWrite {
+    fn waypoints(&self) -> Arc<dyn crate::waypoint::WaypointStore> {
+        self.inner.waypoints()
+    }
+    async fn put_fenced(
+        &self,
+        lease: &Lease,
+        waypoint: crate::waypoint::Waypoint,
+    ) -> Result<(), StoreError> {
+        if !self.failed.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            return Err(StoreError::Backend(
+                "postgres: no answer within 500ms".into(),
+            ));
+        }
+        self.inner.put_fenced(lease, waypoint).await
+    }
+    async fn submit(
+        &self,
+        g: &str,
+        t: &str,
+        i: serde_json::Value,
+    ) -> Result<Submitted, WorkerError> {
+        self.inner.submit(g, t, i).await
+    }
+    async fn register(&self, w: &WorkerInfo, ttl: Duration) -> Result<(), WorkerError> {
+        self.inner.register(w, ttl).await
+    }
+    async fn deregister(&self, id: &str) -> Result<(), WorkerError> {
+        self.inner.deregister(id).await
+    }
+    async fn claim(
+        &self,
+        w: &WorkerInfo,
+        max: usize,
+        ttl: Duration,
+    ) -> Result<Vec<Claim>, WorkerError> {
+        self.inner.claim(w, max, ttl).await
+    }
+    async fn unjudged(&self, w: &WorkerInfo, max: usize) -> Result<Vec<PinnedRun>, WorkerError> {
+        self.inner.unjudged(w, max).await
+    }
+    async fn record_verdict(&self, v: &Verdict) -> Result<(), WorkerError> {
+        self.inner.record_verdict(v).await
+    }
+    async fn pinned(&self, fp: Option<&str>, max: usize) -> Result<Vec<PinnedRun>, WorkerError> {
+        self.inner.pinned(fp, max).await
+    }
+    async fn renew(&self, l: &Lease, ttl: Duration) -> Result<Renewal, WorkerError> {
+        self.inner.renew(l, ttl).await
+    }
+    async fn release(&self, l: &Lease, r: Release) -> Result<(), WorkerError> {
+        self.inner.release(l, r).await
+    }
+    async fn abandon(&self, l: &Lease) -> Result<(), WorkerError> {
+        self.inner.abandon(l).await
+    }
+    async fn answer(&self, t: &str, r: ParleyResponse) -> Result<(), WorkerError> {
+        self.inner.answer(t, r).await
+    }
+    async fn requeue(&self, t: &str) -> Result<(), WorkerError> {
+        self.inner.requeue(t).await
+    }
+    async fn quarantined(&self, max: usize) -> Result<Vec<RunStatus>, WorkerError> {
+        self.inner.quarantined(max).await
+    }
+    async fn cancel(&self, t: &str) -> Result<(), WorkerError> {
+        self.inner.cancel(t).await
+    }
+    async fn status(&self, t: &str) -> Result<Option<RunStatus>, WorkerError> {
+        self.inner.status(t).await
+    }
+    async fn attempts(&self, t: &str) -> Result<Vec<AttemptInfo>, WorkerError> {
+        self.inner.attempts(t).await
+    }
+    async fn wait_for_change(&self, timeout: Duration) {
+        self.inner.wait_for_change(timeout).await
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_store_that_fails_a_write_sends_the_run_back_to_the_queue_not_to_failed() {
+    let inner: Arc<dyn RunQueue> = Arc::new(InMemoryRunQueue::new());
+    let q: Arc<dyn RunQueue> = Arc::new(OneFailedWrite {
+        inner: inner.clone(),
+        failed: std::sync::atomic::AtomicBool::new(false),
+    });
+    let client = Client::new(q.clone());
+    let stop = tokio_util::sync::CancellationToken::new();
+    let running = tokio::spawn(pool(&q, "w", counter_graph(), TTL).run(stop.clone()));
+    client.submit("counter", "t1", json!({})).await.unwrap();
+    let s = client
+        .wait_until("t1", Duration::from_secs(30), |s| s.is_final())
+        .await
+        .unwrap();
+    assert_eq!(s.state, RunState::Completed, "{s:?}");
+    let claims = outcomes(&inner, "t1").await;
+    assert_eq!(claims[0].2, "halted", "{claims:?}");
+    assert_eq!(claims.last().unwrap().2, "completed", "{claims:?}");
+    let latest = client.latest("t1").await.unwrap().unwrap();
+    assert_eq!(latest.state.get("count"), Some(&json!(1)), "applied once");
+    stop.cancel();
+    running.await.unwrap().unwrap();
+}
