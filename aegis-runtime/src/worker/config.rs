@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-/// How a [`WorkerPool`] runs.
+/// How a [`WorkerPool`](super::WorkerPool) runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct WorkerConfig {
@@ -26,7 +26,7 @@ pub struct WorkerConfig {
     /// (the default) means half of `lease_ttl`. A call past it fails, so a
     /// connection that went dark (no reset, no close) never holds a
     /// worker: its leases are given up when they run out
-    /// ([`WorkerPool`]'s lease clock) and its claim loop goes on.
+    /// ([`WorkerPool`](super::WorkerPool)'s lease clock) and its claim loop goes on.
     pub call_timeout: Option<Duration>,
 }
 
