@@ -34,11 +34,7 @@ fn add_one() -> NodeSpec {
 }
 
 fn limits(n: u32) -> EngineLimits {
-    EngineLimits {
-        max_supersteps: n + 10,
-        max_concurrency: 2048,
-        ..EngineLimits::default()
-    }
+    EngineLimits::default().with_max_supersteps(n + 10).with_max_concurrency(2048)
 }
 
 fn schema() -> BattlefieldSchema {
@@ -51,15 +47,7 @@ fn schema() -> BattlefieldSchema {
 }
 
 fn guarded() -> Aegis {
-    Aegis {
-        retry: Some(RetryPolicy::default()),
-        timeout: Some(TimeoutPolicy {
-            run_timeout: Some(Duration::from_secs(30)),
-            idle_timeout: None,
-            first_chunk: None,
-        }),
-        ..Aegis::default()
-    }
+    Aegis::new().with_retry(RetryPolicy::default()).with_timeout(TimeoutPolicy::run(Duration::from_secs(30)))
 }
 
 pub fn chain(n: u32, aegis: bool) -> WarGraph {
@@ -115,10 +103,7 @@ fn bench(c: &mut Criterion) {
             group.bench_with_input(BenchmarkId::new(name, label), &graph, |b, g| {
                 b.iter(|| {
                     rt.block_on(async {
-                        let engine = WarEngine::new(
-                            Arc::new(UnconfiguredPaladinPort),
-                            Arc::new(InMemoryWaypointStore::new()),
-                        );
+                        let engine = WarEngine::new(InMemoryWaypointStore::new());
                         let out = engine.start(g, "bench", json!({})).await.unwrap();
                         assert!(out.is_completed());
                     })
@@ -152,10 +137,7 @@ fn bench_multi_thread(c: &mut Criterion) {
                     let g = g.clone();
                     rt.block_on(async move {
                         tokio::spawn(async move {
-                            let mut engine = WarEngine::new(
-                                Arc::new(UnconfiguredPaladinPort),
-                                Arc::new(InMemoryWaypointStore::new()),
-                            );
+                            let mut engine = WarEngine::new(InMemoryWaypointStore::new());
                             if isolated {
                                 engine = engine.with_isolated_attempts();
                             }
@@ -203,10 +185,7 @@ fn bench_muster(c: &mut Criterion) {
         group.bench_with_input(BenchmarkId::from_parameter(n), &graph, |b, g| {
             b.iter(|| {
                 rt.block_on(async {
-                    let engine = WarEngine::new(
-                        Arc::new(UnconfiguredPaladinPort),
-                        Arc::new(InMemoryWaypointStore::new()),
-                    );
+                    let engine = WarEngine::new(InMemoryWaypointStore::new());
                     let out = engine.start(g, "bench", json!({})).await.unwrap();
                     assert!(out.is_completed());
                 })
@@ -228,22 +207,11 @@ fn bench_cache(c: &mut Criterion) {
         if cached {
             g.set_aegis(
                 "n00000",
-                Aegis {
-                    cache: Some(CachePolicy {
-                        ttl: Duration::from_secs(3600),
-                        key: CacheKeySpec::Default,
-                        cache_fallback_results: false,
-                        scope: CacheScope::Graph,
-                    }),
-                    ..Aegis::default()
-                },
+                Aegis::new().with_cache(CachePolicy::new(Duration::from_secs(3600), CacheKeySpec::Default)),
             );
         }
-        let engine = WarEngine::new(
-            Arc::new(UnconfiguredPaladinPort),
-            Arc::new(InMemoryWaypointStore::new()),
-        )
-        .with_node_cache(Arc::new(InMemoryNodeCache::new()));
+        let engine = WarEngine::new(InMemoryWaypointStore::new())
+        .with_node_cache(InMemoryNodeCache::new());
         let mut thread = 0u64;
         let label = if cached { "hit" } else { "execute" };
         group.bench_function(label, |b| {
@@ -279,10 +247,7 @@ fn bench_stream(c: &mut Criterion) {
         group.bench_with_input(BenchmarkId::new("chain_1000", consumer), &graph, |b, g| {
             b.iter(|| {
                 rt.block_on(async {
-                    let engine = WarEngine::new(
-                        Arc::new(UnconfiguredPaladinPort),
-                        Arc::new(InMemoryWaypointStore::new()),
-                    );
+                    let engine = WarEngine::new(InMemoryWaypointStore::new());
                     let out = match consumer {
                         "none" => engine.start(g, "bench", json!({})).await,
                         "idle" => engine.stream(g, "bench", json!({})).outcome().await,
@@ -327,10 +292,7 @@ fn fixed_work(which: &str) {
         .unwrap();
     rt.block_on(async {
         for run in 0..10 {
-            let engine = WarEngine::new(
-                Arc::new(UnconfiguredPaladinPort),
-                Arc::new(InMemoryWaypointStore::new()),
-            );
+            let engine = WarEngine::new(InMemoryWaypointStore::new());
             let out = engine
                 .start(&graph, &format!("fixed-{run}"), json!({}))
                 .await

@@ -38,10 +38,7 @@ fn graph() -> WarGraph {
     ]);
     let mut g = WarGraph::new(
         schema,
-        EngineLimits {
-            max_concurrency: 16,
-            ..EngineLimits::default()
-        },
+        EngineLimits::default().with_max_concurrency(16),
     );
     g.add_node(
         "split",
@@ -85,32 +82,10 @@ fn graph() -> WarGraph {
             .add_edge(id.as_str(), "join");
         g.set_aegis(
             id.as_str(),
-            Aegis {
-                retry: Some(RetryPolicy::default()),
-                timeout: Some(TimeoutPolicy {
-                    run_timeout: Some(Duration::from_secs(30)),
-                    idle_timeout: Some(Duration::from_secs(10)),
-                    first_chunk: None,
-                }),
-                cache: Some(CachePolicy {
-                    ttl: Duration::from_secs(3600),
-                    key: CacheKeySpec::Fields(vec![FieldName::new("base").unwrap()]),
-                    cache_fallback_results: false,
-                    scope: CacheScope::Graph,
-                }),
-                ..Aegis::default()
-            },
+            Aegis::new().with_retry(RetryPolicy::default()).with_timeout(TimeoutPolicy::run(Duration::from_secs(30)).with_idle_timeout(Duration::from_secs(10))).with_cache(CachePolicy::new(Duration::from_secs(3600), CacheKeySpec::Fields(vec![FieldName::new("base").unwrap()]))),
         );
     }
-    g.with_default_aegis(Aegis {
-        retry: Some(RetryPolicy::default()),
-        timeout: Some(TimeoutPolicy {
-            run_timeout: Some(Duration::from_secs(30)),
-            idle_timeout: None,
-            first_chunk: None,
-        }),
-        ..Aegis::default()
-    });
+    g.with_default_aegis(Aegis::new().with_retry(RetryPolicy::default()).with_timeout(TimeoutPolicy::run(Duration::from_secs(30))));
     g
 }
 
@@ -120,11 +95,8 @@ fn expected(x: i64) -> i64 {
 
 fn engine() -> Arc<WarEngine> {
     Arc::new(
-        WarEngine::new(
-            Arc::new(UnconfiguredPaladinPort),
-            Arc::new(InMemoryWaypointStore::new()),
-        )
-        .with_node_cache(Arc::new(InMemoryNodeCache::new())),
+        WarEngine::new(InMemoryWaypointStore::new())
+        .with_node_cache(InMemoryNodeCache::new()),
     )
 }
 

@@ -39,11 +39,7 @@ fn looping() -> WarGraph {
         field("steps", DispatchRule::Sum),
         field("big", DispatchRule::LastWrite),
     ]);
-    let limits = EngineLimits {
-        max_supersteps: 20_000,
-        max_node_visits: 20_000,
-        ..EngineLimits::default()
-    };
+    let limits = EngineLimits::default().with_max_supersteps(20_000).with_max_node_visits(20_000);
     let mut g = WarGraph::new(schema, limits);
     g.add_node("step", node)
         .add_edge(START, "step")
@@ -77,10 +73,7 @@ fn run_case(blob: bool) {
         .unwrap();
     let mut per_step: Vec<f64> = (0..RUNS)
         .map(|_| {
-            let engine = WarEngine::new(
-                Arc::new(UnconfiguredPaladinPort),
-                Arc::new(InMemoryWaypointStore::new()),
-            );
+            let engine = WarEngine::new(InMemoryWaypointStore::new());
             let t0 = Instant::now();
             let out = rt.block_on(engine.start(&g, "t", input.clone())).unwrap();
             let elapsed = t0.elapsed();

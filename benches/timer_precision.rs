@@ -91,22 +91,11 @@ fn hanging() -> NodeSpec {
 }
 
 fn retry(delay: Duration) -> RetryPolicy {
-    RetryPolicy {
-        max_attempts: 2,
-        initial_interval: delay,
-        max_interval: delay.max(Duration::from_millis(1)),
-        backoff_factor: 1.0,
-        jitter: false,
-        retry_on: RetryPredicate::TransientOnly,
-        ..RetryPolicy::default()
-    }
+    RetryPolicy::default().with_max_attempts(2).with_initial_interval(delay).with_max_interval(delay.max(Duration::from_millis(1))).with_backoff_factor(1.0).with_jitter(false).with_retry_on(RetryPredicate::TransientOnly)
 }
 
 fn engine(sink: &Arc<Stopwatch>) -> WarEngine {
-    WarEngine::new(
-        Arc::new(UnconfiguredPaladinPort),
-        Arc::new(InMemoryWaypointStore::new()),
-    )
+    WarEngine::new(InMemoryWaypointStore::new())
     .with_trace_sink(sink.clone())
 }
 
@@ -133,10 +122,7 @@ async fn retries(n: usize) -> Vec<f64> {
         let delay = Duration::from_millis(DELAYS_MS[i % DELAYS_MS.len()]);
         let g = graph(
             flaky(),
-            Aegis {
-                retry: Some(retry(delay)),
-                ..Aegis::default()
-            },
+            Aegis::new().with_retry(retry(delay)),
         );
         let sink = Arc::new(Stopwatch::default());
         let out_come = engine(&sink).start(&g, "t", json!({})).await.unwrap();
@@ -154,14 +140,7 @@ async fn timeouts(n: usize) -> Vec<f64> {
         let limit = Duration::from_millis(DELAYS_MS[i % DELAYS_MS.len()]);
         let g = graph(
             hanging(),
-            Aegis {
-                timeout: Some(TimeoutPolicy {
-                    run_timeout: Some(limit),
-                    idle_timeout: None,
-                    first_chunk: None,
-                }),
-                ..Aegis::default()
-            },
+            Aegis::new().with_timeout(TimeoutPolicy::run(limit)),
         );
         let sink = Arc::new(Stopwatch::default());
         let outcome = engine(&sink).start(&g, "t", json!({})).await.unwrap();
@@ -178,10 +157,7 @@ async fn cancellations(n: usize) -> Vec<f64> {
     let mut out = Vec::with_capacity(n);
     let g = graph(
         flaky(),
-        Aegis {
-            retry: Some(retry(Duration::from_secs(10))),
-            ..Aegis::default()
-        },
+        Aegis::new().with_retry(retry(Duration::from_secs(10))),
     );
     for i in 0..n {
         let sink = Arc::new(Stopwatch::default());

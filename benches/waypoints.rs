@@ -13,7 +13,7 @@
 use aegis::prelude::*;
 use aegis::{
     Activation, InMemoryWaypointStore, SqliteOptions, SqliteSynchronous, SqliteWaypointStore,
-    UnconfiguredPaladinPort, Waypoint, WaypointStatus, WaypointStore, Writer, initial_state, merge,
+    Waypoint, WaypointStatus, WaypointStore, Writer, initial_state, merge,
 };
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use serde_json::json;
@@ -238,11 +238,7 @@ impl StateNode for Append {
 fn append_graph() -> WarGraph {
     let mut graph = WarGraph::new(
         schema(),
-        EngineLimits {
-            max_supersteps: SUPERSTEPS + 1,
-            max_node_visits: SUPERSTEPS + 1,
-            ..EngineLimits::default()
-        },
+        EngineLimits::default().with_max_supersteps(SUPERSTEPS + 1).with_max_node_visits(SUPERSTEPS + 1),
     );
     graph.add_node("append", NodeSpec::function(Append));
     graph.add_edge(START, "append").add_edge("append", "append");
@@ -255,10 +251,7 @@ fn run_1000(c: &mut Criterion) {
     let mut group = c.benchmark_group("engine_run");
     group.sample_size(10);
     // The engine alone, for comparison.
-    let memory = WarEngine::new(
-        Arc::new(UnconfiguredPaladinPort),
-        Arc::new(InMemoryWaypointStore::new()),
-    );
+    let memory = WarEngine::new(InMemoryWaypointStore::new());
     group.bench_function("memory/1000_supersteps_append", |b| {
         b.iter_custom(|iters| {
             rt.block_on(async {
@@ -285,7 +278,7 @@ fn run_1000(c: &mut Criterion) {
             rt.block_on(SqliteWaypointStore::open_with(&db.0, options))
                 .unwrap(),
         );
-        let engine = WarEngine::new(Arc::new(UnconfiguredPaladinPort), store.clone());
+        let engine = WarEngine::new(store.clone());
         group.bench_function(format!("{name}/1000_supersteps_append"), |b| {
             b.iter_custom(|iters| {
                 rt.block_on(async {

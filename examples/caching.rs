@@ -35,15 +35,7 @@ fn answerer_graph(template: &str) -> Result<WarGraph, Box<dyn std::error::Error>
         .add_edge("answerer", END)
         .set_aegis(
             "answerer",
-            Aegis {
-                cache: Some(CachePolicy {
-                    ttl: Duration::from_secs(15 * 60),
-                    key: CacheKeySpec::Fields(vec![question]),
-                    cache_fallback_results: false,
-                    scope: CacheScope::Graph,
-                }),
-                ..Aegis::default()
-            },
+            Aegis::new().with_cache(CachePolicy::new(Duration::from_secs(15 * 60), CacheKeySpec::Fields(vec![question]))),
         );
     Ok(graph)
 }
@@ -64,10 +56,7 @@ async fn backend() -> Result<Arc<dyn NodeCache>, Box<dyn std::error::Error>> {
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let provider = Arc::new(MockLlmAdapter::new().with_provider_name("mock"));
     let store = Arc::new(InMemoryWaypointStore::new());
-    let engine = WarEngine::new(
-        Arc::new(PaladinExecutionService::new(provider.clone())),
-        store.clone(),
-    )
+    let engine = WarEngine::new(store.clone()).with_llm(provider.clone())
     .with_node_cache(backend().await?);
 
     let question = json!({ "question": "Why is the sky blue?" });

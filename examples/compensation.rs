@@ -64,21 +64,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .add_edge("cancel", END)
         .set_aegis(
             "book",
-            Aegis {
-                retry: Some(RetryPolicy::default()),
-                on_error: Some(ErrorHandlerSpec::Route {
+            Aegis::new().with_retry(RetryPolicy::default()).with_on_error(ErrorHandlerSpec::Route {
                     to: NodeId::new("cancel"),
                     error_field: booking_error,
                 }),
-                ..Aegis::default()
-            },
         );
 
     let store = Arc::new(InMemoryWaypointStore::new());
-    let engine = WarEngine::new(
-        Arc::new(PaladinExecutionService::new(provider.clone())),
-        store.clone(),
-    );
+    let engine = WarEngine::new(store.clone()).with_llm(provider.clone());
     let state = engine
         .start(&graph, "trip-42", json!({}))
         .await?

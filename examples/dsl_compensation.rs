@@ -75,14 +75,10 @@ fn builder_graph() -> Result<WarGraph, Box<dyn std::error::Error>> {
     graph.add_aegis_node(book {}).add_aegis_node(cancel {});
     graph.set_aegis(
         "book",
-        Aegis {
-            retry: Some(RetryPolicy::default()),
-            on_error: Some(ErrorHandlerSpec::Route {
+        Aegis::new().with_retry(RetryPolicy::default()).with_on_error(ErrorHandlerSpec::Route {
                 to: NodeId::new("cancel"),
                 error_field: booking_error,
             }),
-            ..Aegis::default()
-        },
     );
     graph
         .add_edge(START, "book")
@@ -135,7 +131,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     println!("{}", graph.to_mermaid());
 
-    let engine = WarEngine::in_memory().with_trace_sink(Arc::new(PrintAttempts));
+    let engine = WarEngine::in_memory().with_trace_sink(PrintAttempts);
     println!("running:");
     let outcome = engine
         .start(&graph, "trip-1", json!({"traveller": "Ada"}))

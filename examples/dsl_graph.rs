@@ -97,7 +97,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let engine = WarEngine::in_memory()
         .with_edge_evaluator("verdict", Arc::new(Verdict))
-        .with_trace_sink(Arc::new(PrintAttempts));
+        .with_trace_sink(PrintAttempts);
     println!("running:");
     let state = engine
         .start(&graph, "reply-1", json!({}))

@@ -79,7 +79,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             let _ = std::fs::remove_file(file);
         }
         let store = Arc::new(SqliteWaypointStore::open(&path).await?);
-        let engine = WarEngine::new(Arc::new(UnconfiguredPaladinPort), store.clone());
+        let engine = WarEngine::new(store.clone());
         let outcome = engine.start(&graph, THREAD, json!({})).await?;
         if let RunOutcome::AwaitingInput { requests, .. } = &outcome {
             println!("{THREAD} waits for a human: {}", requests[0].1.prompt);
@@ -100,7 +100,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         latest.seq,
         latest.status.name()
     );
-    let engine = WarEngine::new(Arc::new(UnconfiguredPaladinPort), store);
+    let engine = WarEngine::new(store);
     let state = engine
         .resume(&graph, THREAD, Some(ParleyResponse::new(json!(answer))))
         .await?

@@ -118,7 +118,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         remove_store(&path)?;
         let store = Arc::new(SqliteWaypointStore::open(&path).await?);
         let token = CancellationToken::new();
-        let engine = WarEngine::new(Arc::new(UnconfiguredPaladinPort), store)
+        let engine = WarEngine::new(store)
             .with_cancellation(token.clone());
         println!("starting thread `{THREAD}` in {}", path.display());
         let outcome = engine
@@ -140,7 +140,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
 
     let store = Arc::new(SqliteWaypointStore::open(&path).await?);
-    let engine = WarEngine::new(Arc::new(UnconfiguredPaladinPort), store.clone());
+    let engine = WarEngine::new(store.clone());
     println!("resuming thread `{THREAD}` from {}", path.display());
     let outcome = engine.resume(&graph(None)?, THREAD, None).await?;
     println!("{}: {}", outcome.name(), outcome.state().to_json());

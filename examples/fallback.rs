@@ -107,7 +107,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let hops = CollectingTraceSink::new();
     let chain = FallbackLlmAdapter::new(providers()?)?.with_trace_sink(hops.clone());
     println!("chain: {}", chain.provider_names().join(" -> "));
-    let port = ReportServedBy(PaladinExecutionService::new(Arc::new(chain)));
+    let port = ReportServedBy(PaladinExecutionService::new(chain));
 
     let question = FieldName::new("question")?;
     let answer = FieldName::new("answer")?;
@@ -126,19 +126,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     graph.add_edge(START, "advisor").add_edge("advisor", END);
     graph.set_aegis(
         "advisor",
-        Aegis {
-            retry: Some(RetryPolicy::default()),
-            timeout: Some(TimeoutPolicy {
-                run_timeout: Some(Duration::from_secs(120)),
-                // Streamed chunks beat the heartbeat, so only silence counts.
-                idle_timeout: Some(Duration::from_secs(10)),
-                first_chunk: None,
-            }),
-            ..Default::default()
-        },
+        Aegis::new().with_retry(RetryPolicy::default()).with_timeout(TimeoutPolicy::run(Duration::from_secs(120)).with_idle_timeout(Duration::from_secs(10))),
     );
 
-    let engine = WarEngine::new(Arc::new(port), Arc::new(InMemoryWaypointStore::new()));
+    let engine = WarEngine::new(InMemoryWaypointStore::new()).with_paladin_port(port);
     let outcome = engine
         .start(
             &graph,

@@ -105,16 +105,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Each scoring task retries on its own.
     graph.set_aegis(
         "score",
-        Aegis {
-            retry: Some(RetryPolicy::default()),
-            ..Aegis::default()
-        },
+        Aegis::new().with_retry(RetryPolicy::default()),
     );
     println!("{}", graph.to_mermaid());
 
     let store = Arc::new(InMemoryWaypointStore::new());
     let items: Vec<u64> = (0..20).collect();
-    let engine = WarEngine::new(Arc::new(UnconfiguredPaladinPort), store.clone());
+    let engine = WarEngine::new(store.clone());
     let outcome = engine
         .start(&graph, "batch-7", json!({ "items": items }))
         .await?;
@@ -133,7 +130,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
 
     println!("the human answers: approve");
-    let resumed = WarEngine::new(Arc::new(UnconfiguredPaladinPort), store);
+    let resumed = WarEngine::new(store);
     let state = resumed
         .resume(
             &graph,

@@ -103,10 +103,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("Trace:");
     let engine = WarEngine::in_memory()
         .with_edge_evaluator("enough-sources", Arc::new(EnoughSources))
-        .with_trace_sink(Arc::new(|event: TraceEvent| match event {
+        .with_trace_sink(|event: TraceEvent| match event {
             TraceEvent::NodeStarted { .. } => {} // NodeFinished says it all
             event => println!("  {event}"),
-        }));
+        });
     let state = engine
         .start(&graph, "quickstart", json!({ "topic": "tea" }))
         .await?

@@ -144,19 +144,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .add_conditional_edges("summarize", "enough-sources", ["review", END])
         .add_edge("review", END);
     // Research talks to flaky upstreams: retry transient failures, 50 ms apart.
-    let research = Aegis {
-        retry: Some(RetryPolicy {
-            initial_interval: Duration::from_millis(50),
-            jitter: false,
-            ..RetryPolicy::default()
-        }),
-        timeout: Some(TimeoutPolicy {
-            run_timeout: Some(Duration::from_secs(10)),
-            idle_timeout: None,
-            first_chunk: None,
-        }),
-        ..Aegis::default()
-    };
+    let research = Aegis::new().with_retry(RetryPolicy::default().with_initial_interval(Duration::from_millis(50)).with_jitter(false)).with_timeout(TimeoutPolicy::run(Duration::from_secs(10)));
     graph
         .set_aegis("history", research.clone())
         .set_aegis("science", research);

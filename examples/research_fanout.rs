@@ -223,11 +223,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     ])?;
     let seen: Seen = Arc::default();
     let port = Recording {
-        inner: PaladinExecutionService::new(Arc::new(chain)),
+        inner: PaladinExecutionService::new(chain),
         seen: seen.clone(),
     };
-    let engine = WarEngine::new(Arc::new(port), Arc::new(InMemoryWaypointStore::new()))
-        .with_node_cache(Arc::new(InMemoryNodeCache::new()));
+    let engine = WarEngine::new(InMemoryWaypointStore::new()).with_paladin_port(port)
+        .with_node_cache(InMemoryNodeCache::new());
 
     println!("first run:");
     let first = engine

@@ -72,15 +72,7 @@ fn graph() -> Result<WarGraph, Box<dyn std::error::Error>> {
         field("answer", DispatchRule::LastWrite)?,
     ]);
     let mut graph = WarGraph::new(schema, EngineLimits::default());
-    let retry = |max_attempts, initial_ms| RetryPolicy {
-        max_attempts,
-        initial_interval: Duration::from_millis(initial_ms),
-        backoff_factor: 2.0,
-        max_interval: Duration::from_secs(1),
-        jitter: false,
-        retry_on: RetryPredicate::TransientOnly,
-        ..RetryPolicy::default()
-    };
+    let retry = |max_attempts, initial_ms| RetryPolicy::default().with_max_attempts(max_attempts).with_initial_interval(Duration::from_millis(initial_ms)).with_backoff_factor(2.0).with_max_interval(Duration::from_secs(1)).with_jitter(false).with_retry_on(RetryPredicate::TransientOnly);
     graph
         // Fails twice (transient), then succeeds.
         .add_node(
@@ -170,53 +162,23 @@ fn graph() -> Result<WarGraph, Box<dyn std::error::Error>> {
         .declare_muster("plan", "research")
         .set_aegis(
             "fetch",
-            Aegis {
-                retry: Some(retry(4, 40)),
-                ..Aegis::default()
-            },
+            Aegis::new().with_retry(retry(4, 40)),
         )
         .set_aegis(
             "lookup",
-            Aegis {
-                cache: Some(CachePolicy {
-                    ttl: Duration::from_secs(15 * 60),
-                    key: CacheKeySpec::Fields(vec![FieldName::new("topic")?]),
-                    cache_fallback_results: false,
-                    scope: CacheScope::Graph,
-                }),
-                ..Aegis::default()
-            },
+            Aegis::new().with_cache(CachePolicy::new(Duration::from_secs(15 * 60), CacheKeySpec::Fields(vec![FieldName::new("topic")?]))),
         )
         .set_aegis(
             "slow",
-            Aegis {
-                retry: Some(retry(2, 20)),
-                timeout: Some(TimeoutPolicy {
-                    run_timeout: Some(Duration::from_millis(80)),
-                    idle_timeout: None,
-                    ..TimeoutPolicy::default()
-                }),
-                ..Aegis::default()
-            },
+            Aegis::new().with_retry(retry(2, 20)).with_timeout(TimeoutPolicy::run(Duration::from_millis(80))),
         )
         .set_aegis(
             "research",
-            Aegis {
-                retry: Some(retry(3, 30)),
-                ..Aegis::default()
-            },
+            Aegis::new().with_retry(retry(3, 30)),
         )
         .set_aegis(
             "brief",
-            Aegis {
-                retry: Some(retry(2, 50)),
-                timeout: Some(TimeoutPolicy {
-                    run_timeout: Some(Duration::from_secs(5)),
-                    idle_timeout: Some(Duration::from_secs(1)),
-                    ..TimeoutPolicy::default()
-                }),
-                ..Aegis::default()
-            },
+            Aegis::new().with_retry(retry(2, 50)).with_timeout(TimeoutPolicy::run(Duration::from_secs(5)).with_idle_timeout(Duration::from_secs(1))),
         );
     graph.validate()?;
     Ok(graph)
@@ -225,10 +187,10 @@ fn graph() -> Result<WarGraph, Box<dyn std::error::Error>> {
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let trace = CollectingTraceSink::new();
-    let port = PaladinExecutionService::new(Arc::new(chain(trace.clone())?));
+    let port = PaladinExecutionService::new(chain(trace.clone())?);
     let store = Arc::new(InMemoryWaypointStore::new());
-    let engine = WarEngine::new(Arc::new(port), store.clone())
-        .with_node_cache(Arc::new(InMemoryNodeCache::new()))
+    let engine = WarEngine::new(store.clone()).with_paladin_port(port)
+        .with_node_cache(InMemoryNodeCache::new())
         .with_trace_sink(trace.clone());
     let graph = graph()?;
 

@@ -46,8 +46,8 @@ async fn main() -> Result<(), BoxError> {
     let server = tokio::spawn(serve(listener));
 
     let llm = OpenAiCompatibleLlmAdapter::new(&base_url)?.with_provider_name("local");
-    let port = Arc::new(PaladinExecutionService::new(Arc::new(llm)));
-    let engine = WarEngine::new(port, Arc::new(InMemoryWaypointStore::new()));
+    let port = Arc::new(PaladinExecutionService::new(llm));
+    let engine = WarEngine::new(InMemoryWaypointStore::new()).with_paladin_port(port);
 
     let schema = BattlefieldSchema::new(vec![
         FieldSpec::new(
@@ -77,15 +77,7 @@ async fn main() -> Result<(), BoxError> {
         .add_edge("explain", END)
         .set_aegis(
             "explain",
-            Aegis {
-                retry: Some(RetryPolicy {
-                    max_attempts: 2,
-                    initial_interval: Duration::from_millis(200),
-                    jitter: false,
-                    ..RetryPolicy::default()
-                }),
-                ..Default::default()
-            },
+            Aegis::new().with_retry(RetryPolicy::default().with_max_attempts(2).with_initial_interval(Duration::from_millis(200)).with_jitter(false)),
         );
 
     let input = json!({"question": "What does Rust guarantee?"});

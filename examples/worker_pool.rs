@@ -17,7 +17,7 @@
 
 use aegis::prelude::*;
 use aegis::worker::{Client, RunQueue, RunState, SqliteRunQueue, WorkerConfig, WorkerPool};
-use aegis::{FieldName, UnconfiguredPaladinPort};
+use aegis::{FieldName};
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
@@ -63,7 +63,7 @@ fn pool(
     max_runs: usize,
 ) -> Result<WorkerPool, Box<dyn std::error::Error>> {
     Ok(WorkerPool::new(queue, |store| {
-        WarEngine::new(Arc::new(UnconfiguredPaladinPort), store)
+        WarEngine::new(store)
     })
     .with_config(
         WorkerConfig::default()

@@ -71,7 +71,7 @@ pub mod prelude {
     // Paladins and the provider-neutral LLM boundary.
     pub use aegis_runtime::{
         Armament, LlmChunk, LlmMessage, LlmPort, LlmRequest, LlmResponse, Paladin,
-        PaladinExecutionService, PaladinPort, PaladinResult, UnconfiguredPaladinPort,
+        PaladinExecutionService, PaladinPort, PaladinResult,
     };
 }
 

@@ -231,15 +231,9 @@ async fn a_child_halted_under_the_old_name_starts_again_and_the_old_thread_is_le
     };
     let doubles = counter();
     let mut child = child_graph(doubles.clone(), gated);
-    child.set_limits(EngineLimits {
-        shutdown_grace: Duration::from_millis(10),
-        ..EngineLimits::default()
-    });
+    child.set_limits(EngineLimits::default().with_shutdown_grace(Duration::from_millis(10)));
     let mut g = parent_graph("sub", child);
-    g.set_limits(EngineLimits {
-        shutdown_grace: Duration::from_millis(100),
-        ..EngineLimits::default()
-    });
+    g.set_limits(EngineLimits::default().with_shutdown_grace(Duration::from_millis(100)));
     let halted = Arc::new(InMemoryWaypointStore::new());
     let token = CancellationToken::new();
     let e = engine_on(&halted).with_cancellation(token.clone());

@@ -124,7 +124,7 @@ fn worker_main(schema: &str) {
             schema: schema.to_string(),
         });
         WorkerPool::new(queue, |store| {
-            WarEngine::new(Arc::new(UnconfiguredPaladinPort), store)
+            WarEngine::new(store)
         })
         .with_config(
             WorkerConfig::default()

@@ -14,15 +14,7 @@ use std::time::Duration;
 use support::fixtures::*;
 
 fn cached(ttl: Duration, key: CacheKeySpec) -> Aegis {
-    Aegis {
-        cache: Some(CachePolicy {
-            ttl,
-            key,
-            cache_fallback_results: false,
-            scope: CacheScope::Graph,
-        }),
-        ..Aegis::default()
-    }
+    Aegis::new().with_cache(CachePolicy::new(ttl, key))
 }
 
 /// `START -> answer -> END`, the node counting its executions.
@@ -61,7 +53,7 @@ async fn a_hit_merges_the_stored_delta_with_zero_executions() {
     let sink = CollectingTraceSink::new();
     let hooks = Arc::new(CountingInterceptor(AtomicU32::new(0)));
     let e = engine()
-        .with_node_cache(Arc::new(InMemoryNodeCache::new()))
+        .with_node_cache(InMemoryNodeCache::new())
         .with_trace_sink(sink.clone())
         .with_interceptor(hooks.clone());
     let first = run_to_state(&e, &g, "t1", json!({"question": "q"})).await;
@@ -99,7 +91,7 @@ async fn a_hit_merges_the_stored_delta_with_zero_executions() {
 async fn the_ttl_is_a_hard_expiry_with_a_closed_boundary() {
     let runs = counter();
     let g = answer_graph(runs.clone(), CacheKeySpec::Default);
-    let e = engine().with_node_cache(Arc::new(InMemoryNodeCache::new()));
+    let e = engine().with_node_cache(InMemoryNodeCache::new());
     e.start(&g, "t1", json!({"question": "q"})).await.unwrap();
     tokio::time::advance(Duration::from_secs(60) - Duration::from_nanos(1)).await;
     e.start(&g, "t2", json!({"question": "q"})).await.unwrap();
@@ -112,7 +104,7 @@ async fn the_ttl_is_a_hard_expiry_with_a_closed_boundary() {
 #[tokio::test]
 async fn the_key_follows_the_input_and_fields_narrow_it() {
     let runs = counter();
-    let e = engine().with_node_cache(Arc::new(InMemoryNodeCache::new()));
+    let e = engine().with_node_cache(InMemoryNodeCache::new());
     let g = answer_graph(runs.clone(), CacheKeySpec::Default);
     e.start(&g, "a", json!({"question": "q1", "locale": "en"}))
         .await
@@ -180,7 +172,7 @@ async fn failures_gotos_and_ends_are_never_cached() {
             vec![("n", node), ("after", write("tail", json!(1)))],
         );
         g.set_aegis("n", cached(Duration::from_secs(60), CacheKeySpec::Default));
-        let e = engine().with_node_cache(Arc::new(InMemoryNodeCache::new()));
+        let e = engine().with_node_cache(InMemoryNodeCache::new());
         e.start(&g, "a", json!({})).await.unwrap();
         e.start(&g, "b", json!({})).await.unwrap();
         assert_eq!(count(&runs), 2, "{name} was cached");
@@ -202,7 +194,7 @@ async fn deny_fields_keep_deltas_out_of_the_cache() {
     ]);
     let mut g = chain(s, vec![("n", node)]);
     g.set_aegis("n", cached(Duration::from_secs(60), CacheKeySpec::Default));
-    let e = engine().with_node_cache(Arc::new(InMemoryNodeCache::new()));
+    let e = engine().with_node_cache(InMemoryNodeCache::new());
     e.start(&g, "a", json!({})).await.unwrap();
     e.start(&g, "b", json!({})).await.unwrap();
     assert_eq!(count(&runs), 2);
@@ -270,8 +262,8 @@ fn paladin_graph(model: &str, template: &str) -> WarGraph {
 #[tokio::test]
 async fn a_paladin_key_changes_with_the_prompt_and_the_model() {
     let port = Arc::new(EchoPort(AtomicU32::new(0)));
-    let e = WarEngine::new(port.clone(), Arc::new(InMemoryWaypointStore::new()))
-        .with_node_cache(Arc::new(InMemoryNodeCache::new()));
+    let e = WarEngine::new(InMemoryWaypointStore::new()).with_paladin_port(port.clone())
+        .with_node_cache(InMemoryNodeCache::new());
     let calls = || port.0.load(Ordering::SeqCst);
     let base = paladin_graph("m1", "Answer: {question}");
     let s = run_to_state(&e, &base, "a", json!({"question": "why"})).await;

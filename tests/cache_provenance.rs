@@ -46,19 +46,10 @@ fn cached_paladin(
             .collect(),
     )
     .unwrap();
-    let port = Arc::new(PaladinExecutionService::new(Arc::new(chain)));
-    let g = one_paladin(Aegis {
-        retry: Some(RetryPolicy {
-            max_attempts: 2,
-            initial_interval: Duration::ZERO,
-            jitter: false,
-            ..RetryPolicy::default()
-        }),
-        cache: Some(policy),
-        ..Aegis::default()
-    });
+    let port = Arc::new(PaladinExecutionService::new(chain));
+    let g = one_paladin(Aegis::new().with_retry(RetryPolicy::default().with_max_attempts(2).with_initial_interval(Duration::ZERO).with_jitter(false)).with_cache(policy));
     let sink = CollectingTraceSink::new();
-    let e = WarEngine::new(port, Arc::new(InMemoryWaypointStore::new()))
+    let e = WarEngine::new(InMemoryWaypointStore::new()).with_paladin_port(port)
         .with_node_cache(cache)
         .with_trace_sink(sink.clone());
     (e, g, sink)
@@ -289,10 +280,7 @@ fn the_fallback_choice_is_part_of_the_fingerprint_only_when_on() {
             .add_edge("answer", END)
             .set_aegis(
                 "answer",
-                Aegis {
-                    cache: Some(policy),
-                    ..Aegis::default()
-                },
+                Aegis::new().with_cache(policy),
             );
         g.fingerprint()
     };

@@ -95,12 +95,7 @@ async fn lookup(
 }
 
 fn policy(scope: CacheScope) -> Aegis {
-    Aegis {
-        cache: Some(
-            CachePolicy::new(Duration::from_secs(15 * 60), CacheKeySpec::Default).with_scope(scope),
-        ),
-        ..Aegis::default()
-    }
+    Aegis::new().with_cache(CachePolicy::new(Duration::from_secs(15 * 60), CacheKeySpec::Default).with_scope(scope),)
 }
 
 const SCOPES: [CacheScope; 2] = [CacheScope::Graph, CacheScope::Node];
@@ -185,12 +180,9 @@ fn triage(classify: NodeSpec, scope: CacheScope, edit: Edit) -> WarGraph {
     if edit == Edit::AbsorbOnAnotherNode {
         g.set_aegis(
             "audit",
-            Aegis {
-                on_error: Some(ErrorHandlerSpec::Absorb {
+            Aegis::new().with_on_error(ErrorHandlerSpec::Absorb {
                     fallback_delta: delta(&[("log", json!("audit unavailable"))]),
                 }),
-                ..Aegis::default()
-            },
         );
     }
     g
@@ -210,10 +202,7 @@ fn llm_engine(
     llm: &MockLlmAdapter,
     cache: &Arc<dyn NodeCache>,
 ) -> WarEngine<InMemoryWaypointStore> {
-    WarEngine::new(
-        Arc::new(PaladinExecutionService::new(Arc::new(llm.clone()))),
-        Arc::new(InMemoryWaypointStore::new()),
-    )
+    WarEngine::new(InMemoryWaypointStore::new()).with_llm(llm.clone())
     .with_node_cache(cache.clone())
 }
 
@@ -288,7 +277,7 @@ async fn a_graph_scoped_paladin_misses_after_the_same_edits() {
 async fn a_node_scoped_function_hits_after_every_unrelated_edit() {
     for edit in EDITS {
         for scope in SCOPES {
-            let engine = engine().with_node_cache(Arc::new(InMemoryNodeCache::new()));
+            let engine = engine().with_node_cache(InMemoryNodeCache::new());
             let node = || {
                 NodeSpec::function(
                     FnNode::new("classify", |_, _| {
@@ -344,7 +333,7 @@ async fn a_changed_node_body_misses_in_both_scopes() {
         <v2::answer as AegisNodeFn>::CODE_VERSION
     );
     for scope in SCOPES {
-        let engine = engine().with_node_cache(Arc::new(InMemoryNodeCache::new()));
+        let engine = engine().with_node_cache(InMemoryNodeCache::new());
         let input = json!({"question": "why?"});
         let g1 = answer_graph(v1::answer {}, scope, false);
         let g2 = answer_graph(v2::answer {}, scope, false);
@@ -374,7 +363,7 @@ async fn formatting_and_doc_comments_are_not_a_code_change() {
         <v1_reformatted::answer as AegisNodeFn>::CODE_VERSION
     );
     for scope in SCOPES {
-        let engine = engine().with_node_cache(Arc::new(InMemoryNodeCache::new()));
+        let engine = engine().with_node_cache(InMemoryNodeCache::new());
         let input = json!({"question": "why?"});
         run_to_state(
             &engine,
@@ -391,7 +380,7 @@ async fn formatting_and_doc_comments_are_not_a_code_change() {
 
 #[tokio::test(start_paused = true)]
 async fn a_node_scoped_function_shares_across_graphs_until_its_body_changes() {
-    let engine = engine().with_node_cache(Arc::new(InMemoryNodeCache::new()));
+    let engine = engine().with_node_cache(InMemoryNodeCache::new());
     let input = json!({"question": "why?"});
     let node = CacheScope::Node;
     run_to_state(
@@ -485,7 +474,7 @@ fn versioned(version: &str) -> NodeSpec {
 #[tokio::test(start_paused = true)]
 async fn a_builder_node_s_code_version_is_its_code() {
     for scope in SCOPES {
-        let engine = engine().with_node_cache(Arc::new(InMemoryNodeCache::new()));
+        let engine = engine().with_node_cache(InMemoryNodeCache::new());
         let input = json!({"ticket": "printer on fire"});
         let g1 = triage(versioned("1"), scope, Edit::Nothing);
         let g2 = triage(versioned("2"), scope, Edit::Nothing);
@@ -507,7 +496,7 @@ async fn a_node_scoped_function_without_a_code_version_is_refused() {
     let unversioned = NodeSpec::from_fn("classify", |_, _| {
         Box::pin(async { Ok(delta(&[("label", json!("billing"))]).into()) })
     });
-    let engine = engine().with_node_cache(Arc::new(InMemoryNodeCache::new()));
+    let engine = engine().with_node_cache(InMemoryNodeCache::new());
     let g = triage(unversioned.clone(), CacheScope::Node, Edit::Nothing);
     let err = engine
         .start(&g, "t", json!({"ticket": "x"}))
@@ -667,7 +656,7 @@ async fn namespaces_apply_in_the_graph_scope_too() {
 #[tokio::test(start_paused = true)]
 async fn an_empty_namespace_is_refused() {
     let engine = engine()
-        .with_node_cache(Arc::new(InMemoryNodeCache::new()))
+        .with_node_cache(InMemoryNodeCache::new())
         .with_cache_namespace("");
     let g = tenant_graph(TenantClient { tenant: "acme" });
     let err = engine.start(&g, "t", json!({})).await.unwrap_err();
@@ -703,7 +692,7 @@ async fn namespaces_keep_tenants_apart_over_one_real_redis() {
         .with_node_cache(acme.clone())
         .with_cache_namespace("acme");
     let globex_engine = engine()
-        .with_node_cache(Arc::new(connect().await))
+        .with_node_cache(connect().await)
         .with_cache_namespace("globex");
     let acme_graph = tenant_graph(TenantClient { tenant: "acme" });
     let globex_graph = tenant_graph(TenantClient { tenant: "globex" });
@@ -723,7 +712,7 @@ async fn namespaces_keep_tenants_apart_over_one_real_redis() {
     // Stored again, then read by a third connection in acme's namespace.
     answer_of(&acme_engine, &acme_graph, "a2").await;
     let acme_again = engine()
-        .with_node_cache(Arc::new(connect().await))
+        .with_node_cache(connect().await)
         .with_cache_namespace("acme");
     assert_eq!(
         answer_of(&acme_again, &acme_graph, "a3").await,
@@ -775,7 +764,7 @@ async fn a_worker_pool_can_pick_each_run_s_namespace_from_its_lease() {
             .split_once('.')
             .map(|(tenant, _)| tenant.to_string())
             .unwrap_or_default();
-        WarEngine::new(Arc::new(UnconfiguredPaladinPort), store)
+        WarEngine::new(store)
             .with_node_cache(cache.clone())
             .with_cache_namespace(tenant)
     })

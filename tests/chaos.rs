@@ -356,11 +356,11 @@ impl Rig {
     /// A fresh engine over the seed's store and cache.
     fn engine(&self, token: CancellationToken) -> (WarEngine, Arc<CollectingTraceSink>) {
         let sink = CollectingTraceSink::new();
-        let mut engine = WarEngine::new(Arc::new(UnconfiguredPaladinPort), self.store.clone())
+        let mut engine = WarEngine::new(self.store.clone())
             .with_node_cache(self.cache.clone())
             .with_error_handler(CUSTOM_HANDLER, Arc::new(Custom(self.world.clone())))
             .with_retry_predicate(CUSTOM_PREDICATE, Arc::new(Predicate))
-            .with_interceptor(Arc::new(Counter(self.world.clone())))
+            .with_interceptor(Counter(self.world.clone()))
             .with_trace_sink(sink.clone())
             .with_jitter_seed(self.world.seed)
             .with_cancellation(token);

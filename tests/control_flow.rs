@@ -26,10 +26,7 @@ fn muster_graph(n: u32, worker: NodeSpec) -> WarGraph {
     });
     let mut g = WarGraph::new(
         schema(&[("items", Append), ("collected", Sum), ("count", Sum)]),
-        EngineLimits {
-            max_concurrency: 2048,
-            ..EngineLimits::default()
-        },
+        EngineLimits::default().with_max_concurrency(2048),
     );
     g.add_node("split", split)
         .add_worker_template("worker", worker)
@@ -119,10 +116,7 @@ async fn halting_mid_muster_resumes_only_the_unfinished_tasks() {
         })
     };
     let mut g = muster_graph(20, worker);
-    g.set_limits(EngineLimits {
-        shutdown_grace: Duration::from_millis(10),
-        ..g.limits().clone()
-    });
+    g.set_limits((g.limits().clone()).with_shutdown_grace(Duration::from_millis(10)));
     let store = Arc::new(InMemoryWaypointStore::new());
     let token = CancellationToken::new();
     let e = engine_on(&store).with_cancellation(token.clone());
@@ -185,13 +179,7 @@ async fn a_failing_task_retries_on_its_own_while_siblings_finish() {
     let mut g = muster_graph(3, worker);
     g.set_aegis(
         "worker",
-        Aegis {
-            retry: Some(RetryPolicy {
-                jitter: false,
-                ..RetryPolicy::default()
-            }),
-            ..Aegis::default()
-        },
+        Aegis::new().with_retry(RetryPolicy::default().with_jitter(false)),
     );
     let e = engine();
     let state = run_to_state(&e, &g, "t", json!({})).await;
@@ -293,10 +281,7 @@ fn parley_graph(request: ParleyRequest, seen: Arc<Mutex<Vec<u32>>>) -> WarGraph 
         .add_edge("side", END)
         .set_aegis(
             "ask",
-            Aegis {
-                retry: Some(RetryPolicy::default()),
-                ..Aegis::default()
-            },
+            Aegis::new().with_retry(RetryPolicy::default()),
         );
     g
 }
@@ -469,10 +454,7 @@ fn parent_graph(child: WarGraph) -> WarGraph {
 /// `parent_graph(child_graph(middle))` with the child's and the parent's
 /// shutdown graces.
 fn graced_parent(middle: NodeSpec, child_grace: Duration, parent_grace: Duration) -> WarGraph {
-    let graced = |shutdown_grace| EngineLimits {
-        shutdown_grace,
-        ..EngineLimits::default()
-    };
+    let graced = |shutdown_grace| EngineLimits::default().with_shutdown_grace(shutdown_grace);
     let mut child = child_graph(middle);
     child.set_limits(graced(child_grace));
     let mut g = parent_graph(child);
@@ -557,14 +539,7 @@ async fn a_battalion_timeout_fails_the_parent_attempt_with_timeout() {
     let mut g = parent_graph(child_graph(stuck));
     g.set_aegis(
         "sub",
-        Aegis {
-            timeout: Some(TimeoutPolicy {
-                run_timeout: Some(Duration::from_secs(5)),
-                idle_timeout: None,
-                first_chunk: None,
-            }),
-            ..Aegis::default()
-        },
+        Aegis::new().with_timeout(TimeoutPolicy::run(Duration::from_secs(5))),
     );
     let out = engine().start(&g, "p", json!({"input": 1})).await.unwrap();
     assert_eq!(
@@ -596,14 +571,7 @@ async fn a_beating_battalion_outlives_an_idle_timeout_longer_than_a_child_supers
     let mut g = parent_graph(child);
     g.set_aegis(
         "sub",
-        Aegis {
-            timeout: Some(TimeoutPolicy {
-                run_timeout: None,
-                idle_timeout: Some(Duration::from_secs(1)),
-                first_chunk: None,
-            }),
-            ..Aegis::default()
-        },
+        Aegis::new().with_timeout(TimeoutPolicy::idle(Duration::from_secs(1))),
     );
     // 2.4 s of child work, a beat every 0.8 s, a 1 s idle window.
     run_to_state(&engine(), &g, "p", json!({"input": 1})).await;
@@ -773,23 +741,9 @@ fn the_support_matrix_rejects_every_forbidden_combination() {
     )
     .add_edge("publish", "sub")
     .add_edge("sub", END);
-    let all = Aegis {
-        retry: Some(RetryPolicy::default()),
-        timeout: Some(TimeoutPolicy {
-            run_timeout: Some(Duration::from_secs(1)),
-            idle_timeout: None,
-            first_chunk: None,
-        }),
-        on_error: Some(ErrorHandlerSpec::Absorb {
+    let all = Aegis::new().with_retry(RetryPolicy::default()).with_timeout(TimeoutPolicy::run(Duration::from_secs(1))).with_on_error(ErrorHandlerSpec::Absorb {
             fallback_delta: StateDelta::new(),
-        }),
-        cache: Some(CachePolicy {
-            ttl: Duration::from_secs(1),
-            key: CacheKeySpec::Default,
-            cache_fallback_results: false,
-            scope: CacheScope::Graph,
-        }),
-    };
+        }).with_cache(CachePolicy::new(Duration::from_secs(1), CacheKeySpec::Default));
     g.set_aegis("approval", all.clone()).set_aegis("sub", all);
     let err = g.validate().unwrap_err();
     let offenders: Vec<String> = err
@@ -840,12 +794,9 @@ async fn worker_template_handlers_contribute_deltas_only() {
     let mut g = muster_graph(3, failing.clone());
     g.set_aegis(
         "worker",
-        Aegis {
-            on_error: Some(ErrorHandlerSpec::Absorb {
+        Aegis::new().with_on_error(ErrorHandlerSpec::Absorb {
                 fallback_delta: delta(&[("items", json!("skipped"))]),
             }),
-            ..Aegis::default()
-        },
     );
     let state = run_to_state(&engine(), &g, "t", json!({})).await;
     assert_eq!(
@@ -856,10 +807,7 @@ async fn worker_template_handlers_contribute_deltas_only() {
     let mut g = muster_graph(3, failing);
     g.set_aegis(
         "worker",
-        Aegis {
-            on_error: Some(ErrorHandlerSpec::Custom("away".into())),
-            ..Aegis::default()
-        },
+        Aegis::new().with_on_error(ErrorHandlerSpec::Custom("away".into())),
     );
     let out = engine()
         .with_error_handler("away", Arc::new(RoutesAway))
@@ -876,23 +824,17 @@ async fn worker_template_handlers_contribute_deltas_only() {
         .add_edge("fix", END);
     g.set_aegis(
         "worker",
-        Aegis {
-            on_error: Some(ErrorHandlerSpec::Route {
+        Aegis::new().with_on_error(ErrorHandlerSpec::Route {
                 to: NodeId::new("fix"),
                 error_field: FieldName::new("items").unwrap(),
             }),
-            ..Aegis::default()
-        },
     );
     g.set_aegis(
         "split",
-        Aegis {
-            on_error: Some(ErrorHandlerSpec::Route {
+        Aegis::new().with_on_error(ErrorHandlerSpec::Route {
                 to: NodeId::new("worker"),
                 error_field: FieldName::new("items").unwrap(),
             }),
-            ..Aegis::default()
-        },
     );
     let errs = g.validate().unwrap_err();
     let text = format!("{errs:?}");
@@ -934,15 +876,7 @@ async fn a_custom_handler_may_parley_and_the_rerun_is_a_fresh_attempt_one() {
     let mut g = chain(schema(&[("out", LastWrite)]), vec![("n", node)]);
     g.set_aegis(
         "n",
-        Aegis {
-            retry: Some(RetryPolicy {
-                max_attempts: 2,
-                initial_interval: Duration::ZERO,
-                ..RetryPolicy::default()
-            }),
-            on_error: Some(ErrorHandlerSpec::Custom("ask".into())),
-            ..Aegis::default()
-        },
+        Aegis::new().with_retry(RetryPolicy::default().with_max_attempts(2).with_initial_interval(Duration::ZERO)).with_on_error(ErrorHandlerSpec::Custom("ask".into())),
     );
     let store = Arc::new(InMemoryWaypointStore::new());
     let e = engine_on(&store).with_error_handler("ask", Arc::new(AskAHuman));
@@ -964,15 +898,7 @@ async fn battalion_children_are_validated_with_their_parent() {
     let mut child = child_graph(write("y", json!(1)));
     child.set_aegis(
         "double",
-        Aegis {
-            cache: Some(CachePolicy {
-                ttl: Duration::from_secs(60),
-                key: CacheKeySpec::Default,
-                cache_fallback_results: false,
-                scope: CacheScope::Graph,
-            }),
-            ..Aegis::default()
-        },
+        Aegis::new().with_cache(CachePolicy::new(Duration::from_secs(60), CacheKeySpec::Default)),
     );
     let g = parent_graph(child);
     // A cache policy inside the child needs the (inherited) backend too.
@@ -986,7 +912,7 @@ async fn battalion_children_are_validated_with_their_parent() {
         "{err:?}"
     );
     // With a backend on the parent engine, the child's node is cached.
-    let e = engine().with_node_cache(Arc::new(InMemoryNodeCache::new()));
+    let e = engine().with_node_cache(InMemoryNodeCache::new());
     run_to_state(&e, &g, "p1", json!({"input": 1})).await;
     run_to_state(&e, &g, "p2", json!({"input": 1})).await;
     let hits: Vec<bool> = records(&e, "p2>sub")

@@ -78,7 +78,7 @@ fn graph(fields: Vec<FieldSpec>) -> WarGraph {
 }
 
 fn engine(store: &Arc<InMemoryWaypointStore>) -> WarEngine<InMemoryWaypointStore> {
-    WarEngine::new(Arc::new(UnconfiguredPaladinPort), store.clone())
+    WarEngine::new(store.clone())
 }
 
 /// A thread of the first version, waiting on `ask`'s parley.
@@ -165,24 +165,13 @@ async fn retuning_policies_continues() {
     // timeout are not: both kinds of retune continue.
     v2.set_aegis(
         "draft",
-        Aegis {
-            retry: Some(RetryPolicy::default()),
-            on_error: Some(ErrorHandlerSpec::Absorb {
+        Aegis::new().with_retry(RetryPolicy::default()).with_on_error(ErrorHandlerSpec::Absorb {
                 fallback_delta: StateDelta::new(),
             }),
-            ..Aegis::default()
-        },
     )
     .set_aegis(
         "ask",
-        Aegis {
-            timeout: Some(TimeoutPolicy {
-                run_timeout: Some(Duration::from_secs(30)),
-                idle_timeout: None,
-                first_chunk: None,
-            }),
-            ..Aegis::default()
-        },
+        Aegis::new().with_timeout(TimeoutPolicy::run(Duration::from_secs(30))),
     );
     assert_ne!(v2.fingerprint(), v1);
     completes(&store, &v2).await;
@@ -587,7 +576,7 @@ async fn mustered_tasks_need_their_worker_template() {
     let token = CancellationToken::new();
     let halted = engine(&store)
         .with_cancellation(token.clone())
-        .with_trace_sink(Arc::new(HaltAfterFirstStep(token)))
+        .with_trace_sink(HaltAfterFirstStep(token))
         .start(&v1, "t", json!({}))
         .await
         .unwrap();
@@ -669,7 +658,7 @@ fn snapshot_seq() -> i64 {
 /// Resumes the planted thread: refused without `ask`, then continued on
 /// this version's graph, recording the previous version's fingerprint.
 async fn resume_the_previous_versions_thread<S: WaypointStore>(store: Arc<S>) {
-    let engine = || WarEngine::new(Arc::new(UnconfiguredPaladinPort), store.clone());
+    let engine = || WarEngine::new(store.clone());
     let before = store.latest(FIXTURE_THREAD).await.unwrap().unwrap();
     assert!(before.fingerprint.starts_with("v6:") && before.manifest.is_none());
     assert_eq!(before.status.name(), "AwaitingInput");

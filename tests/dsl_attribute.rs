@@ -6,7 +6,7 @@
 #[allow(clippy::pedantic)]
 mod support;
 use aegis::prelude::*;
-use aegis::{AegisNodeFn, InMemoryWaypointStore, UnconfiguredPaladinPort};
+use aegis::{AegisNodeFn, InMemoryWaypointStore};
 use serde_json::json;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -30,22 +30,10 @@ async fn book(state: &Battlefield, ctx: &NodeContext) -> Result<StateDelta, Stat
 
 #[test]
 fn the_design_card_example_builds_the_guides_aegis() {
-    let expected = Aegis {
-        retry: Some(RetryPolicy {
-            max_attempts: 5,
-            ..RetryPolicy::default()
-        }),
-        timeout: Some(TimeoutPolicy {
-            run_timeout: None,
-            idle_timeout: Some(Duration::from_secs(10)),
-            first_chunk: None,
-        }),
-        on_error: Some(ErrorHandlerSpec::Route {
+    let expected = Aegis::new().with_retry(RetryPolicy::default().with_max_attempts(5)).with_timeout(TimeoutPolicy::idle(Duration::from_secs(10))).with_on_error(ErrorHandlerSpec::Route {
             to: NodeId::new("cancel"),
             error_field: field_name("book_error"),
-        }),
-        cache: None,
-    };
+        });
     assert_eq!(<book as AegisNodeFn>::aegis(), expected);
     assert_eq!(<book as AegisNodeFn>::ID, "book");
     // The kind is the id, not the module path: moving `book` keeps it.
@@ -101,40 +89,20 @@ async fn retry_custom(_: &Battlefield, _: &NodeContext) -> Result<StateDelta, St
 fn retry_keys_map_field_by_field_and_unset_ones_take_the_defaults() {
     assert_eq!(
         every_retry_key::aegis().retry,
-        Some(RetryPolicy {
-            max_attempts: 4,
-            initial_interval: Duration::from_millis(250),
-            backoff_factor: 3.0,
-            max_interval: Duration::from_secs(90),
-            jitter: false,
-            retry_on: RetryPredicate::TransientOrUnknown,
-            ..RetryPolicy::default()
-        })
+        Some(RetryPolicy::default().with_max_attempts(4).with_initial_interval(Duration::from_millis(250)).with_backoff_factor(3.0).with_max_interval(Duration::from_secs(90)).with_jitter(false).with_retry_on(RetryPredicate::TransientOrUnknown))
     );
     assert_eq!(bare_retry::aegis().retry, Some(RetryPolicy::default()));
     assert_eq!(
         retry_all::aegis().retry,
-        Some(RetryPolicy {
-            retry_on: RetryPredicate::Always,
-            backoff_factor: 1.0,
-            ..RetryPolicy::default()
-        })
+        Some(RetryPolicy::default().with_retry_on(RetryPredicate::Always).with_backoff_factor(1.0))
     );
     assert_eq!(
         retry_never::aegis().retry,
-        Some(RetryPolicy {
-            retry_on: RetryPredicate::Never,
-            jitter: true,
-            ..RetryPolicy::default()
-        })
+        Some(RetryPolicy::default().with_retry_on(RetryPredicate::Never).with_jitter(true))
     );
     assert_eq!(
         retry_custom::aegis().retry,
-        Some(RetryPolicy {
-            retry_on: RetryPredicate::Custom("rate-limit-only".into()),
-            initial_interval: Duration::ZERO,
-            ..RetryPolicy::default()
-        })
+        Some(RetryPolicy::default().with_retry_on(RetryPredicate::Custom("rate-limit-only".into())).with_initial_interval(Duration::ZERO))
     );
     for aegis in [
         every_retry_key::aegis(),
@@ -162,19 +130,11 @@ async fn retry_after_default_cap(
 fn the_retry_after_floor_keys_map_to_the_policy() {
     assert_eq!(
         retry_after_floor::aegis().retry,
-        Some(RetryPolicy {
-            max_attempts: 4,
-            respect_retry_after: true,
-            max_retry_after: Duration::from_secs(45),
-            ..RetryPolicy::default()
-        })
+        Some(RetryPolicy::default().with_max_attempts(4).with_respect_retry_after(true).with_max_retry_after(Duration::from_secs(45)))
     );
     assert_eq!(
         retry_after_default_cap::aegis().retry,
-        Some(RetryPolicy {
-            respect_retry_after: true,
-            ..RetryPolicy::default()
-        })
+        Some(RetryPolicy::default().with_respect_retry_after(true))
     );
     // In `graph!`'s `default_aegis` too: the grammar is shared.
     let graph = graph! {
@@ -202,19 +162,11 @@ async fn run_timeout_only(_: &Battlefield, _: &NodeContext) -> Result<StateDelta
 fn timeouts_are_exact_durations() {
     assert_eq!(
         both_timeouts::aegis().timeout,
-        Some(TimeoutPolicy {
-            run_timeout: Some(Duration::from_secs(120)),
-            idle_timeout: Some(Duration::from_millis(3_723_004)),
-            first_chunk: None,
-        })
+        Some(TimeoutPolicy::run(Duration::from_secs(120)).with_idle_timeout(Duration::from_millis(3_723_004)))
     );
     assert_eq!(
         run_timeout_only::aegis().timeout,
-        Some(TimeoutPolicy {
-            run_timeout: Some(Duration::from_secs(120)),
-            idle_timeout: None,
-            first_chunk: None,
-        })
+        Some(TimeoutPolicy::run(Duration::from_secs(120)))
     );
 }
 
@@ -227,11 +179,7 @@ async fn streamed(_: &Battlefield, _: &NodeContext) -> Result<StateDelta, StateN
 fn first_chunk_is_a_timeout_of_its_own() {
     assert_eq!(
         streamed::aegis().timeout,
-        Some(TimeoutPolicy {
-            run_timeout: None,
-            idle_timeout: Some(Duration::from_secs(10)),
-            first_chunk: Some(Duration::from_secs(5)),
-        })
+        Some(TimeoutPolicy::idle(Duration::from_secs(10)).with_first_chunk(Duration::from_secs(5)))
     );
 }
 
@@ -343,30 +291,15 @@ fn cache_policies_map_ttl_and_key() {
     );
     assert_eq!(
         cached_by_fields::aegis().cache,
-        Some(CachePolicy {
-            ttl: Duration::from_secs(15 * 60),
-            key: CacheKeySpec::Fields(vec![field_name("question"), field_name("locale")]),
-            cache_fallback_results: false,
-            scope: CacheScope::Graph,
-        })
+        Some(CachePolicy::new(Duration::from_secs(15 * 60), CacheKeySpec::Fields(vec![field_name("question"), field_name("locale")])))
     );
     assert_eq!(
         cached_by_default::aegis().cache,
-        Some(CachePolicy {
-            ttl: Duration::from_secs(3600),
-            key: CacheKeySpec::Default,
-            cache_fallback_results: false,
-            scope: CacheScope::Graph,
-        })
+        Some(CachePolicy::new(Duration::from_secs(3600), CacheKeySpec::Default))
     );
     assert_eq!(
         cached_briefly::aegis().cache,
-        Some(CachePolicy {
-            ttl: Duration::from_millis(500),
-            key: CacheKeySpec::Default,
-            cache_fallback_results: false,
-            scope: CacheScope::Graph,
-        })
+        Some(CachePolicy::new(Duration::from_millis(500), CacheKeySpec::Default))
     );
 }
 
@@ -378,14 +311,7 @@ async fn plain(_: &Battlefield, _: &NodeContext) -> Result<StateDelta, StateNode
 #[test]
 fn a_bare_attribute_is_a_plain_node_under_the_graph_default() {
     assert_eq!(plain::aegis(), Aegis::default());
-    let default = Aegis {
-        timeout: Some(TimeoutPolicy {
-            run_timeout: Some(Duration::from_secs(30)),
-            idle_timeout: None,
-            first_chunk: None,
-        }),
-        ..Aegis::default()
-    };
+    let default = Aegis::new().with_timeout(TimeoutPolicy::run(Duration::from_secs(30)));
     let mut graph = WarGraph::new(BattlefieldSchema::default(), EngineLimits::default());
     graph
         .add_aegis_node(plain {})
@@ -448,10 +374,7 @@ async fn the_engine_applies_the_attribute_policy_with_exact_waits() {
         nodes { flaky }
         edges { START -> flaky -> END }
     };
-    let engine = WarEngine::new(
-        Arc::new(UnconfiguredPaladinPort),
-        Arc::new(InMemoryWaypointStore::new()),
-    );
+    let engine = WarEngine::new(InMemoryWaypointStore::new());
     let started = tokio::time::Instant::now();
     let outcome = engine.start(&graph, "t1", json!({})).await.unwrap();
     let state = outcome.into_result().unwrap();

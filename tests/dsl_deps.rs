@@ -180,7 +180,7 @@ async fn a_cached_node_with_a_dependency_is_served_from_the_cache() {
         nodes { lookup(client.clone()) }
         edges { START -> lookup -> END }
     };
-    let e = engine().with_node_cache(Arc::new(InMemoryNodeCache::new()));
+    let e = engine().with_node_cache(InMemoryNodeCache::new());
     let first = run_to_state(&e, &g, "t1", json!({"question": "q"})).await;
     let second = run_to_state(&e, &g, "t2", json!({"question": "q"})).await;
     let third = run_to_state(&e, &g, "t3", json!({"question": "other"})).await;

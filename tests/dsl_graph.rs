@@ -6,7 +6,7 @@
 #[allow(clippy::pedantic)]
 mod support;
 use aegis::prelude::*;
-use aegis::{AegisNodeFn, InMemoryWaypointStore, Paladin, UnconfiguredPaladinPort};
+use aegis::{AegisNodeFn, InMemoryWaypointStore, Paladin};
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
@@ -56,10 +56,7 @@ fn writer() -> Paladin {
 }
 
 fn limits() -> EngineLimits {
-    EngineLimits {
-        max_supersteps: 50,
-        ..EngineLimits::default()
-    }
+    EngineLimits::default().with_max_supersteps(50)
 }
 
 fn dsl_graph() -> WarGraph {
@@ -152,29 +149,10 @@ fn builder_graph() -> WarGraph {
     fallback_delta.set("draft", "n/a").unwrap();
     graph.set_aegis(
         "writer",
-        Aegis {
-            on_error: Some(ErrorHandlerSpec::Absorb { fallback_delta }),
-            timeout: Some(TimeoutPolicy {
-                run_timeout: None,
-                idle_timeout: Some(Duration::from_secs(5)),
-                first_chunk: None,
-            }),
-            ..Aegis::default()
-        },
+        Aegis::new().with_timeout(TimeoutPolicy::idle(Duration::from_secs(5))).with_on_error(ErrorHandlerSpec::Absorb { fallback_delta }),
     );
     graph.set_aegis("quiet", Aegis::default());
-    graph.with_default_aegis(Aegis {
-        retry: Some(RetryPolicy {
-            max_attempts: 2,
-            ..RetryPolicy::default()
-        }),
-        timeout: Some(TimeoutPolicy {
-            run_timeout: Some(Duration::from_secs(60)),
-            idle_timeout: None,
-            first_chunk: None,
-        }),
-        ..Aegis::default()
-    });
+    graph.with_default_aegis(Aegis::new().with_retry(RetryPolicy::default().with_max_attempts(2)).with_timeout(TimeoutPolicy::run(Duration::from_secs(60))));
     graph
         .add_edge(START, "book")
         .add_edge("book", "answer")
@@ -202,12 +180,9 @@ fn graph_macro_and_builder_have_the_same_fingerprint() {
     other.set("draft", "unavailable").unwrap();
     changed.set_aegis(
         "writer",
-        Aegis {
-            on_error: Some(ErrorHandlerSpec::Absorb {
+        Aegis::new().with_on_error(ErrorHandlerSpec::Absorb {
                 fallback_delta: other,
             }),
-            ..Aegis::default()
-        },
     );
     assert_ne!(dsl.fingerprint(), changed.fingerprint());
 }
@@ -279,10 +254,7 @@ async fn a_graph_macro_graph_runs_on_the_engine() {
         edges { START -> first -> second -> END }
     };
     graph.validate().unwrap();
-    let engine = WarEngine::new(
-        Arc::new(UnconfiguredPaladinPort),
-        Arc::new(InMemoryWaypointStore::new()),
-    );
+    let engine = WarEngine::new(InMemoryWaypointStore::new());
     let started = tokio::time::Instant::now();
     let state = engine
         .start(&graph, "run", json!({}))
@@ -319,10 +291,7 @@ async fn side(_: &Battlefield, _: &NodeContext) -> Result<StateDelta, StateNodeE
 /// names graph!'s fix. With the fix, the goto replaces `jump`'s edges.
 #[tokio::test]
 async fn a_goto_to_a_node_without_an_edge_from_it_names_dynamic() {
-    let engine = WarEngine::new(
-        Arc::new(UnconfiguredPaladinPort),
-        Arc::new(InMemoryWaypointStore::new()),
-    );
+    let engine = WarEngine::new(InMemoryWaypointStore::new());
     let unmarked = graph! {
         schema { log: Append = [] }
         nodes { jump, step, side }
@@ -417,10 +386,7 @@ mod from_another_crate {
     async fn and_run_their_policies_on_the_engine() {
         let graph = dsl();
         graph.validate().unwrap();
-        let engine = WarEngine::new(
-            Arc::new(UnconfiguredPaladinPort),
-            Arc::new(InMemoryWaypointStore::new()),
-        );
+        let engine = WarEngine::new(InMemoryWaypointStore::new());
         // No traveller: `book` fails three times, and its route runs `cancel`.
         let state = engine
             .start(&graph, "cross-crate", json!({}))

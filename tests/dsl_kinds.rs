@@ -3,7 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use aegis::prelude::*;
-use aegis::{AegisNodeFn, InMemoryWaypointStore, UnconfiguredPaladinPort};
+use aegis::{AegisNodeFn, InMemoryWaypointStore};
 use serde_json::json;
 use std::sync::Arc;
 
@@ -137,14 +137,7 @@ fn builder() -> WarGraph {
     )
     .set_aegis(
         "sub",
-        Aegis {
-            timeout: Some(TimeoutPolicy {
-                run_timeout: Some(std::time::Duration::from_secs(60)),
-                idle_timeout: None,
-                first_chunk: None,
-            }),
-            ..Aegis::default()
-        },
+        Aegis::new().with_timeout(TimeoutPolicy::run(std::time::Duration::from_secs(60))),
     )
     .add_node("approval", NodeSpec::gate("Ship?", "yes", "no"))
     .add_node("yes", done("shipped"))
@@ -165,11 +158,11 @@ async fn every_node_kind_through_graph_matches_the_builder_and_runs() {
     assert!(g.is_worker_template(&NodeId::new("score")));
 
     let store = Arc::new(InMemoryWaypointStore::new());
-    let engine = WarEngine::new(Arc::new(UnconfiguredPaladinPort), store.clone());
+    let engine = WarEngine::new(store.clone());
     let out = engine.start(&g, "t", json!({})).await.unwrap();
     assert_eq!(out.name(), "AwaitingInput");
     assert_eq!(out.state().get("plus_one"), Some(&json!(31)));
-    let engine = WarEngine::new(Arc::new(UnconfiguredPaladinPort), store);
+    let engine = WarEngine::new(store);
     let state = engine
         .resume(&g, "t", Some(ParleyResponse::new(json!("approve"))))
         .await

@@ -11,7 +11,7 @@ mod support;
 use support::stores;
 
 use aegis::prelude::*;
-use aegis::{NodeStatus, SqliteWaypointStore, UnconfiguredPaladinPort, WaypointStore};
+use aegis::{NodeStatus, SqliteWaypointStore, WaypointStore};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::json;
@@ -57,7 +57,7 @@ async fn crash_child_or_reference_run() {
     ) {
         let store = Arc::new(SqliteWaypointStore::open(db).await.unwrap());
         let graph = counting_graph(SUPERSTEPS, child_hook(Path::new(&log)));
-        let outcome = WarEngine::new(Arc::new(UnconfiguredPaladinPort), store)
+        let outcome = WarEngine::new(store)
             .start(&graph, THREAD, json!({}))
             .await
             .unwrap();
@@ -65,7 +65,7 @@ async fn crash_child_or_reference_run() {
         return;
     }
     let store = Arc::new(aegis::InMemoryWaypointStore::new());
-    let outcome = WarEngine::new(Arc::new(UnconfiguredPaladinPort), store)
+    let outcome = WarEngine::new(store)
         .start(
             &counting_graph(SUPERSTEPS, stores::no_hook()),
             THREAD,
@@ -139,7 +139,7 @@ fn sigkill_at_twenty_random_supersteps_then_resume() {
         .unwrap();
     let reference = runtime.block_on(async {
         let store = Arc::new(aegis::InMemoryWaypointStore::new());
-        WarEngine::new(Arc::new(UnconfiguredPaladinPort), store)
+        WarEngine::new(store)
             .start(
                 &counting_graph(SUPERSTEPS, stores::no_hook()),
                 "ref",
@@ -171,7 +171,7 @@ fn sigkill_at_twenty_random_supersteps_then_resume() {
                 counter.fetch_add(1, Ordering::Relaxed);
                 Box::pin(async {})
             });
-            let outcome = WarEngine::new(Arc::new(UnconfiguredPaladinPort), store.clone())
+            let outcome = WarEngine::new(store.clone())
                 .resume(&counting_graph(SUPERSTEPS, hook), THREAD, None)
                 .await
                 .unwrap();

@@ -8,7 +8,7 @@ use support::stores;
 use aegis::prelude::*;
 use aegis::{
     CancellationToken, EngineError, InMemoryWaypointStore, NodeStatus, SqliteWaypointStore,
-    UnconfiguredPaladinPort, WaypointStatus, WaypointStore,
+    WaypointStatus, WaypointStore,
 };
 use serde_json::json;
 use std::sync::Arc;
@@ -16,7 +16,7 @@ use stores::{Hook, counting_graph, no_hook};
 use tokio::sync::Barrier;
 
 fn engine<S: WaypointStore>(store: Arc<S>) -> WarEngine<S> {
-    WarEngine::new(Arc::new(UnconfiguredPaladinPort), store)
+    WarEngine::new(store)
 }
 
 fn expected_log(supersteps: u32) -> serde_json::Value {

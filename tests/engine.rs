@@ -103,11 +103,7 @@ fn self_loop(limits: EngineLimits) -> WarGraph {
 
 #[tokio::test]
 async fn recursion_limit_ends_the_run_through_a_failed_waypoint() {
-    let limits = EngineLimits {
-        max_supersteps: 5,
-        max_node_visits: 100,
-        ..EngineLimits::default()
-    };
+    let limits = EngineLimits::default().with_max_supersteps(5).with_max_node_visits(100);
     let e = engine();
     let out = e.start(&self_loop(limits), "t", json!({})).await.unwrap();
     assert!(matches!(
@@ -125,11 +121,7 @@ async fn recursion_limit_ends_the_run_through_a_failed_waypoint() {
 
 #[tokio::test]
 async fn visit_limit_ends_the_run() {
-    let limits = EngineLimits {
-        max_supersteps: 100,
-        max_node_visits: 3,
-        ..EngineLimits::default()
-    };
+    let limits = EngineLimits::default().with_max_supersteps(100).with_max_node_visits(3);
     let out = engine()
         .start(&self_loop(limits), "t", json!({}))
         .await
@@ -149,10 +141,7 @@ async fn run_timeout_ends_the_run_at_exactly_the_limit() {
         schema(&[("log", Append)]),
         vec![("slow", slow_append(10_000, "late"))],
     );
-    g.set_limits(EngineLimits {
-        run_timeout: Some(Duration::from_secs(3)),
-        ..EngineLimits::default()
-    });
+    g.set_limits(EngineLimits::default().with_run_timeout(Duration::from_secs(3)));
     let t0 = tokio::time::Instant::now();
     let e = engine();
     let out = e.start(&g, "t", json!({})).await.unwrap();
@@ -326,10 +315,7 @@ async fn cancellation_halts_and_resume_finishes_with_the_uninterrupted_state() {
     };
     let mut g = WarGraph::new(
         schema(&[("n", Sum)]),
-        EngineLimits {
-            shutdown_grace: Duration::from_secs(2),
-            ..EngineLimits::default()
-        },
+        EngineLimits::default().with_shutdown_grace(Duration::from_secs(2)),
     );
     g.add_node("a", bump("n", runs.clone()))
         .add_node("b", gated)
@@ -451,25 +437,14 @@ async fn resume_refuses_a_graph_whose_waiting_node_changed_but_not_a_retuned_one
     );
     retuned.set_aegis(
         "w",
-        Aegis {
-            retry: Some(RetryPolicy::default()),
-            timeout: Some(TimeoutPolicy {
-                run_timeout: Some(Duration::from_secs(1)),
-                idle_timeout: None,
-                first_chunk: None,
-            }),
-            ..Aegis::default()
-        },
+        Aegis::new().with_retry(RetryPolicy::default()).with_timeout(TimeoutPolicy::run(Duration::from_secs(1))),
     );
     // Different node implementation type: a real graph change.
     assert_ne!(retuned.fingerprint(), g.fingerprint());
     let mut same_shape = g.clone();
     same_shape.set_aegis(
         "w",
-        Aegis {
-            retry: Some(RetryPolicy::default()),
-            ..Aegis::default()
-        },
+        Aegis::new().with_retry(RetryPolicy::default()),
     );
     assert_eq!(same_shape.fingerprint(), g.fingerprint());
     let stopped = CancellationToken::new();
@@ -559,45 +534,20 @@ fn fingerprint_changes_with_nodes_edges_schema_and_handlers() {
     let mut g = sample_graph(true);
     g.set_aegis(
         "x",
-        Aegis {
-            on_error: Some(ErrorHandlerSpec::Custom("h".into())),
-            ..Aegis::default()
-        },
+        Aegis::new().with_on_error(ErrorHandlerSpec::Custom("h".into())),
     );
     assert_ne!(g.fingerprint(), base, "on_error is hashed");
 
     let mut g = sample_graph(true);
     g.set_aegis(
         "x",
-        Aegis {
-            cache: Some(CachePolicy {
-                ttl: Duration::from_secs(60),
-                key: CacheKeySpec::Default,
-                cache_fallback_results: false,
-                scope: CacheScope::Graph,
-            }),
-            ..Aegis::default()
-        },
+        Aegis::new().with_cache(CachePolicy::new(Duration::from_secs(60), CacheKeySpec::Default)),
     );
     assert_ne!(g.fingerprint(), base, "cache is hashed");
 
     let mut g = sample_graph(true);
-    g.with_default_aegis(Aegis {
-        retry: Some(RetryPolicy {
-            max_attempts: 9,
-            ..RetryPolicy::default()
-        }),
-        timeout: Some(TimeoutPolicy {
-            run_timeout: Some(Duration::from_secs(1)),
-            idle_timeout: None,
-            first_chunk: None,
-        }),
-        ..Aegis::default()
-    });
-    g.set_limits(EngineLimits {
-        max_supersteps: 3,
-        ..EngineLimits::default()
-    });
+    g.with_default_aegis(Aegis::new().with_retry(RetryPolicy::default().with_max_attempts(9)).with_timeout(TimeoutPolicy::run(Duration::from_secs(1))));
+    g.set_limits(EngineLimits::default().with_max_supersteps(3));
     assert_eq!(
         g.fingerprint(),
         base,
@@ -822,7 +772,7 @@ async fn interceptors_gate_and_observe() {
             ("ok", write("path", json!("ok"))),
         ],
     );
-    let e = engine().with_interceptor(Arc::new(Gatekeeper));
+    let e = engine().with_interceptor(Gatekeeper);
     let state = run_to_state(&e, &g, "t", json!({})).await;
     // Skipped: no delta, but its edges are followed.
     assert_eq!(state.get("path"), Some(&json!(["ok"])));

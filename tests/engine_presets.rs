@@ -94,7 +94,7 @@ async fn in_memory_has_no_llm_until_one_is_given() {
 #[tokio::test]
 async fn with_llm_runs_paladins_on_the_given_port() {
     let state = WarEngine::in_memory()
-        .with_llm(Arc::new(Echo))
+        .with_llm(Echo)
         .start(&paladin_graph(), "t-1", json!({ "question": "hi" }))
         .await
         .unwrap()
@@ -109,8 +109,8 @@ async fn with_llm_runs_paladins_on_the_given_port() {
 #[tokio::test]
 async fn with_paladin_port_replaces_the_port() {
     let state = WarEngine::in_memory()
-        .with_llm(Arc::new(Echo))
-        .with_paladin_port(Arc::new(Fixed))
+        .with_llm(Echo)
+        .with_paladin_port(Fixed)
         .start(&paladin_graph(), "t-1", json!({ "question": "hi" }))
         .await
         .unwrap()
@@ -125,7 +125,7 @@ async fn from_store_writes_to_the_given_store() {
         "aegis-engine-presets-{}.sqlite",
         std::process::id()
     ));
-    let engine = WarEngine::from_store(SqliteWaypointStore::open(&path).await.unwrap());
+    let engine = WarEngine::new(SqliteWaypointStore::open(&path).await.unwrap());
     engine
         .start(&counting_graph(), "t-1", json!({}))
         .await
@@ -134,7 +134,7 @@ async fn from_store_writes_to_the_given_store() {
         .unwrap();
     drop(engine);
     // A second engine over the same file sees the first one's thread.
-    let reopened = WarEngine::from_store(SqliteWaypointStore::open(&path).await.unwrap());
+    let reopened = WarEngine::new(SqliteWaypointStore::open(&path).await.unwrap());
     let latest = reopened.store().latest("t-1").await.unwrap();
     drop(reopened);
     for suffix in ["", "-wal", "-shm"] {

@@ -34,31 +34,15 @@ fn graph(failures: u32, aegis: Aegis, limits: EngineLimits) -> (WarGraph, Arc<At
 type AtomicCount = std::sync::atomic::AtomicU32;
 
 fn retry(initial: Duration, max_interval: Duration, jitter: bool) -> Option<RetryPolicy> {
-    Some(RetryPolicy {
-        initial_interval: initial,
-        max_interval,
-        jitter,
-        ..RetryPolicy::default()
-    })
+    Some(RetryPolicy::default().with_initial_interval(initial).with_max_interval(max_interval).with_jitter(jitter))
 }
 
 #[tokio::test(start_paused = true)]
 async fn unbounded_timeouts_and_budget_let_a_node_finish() {
     let (g, attempts) = graph(
         0,
-        Aegis {
-            timeout: Some(TimeoutPolicy {
-                run_timeout: Some(Duration::MAX),
-                idle_timeout: Some(Duration::MAX),
-                first_chunk: None,
-            }),
-            ..Aegis::default()
-        },
-        EngineLimits {
-            run_timeout: Some(Duration::MAX),
-            shutdown_grace: Duration::MAX,
-            ..EngineLimits::default()
-        },
+        Aegis::new().with_timeout(TimeoutPolicy::run(Duration::MAX).with_idle_timeout(Duration::MAX)),
+        EngineLimits::default().with_run_timeout(Duration::MAX).with_shutdown_grace(Duration::MAX),
     );
     let state = run_to_state(&engine(), &g, "t", json!({})).await;
     assert_eq!(state.get("out"), Some(&json!("ok")));
@@ -70,14 +54,8 @@ async fn a_backoff_of_duration_max_under_a_run_budget_is_never_begun() {
     for jitter in [false, true] {
         let (g, attempts) = graph(
             1,
-            Aegis {
-                retry: retry(Duration::MAX, Duration::MAX, jitter),
-                ..Aegis::default()
-            },
-            EngineLimits {
-                run_timeout: Some(Duration::from_secs(10)),
-                ..EngineLimits::default()
-            },
+            Aegis::new().with_retry(retry(Duration::MAX, Duration::MAX, jitter)),
+            EngineLimits::default().with_run_timeout(Duration::from_secs(10)),
         );
         let t0 = Instant::now();
         let out = engine().start(&g, "t", json!({})).await.unwrap();
@@ -97,14 +75,8 @@ async fn a_backoff_of_duration_max_without_a_budget_waits_for_cancellation() {
     let store = Arc::new(InMemoryWaypointStore::new());
     let (g, attempts) = graph(
         1,
-        Aegis {
-            retry: retry(Duration::MAX, Duration::MAX, true),
-            ..Aegis::default()
-        },
-        EngineLimits {
-            run_timeout: Some(Duration::MAX),
-            ..EngineLimits::default()
-        },
+        Aegis::new().with_retry(retry(Duration::MAX, Duration::MAX, true)),
+        EngineLimits::default().with_run_timeout(Duration::MAX),
     );
     let token = CancellationToken::new();
     let engine = engine_on(&store).with_cancellation(token.clone());
@@ -137,10 +109,7 @@ async fn an_unbounded_shutdown_grace_lets_the_attempt_finish() {
         })
     });
     let mut g = chain(schema(&[("out", LastWrite)]), vec![("n", slow)]);
-    g.set_limits(EngineLimits {
-        shutdown_grace: Duration::MAX,
-        ..EngineLimits::default()
-    });
+    g.set_limits(EngineLimits::default().with_shutdown_grace(Duration::MAX));
     let token = CancellationToken::new();
     let engine = engine().with_cancellation(token.clone());
     let cancel = tokio::spawn(async move {
@@ -160,10 +129,7 @@ async fn a_zero_run_budget_fails_before_any_node_runs() {
     let (g, attempts) = graph(
         0,
         Aegis::default(),
-        EngineLimits {
-            run_timeout: Some(Duration::ZERO),
-            ..EngineLimits::default()
-        },
+        EngineLimits::default().with_run_timeout(Duration::ZERO),
     );
     let out = engine().start(&g, "t", json!({})).await.unwrap();
     assert!(matches!(
@@ -218,13 +184,7 @@ proptest! {
         attempt in prop_oneof![Just(u32::MAX), 0u32..200, 0u32..=u32::MAX],
         seed in any::<u64>(),
     ) {
-        let policy = RetryPolicy {
-            initial_interval: initial,
-            max_interval,
-            backoff_factor,
-            jitter: true,
-            ..RetryPolicy::default()
-        };
+        let policy = RetryPolicy::default().with_initial_interval(initial).with_max_interval(max_interval).with_backoff_factor(backoff_factor).with_jitter(true);
         let base = policy.base_delay(attempt);
         prop_assert!(base <= max_interval);
         let waited = policy.delay_before(attempt, &mut StdRng::seed_from_u64(seed));
@@ -250,14 +210,7 @@ fn policy() -> impl Strategy<Value = RetryPolicy> {
         prop_oneof![Just(1.0), Just(2.0), 1.0f64..1e300],
         any::<bool>(),
     )
-        .prop_map(|(max_attempts, a, b, backoff_factor, jitter)| RetryPolicy {
-            max_attempts,
-            initial_interval: a.min(b),
-            max_interval: a.max(b),
-            backoff_factor,
-            jitter,
-            ..RetryPolicy::default()
-        })
+        .prop_map(|(max_attempts, a, b, backoff_factor, jitter)| RetryPolicy::default().with_max_attempts(max_attempts).with_initial_interval(a.min(b)).with_max_interval(a.max(b)).with_backoff_factor(backoff_factor).with_jitter(jitter))
 }
 
 fn non_zero() -> impl Strategy<Value = Duration> {
@@ -298,13 +251,9 @@ proptest! {
             };
             let mut g = chain(schema(&[("out", LastWrite)]), vec![("n", node)]);
             let timeout = (run_timeout.is_some() || idle_timeout.is_some())
-                .then_some(TimeoutPolicy { run_timeout, idle_timeout, first_chunk: None });
-            g.set_aegis("n", Aegis { retry: retry.clone(), timeout, ..Aegis::default() });
-            g.set_limits(EngineLimits {
-                run_timeout: budget,
-                shutdown_grace: grace,
-                ..EngineLimits::default()
-            });
+                .then_some(TimeoutPolicy::default().with_run_timeout(run_timeout).with_idle_timeout(idle_timeout));
+            g.set_aegis("n", Aegis::new().with_retry(retry.clone()).with_timeout(timeout));
+            g.set_limits(EngineLimits::default().with_run_timeout(budget).with_shutdown_grace(grace));
             let store = Arc::new(InMemoryWaypointStore::new());
             let token = CancellationToken::new();
             let engine = engine_on(&store).with_cancellation(token.clone());

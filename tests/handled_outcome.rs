@@ -94,12 +94,9 @@ async fn an_absorbed_task_failure_is_listed_with_its_task_key() {
         .add_edge("collect", END)
         .set_aegis(
             "worker",
-            Aegis {
-                on_error: Some(ErrorHandlerSpec::Absorb {
+            Aegis::new().with_on_error(ErrorHandlerSpec::Absorb {
                     fallback_delta: delta(&[("items", json!("fallback"))]),
                 }),
-                ..Aegis::default()
-            },
         );
     let e = engine();
     let out = e.start(&g, "t", json!({})).await.unwrap();
@@ -139,10 +136,7 @@ async fn a_custom_handler_is_listed_by_its_name() {
     );
     g.set_aegis(
         "n",
-        Aegis {
-            on_error: Some(ErrorHandlerSpec::Custom("escalate".into())),
-            ..Aegis::default()
-        },
+        Aegis::new().with_on_error(ErrorHandlerSpec::Custom("escalate".into())),
     );
     let e = engine().with_error_handler("escalate", Arc::new(EndTheRun));
     let out = e.start(&g, "t", json!({})).await.unwrap();
@@ -179,10 +173,7 @@ async fn a_handler_that_fails_lists_nothing() {
     );
     g.set_aegis(
         "n",
-        Aegis {
-            on_error: Some(ErrorHandlerSpec::Custom("refuse".into())),
-            ..Aegis::default()
-        },
+        Aegis::new().with_on_error(ErrorHandlerSpec::Custom("refuse".into())),
     );
     let e = engine().with_error_handler("refuse", Arc::new(Refuses));
     let out = e.start(&g, "t", json!({})).await.unwrap();

@@ -25,11 +25,7 @@ fn absorb(pairs: &[(&str, serde_json::Value)]) -> ErrorHandlerSpec {
 }
 
 fn quick_retry(max_attempts: u32) -> Option<RetryPolicy> {
-    Some(RetryPolicy {
-        max_attempts,
-        initial_interval: Duration::ZERO,
-        ..RetryPolicy::default()
-    })
+    Some(RetryPolicy::default().with_max_attempts(max_attempts).with_initial_interval(Duration::ZERO))
 }
 
 /// The guide's compensation chain: `book` calls a provider that rejects its
@@ -68,16 +64,12 @@ async fn the_compensation_chain_runs_cancel_after_one_attempt() {
     .add_edge("cancel", END)
     .set_aegis(
         "book",
-        Aegis {
-            retry: Some(RetryPolicy::default()),
-            on_error: Some(route("cancel", "booking_error")),
-            ..Aegis::default()
-        },
+        Aegis::new().with_retry(RetryPolicy::default()).with_on_error(route("cancel", "booking_error")),
     );
     // `cancel` is reachable only through the route: no dynamic marking needed.
     g.validate().unwrap();
 
-    let e = WarEngine::new(port, Arc::new(InMemoryWaypointStore::new()));
+    let e = WarEngine::new(InMemoryWaypointStore::new()).with_paladin_port(port);
     let state = run_to_state(&e, &g, "trip", json!({})).await;
     assert_eq!(llm.call_count(), 1, "a permanent failure takes one attempt");
     assert_eq!(state.get("booking"), Some(&json!("cancelled")));
@@ -114,11 +106,7 @@ async fn the_handler_never_runs_while_retries_remain() {
     );
     g.set_aegis(
         "n",
-        Aegis {
-            retry: quick_retry(3),
-            on_error: Some(absorb(&[("out", json!("fallback"))])),
-            ..Aegis::default()
-        },
+        Aegis::new().with_retry(quick_retry(3)).with_on_error(absorb(&[("out", json!("fallback"))])),
     );
     let state = run_to_state(&engine(), &g, "t", json!({})).await;
     assert_eq!(state.get("out"), Some(&json!("ok")));
@@ -140,11 +128,7 @@ async fn absorb_merges_its_delta_and_follows_the_static_edges() {
     );
     g.set_aegis(
         "summarize",
-        Aegis {
-            retry: quick_retry(3),
-            on_error: Some(absorb(&[("summary", json!("unavailable"))])),
-            ..Aegis::default()
-        },
+        Aegis::new().with_retry(quick_retry(3)).with_on_error(absorb(&[("summary", json!("unavailable"))])),
     );
     let e = engine();
     let state = run_to_state(&e, &g, "t", json!({})).await;
@@ -207,10 +191,7 @@ async fn custom_handlers_decide_and_their_own_failure_fails_the_run() {
     );
     g.set_aegis(
         "n",
-        Aegis {
-            on_error: Some(ErrorHandlerSpec::Custom("escalate".into())),
-            ..Aegis::default()
-        },
+        Aegis::new().with_on_error(ErrorHandlerSpec::Custom("escalate".into())),
     );
     let err = engine()
         .start(&g, "t", json!({"note": "before"}))
@@ -241,10 +222,7 @@ async fn custom_handlers_decide_and_their_own_failure_fails_the_run() {
 async fn a_compensation_loop_ends_at_the_visit_limit() {
     let mut g = WarGraph::new(
         schema(&[("err", LastWrite), ("out", LastWrite)]),
-        EngineLimits {
-            max_node_visits: 4,
-            ..EngineLimits::default()
-        },
+        EngineLimits::default().with_max_node_visits(4),
     );
     g.add_node("a", flaky(99, Transience::Permanent, counter(), "out"))
         .add_node("b", flaky(99, Transience::Permanent, counter(), "out"))
@@ -253,17 +231,11 @@ async fn a_compensation_loop_ends_at_the_visit_limit() {
         .add_edge("b", END)
         .set_aegis(
             "a",
-            Aegis {
-                on_error: Some(route("b", "err")),
-                ..Aegis::default()
-            },
+            Aegis::new().with_on_error(route("b", "err")),
         )
         .set_aegis(
             "b",
-            Aegis {
-                on_error: Some(route("a", "err")),
-                ..Aegis::default()
-            },
+            Aegis::new().with_on_error(route("a", "err")),
         );
     let out = engine().start(&g, "t", json!({})).await.unwrap();
     assert!(matches!(
@@ -283,15 +255,9 @@ async fn no_handler_runs_when_the_run_budget_is_gone() {
     let mut g = chain(schema(&[("out", LastWrite)]), vec![("slow", slow)]);
     g.set_aegis(
         "slow",
-        Aegis {
-            on_error: Some(absorb(&[("out", json!("absorbed"))])),
-            ..Aegis::default()
-        },
+        Aegis::new().with_on_error(absorb(&[("out", json!("absorbed"))])),
     );
-    g.set_limits(EngineLimits {
-        run_timeout: Some(Duration::from_secs(1)),
-        ..EngineLimits::default()
-    });
+    g.set_limits(EngineLimits::default().with_run_timeout(Duration::from_secs(1)));
     let out = engine().start(&g, "t", json!({})).await.unwrap();
     assert!(matches!(
         out.into_result(),
@@ -312,35 +278,23 @@ fn handler_validation_lists_every_offender() {
     );
     g.set_aegis(
         "a",
-        Aegis {
-            on_error: Some(route("ghost", "missing")),
-            ..Aegis::default()
-        },
+        Aegis::new().with_on_error(route("ghost", "missing")),
     )
     .set_aegis(
         "b",
-        Aegis {
-            on_error: Some(route("nowhere", "total")),
-            ..Aegis::default()
-        },
+        Aegis::new().with_on_error(route("nowhere", "total")),
     )
     .set_aegis(
         "c",
-        Aegis {
-            on_error: Some(absorb(&[
+        Aegis::new().with_on_error(absorb(&[
                 ("undeclared", json!(1)),
                 ("total", json!("x")),
                 ("obj", json!(3)),
             ])),
-            ..Aegis::default()
-        },
     )
     .set_aegis(
         "d",
-        Aegis {
-            on_error: Some(route("a", "obj")),
-            ..Aegis::default()
-        },
+        Aegis::new().with_on_error(route("a", "obj")),
     );
     let err = g.validate().unwrap_err();
     let errs = err.validation_errors();

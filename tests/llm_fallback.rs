@@ -413,7 +413,7 @@ fn an_empty_chain_is_refused() {
 /// A breaker set up through the builder methods (the config-struct path is
 /// `a_breaker_is_configured_alike_by_struct_or_builder`).
 fn breaker(inner: &MockLlmAdapter, threshold: u32, cool_down: Duration) -> CircuitBreaker {
-    CircuitBreaker::new(Arc::new(inner.clone()))
+    CircuitBreaker::new(inner.clone())
         .with_failure_threshold(threshold)
         .with_cool_down(cool_down)
 }
@@ -439,7 +439,7 @@ fn a_breaker_is_configured_alike_by_struct_or_builder() {
         assert_eq!(by_builder.config().cool_down, cool_down);
     }
     assert_eq!(
-        CircuitBreaker::new(Arc::new(inner)).config(),
+        CircuitBreaker::new(inner).config(),
         CircuitBreakerConfig::default()
     );
 }

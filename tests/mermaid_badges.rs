@@ -28,54 +28,20 @@ fn policy_graph() -> WarGraph {
         .add_edge("cancel", END)
         .set_aegis(
             "book",
-            Aegis {
-                retry: Some(RetryPolicy {
-                    max_attempts: 5,
-                    ..RetryPolicy::default()
-                }),
-                timeout: Some(TimeoutPolicy {
-                    run_timeout: Some(Duration::from_secs(30)),
-                    idle_timeout: Some(Duration::from_secs(10)),
-                    ..TimeoutPolicy::default()
-                }),
-                on_error: Some(ErrorHandlerSpec::Route {
+            Aegis::new().with_retry(RetryPolicy::default().with_max_attempts(5)).with_timeout(TimeoutPolicy::run(Duration::from_secs(30)).with_idle_timeout(Duration::from_secs(10))).with_on_error(ErrorHandlerSpec::Route {
                     to: NodeId::from("cancel"),
                     error_field: field_name("err"),
-                }),
-                cache: Some(CachePolicy {
-                    ttl: Duration::from_secs(15 * 60),
-                    key: CacheKeySpec::Default,
-                    cache_fallback_results: false,
-                    scope: CacheScope::Graph,
-                }),
-            },
+                }).with_cache(CachePolicy::new(Duration::from_secs(15 * 60), CacheKeySpec::Default)),
         )
         .set_aegis(
             "soak",
-            Aegis {
-                on_error: Some(ErrorHandlerSpec::Absorb {
+            Aegis::new().with_timeout(TimeoutPolicy::run(Duration::from_millis(1500))).with_on_error(ErrorHandlerSpec::Absorb {
                     fallback_delta: delta(&[("a", json!(0))]),
                 }),
-                timeout: Some(TimeoutPolicy {
-                    run_timeout: Some(Duration::from_millis(1500)),
-                    idle_timeout: None,
-                    ..TimeoutPolicy::default()
-                }),
-                ..Aegis::default()
-            },
         )
         .set_aegis(
             "decide",
-            Aegis {
-                on_error: Some(ErrorHandlerSpec::Custom("triage".to_string())),
-                cache: Some(CachePolicy {
-                    ttl: Duration::from_secs(90),
-                    key: CacheKeySpec::Default,
-                    cache_fallback_results: false,
-                    scope: CacheScope::Graph,
-                }),
-                ..Aegis::default()
-            },
+            Aegis::new().with_on_error(ErrorHandlerSpec::Custom("triage".to_string())).with_cache(CachePolicy::new(Duration::from_secs(90), CacheKeySpec::Default)),
         );
     g
 }
@@ -113,15 +79,7 @@ fn each_node_label_carries_its_policy_badge() {
 #[test]
 fn the_graph_default_shows_on_nodes_without_their_own_aegis() {
     let mut g = policy_graph();
-    g.with_default_aegis(Aegis {
-        retry: Some(RetryPolicy::default()),
-        timeout: Some(TimeoutPolicy {
-            run_timeout: None,
-            idle_timeout: Some(Duration::from_secs(10)),
-            ..TimeoutPolicy::default()
-        }),
-        ..Aegis::default()
-    });
+    g.with_default_aegis(Aegis::new().with_retry(RetryPolicy::default()).with_timeout(TimeoutPolicy::idle(Duration::from_secs(10))));
     let m = g.to_mermaid();
     assert!(
         node_line(&m, "plain").contains("plain<br/><small>retry ×3 · idle 10s</small>"),
@@ -148,13 +106,10 @@ fn hostile_names_are_escaped_in_labels_and_badges() {
         .add_edge("<b>fix</b>", END)
         .set_aegis(
             hostile,
-            Aegis {
-                on_error: Some(ErrorHandlerSpec::Route {
+            Aegis::new().with_on_error(ErrorHandlerSpec::Route {
                     to: NodeId::from("<b>fix</b>"),
                     error_field: field_name("err"),
                 }),
-                ..Aegis::default()
-            },
         );
     let m = g.to_mermaid();
     assert!(!m.contains("<script>"), "{m}");

@@ -57,7 +57,7 @@ fn paladin() -> Paladin {
 }
 
 fn service(mock: &MockLlmAdapter) -> PaladinExecutionService {
-    PaladinExecutionService::new(Arc::new(mock.clone()))
+    PaladinExecutionService::new(mock.clone())
 }
 
 #[tokio::test]
@@ -266,7 +266,7 @@ async fn served_by_is_none_without_a_chain_and_set_with_one() {
             .with_provider_name("b")
             .with_response("from b");
         let chain = FallbackLlmAdapter::new(vec![Arc::new(a), Arc::new(b)]).unwrap();
-        let r = PaladinExecutionService::new(Arc::new(chain))
+        let r = PaladinExecutionService::new(chain)
             .with_streaming(streaming)
             .execute(&paladin(), "x")
             .await
@@ -325,7 +325,7 @@ fn graph(aegis: Option<Aegis>) -> WarGraph {
 }
 
 fn engine(port: Arc<dyn PaladinPort>) -> WarEngine<InMemoryWaypointStore> {
-    WarEngine::new(port, Arc::new(InMemoryWaypointStore::new()))
+    WarEngine::new(InMemoryWaypointStore::new()).with_paladin_port(port)
 }
 
 #[tokio::test]
@@ -356,7 +356,7 @@ async fn served_by_travels_end_to_end_through_a_paladin_node() {
     .unwrap()
     .with_trace_sink(hops.clone());
     let port = Arc::new(Recording {
-        inner: PaladinExecutionService::new(Arc::new(chain)),
+        inner: PaladinExecutionService::new(chain),
         results: Mutex::new(Vec::new()),
     });
     let outcome = engine(port.clone())
@@ -405,7 +405,7 @@ async fn provider_failures_become_structured_node_errors() {
             retry_after: None,
         });
     let chain = FallbackLlmAdapter::new(vec![Arc::new(a), Arc::new(b)]).unwrap();
-    let outcome = engine(Arc::new(PaladinExecutionService::new(Arc::new(chain))))
+    let outcome = engine(Arc::new(PaladinExecutionService::new(chain)))
         .start(&graph(None), "t", json!({"question": "q"}))
         .await
         .unwrap();
@@ -438,14 +438,7 @@ async fn provider_failures_become_structured_node_errors() {
 }
 
 fn idle_aegis(idle: Duration) -> Aegis {
-    Aegis {
-        timeout: Some(TimeoutPolicy {
-            run_timeout: None,
-            idle_timeout: Some(idle),
-            first_chunk: None,
-        }),
-        ..Default::default()
-    }
+    Aegis::new().with_timeout(TimeoutPolicy::idle(idle))
 }
 
 fn chunks(n: usize) -> Vec<Result<LlmChunk, LlmError>> {

@@ -107,31 +107,15 @@ async fn twenty_tasks_send_twenty_prompts_merged_in_task_order_and_cached_per_ta
     let primary = Arc::new(Echo::new("primary", &[prompt(3), prompt(17)], &flaky));
     let backup = Arc::new(Echo::new("backup", &[], &flaky));
     let chain = FallbackLlmAdapter::new(vec![primary.clone(), backup.clone()]).unwrap();
-    let port = Arc::new(PaladinExecutionService::new(Arc::new(chain)).with_streaming(false));
+    let port = Arc::new(PaladinExecutionService::new(chain).with_streaming(false));
     let mut g = fanout(20, per_task());
     g.declare_task_fields("answer", ["question"]).set_aegis(
         "answer",
-        Aegis {
-            retry: Some(RetryPolicy {
-                max_attempts: 2,
-                initial_interval: Duration::from_millis(10),
-                jitter: false,
-                ..RetryPolicy::default()
-            }),
-            cache: Some(CachePolicy {
-                ttl: Duration::from_secs(3_600),
-                key: CacheKeySpec::Default,
-                // Tasks 3 and 17 are answered by the backup: cache those
-                // too, so the second run asks nothing.
-                cache_fallback_results: true,
-                scope: CacheScope::Graph,
-            }),
-            ..Aegis::default()
-        },
+        Aegis::new().with_retry(RetryPolicy::default().with_max_attempts(2).with_initial_interval(Duration::from_millis(10)).with_jitter(false)).with_cache(CachePolicy::new(Duration::from_secs(3_600), CacheKeySpec::Default).with_cache_fallback_results(true)),
     );
     g.validate().unwrap();
-    let e = WarEngine::new(port, Arc::new(InMemoryWaypointStore::new()))
-        .with_node_cache(Arc::new(InMemoryNodeCache::new()));
+    let e = WarEngine::new(InMemoryWaypointStore::new()).with_paladin_port(port)
+        .with_node_cache(InMemoryNodeCache::new());
 
     let out = e
         .start(&g, "first", json!({"topic": "numbers"}))
@@ -197,7 +181,7 @@ async fn a_missing_task_field_fails_that_task_by_name() {
     // The shape is not declared, so only rendering can tell.
     let g = fanout(2, InputMapping::new("{task.key}: {task.subject}"));
     g.validate().unwrap();
-    let e = WarEngine::new(port, Arc::new(InMemoryWaypointStore::new()));
+    let e = WarEngine::new(InMemoryWaypointStore::new()).with_paladin_port(port);
     let out = e.start(&g, "t", json!({})).await.unwrap();
     let err = out.node_error().unwrap();
     assert_eq!(err.transience, Transience::Permanent);

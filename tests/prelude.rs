@@ -116,17 +116,17 @@ async fn a_typical_program_needs_only_the_prelude() {
     let counting = Arc::new(Counting::default());
     let token = CancellationToken::new();
     let engine: WarEngine<InMemoryWaypointStore> = WarEngine::in_memory()
-        .with_llm(Arc::new(Canned))
+        .with_llm(Canned)
         .with_retry_predicate("always", Arc::new(Always))
         .with_edge_evaluator("done", Arc::new(Done))
         .with_error_handler("ignore", Arc::new(Ignore))
         .with_interceptor(counting.clone())
         .with_trace_sink(trace.clone())
-        .with_trace_sink(Arc::new(move |event: TraceEvent| {
+        .with_trace_sink(move |event: TraceEvent| {
             if let Ok(mut l) = printed.lock() {
                 l.push(event.to_string());
             }
-        }))
+        })
         .with_cancellation(token.clone());
 
     let outcome: RunOutcome = engine
@@ -157,21 +157,7 @@ async fn a_typical_program_needs_only_the_prelude() {
 
 #[test]
 fn errors_and_policies_are_in_the_prelude() {
-    let aegis = Aegis {
-        retry: Some(RetryPolicy::default()),
-        timeout: Some(TimeoutPolicy {
-            run_timeout: Some(Duration::from_secs(1)),
-            idle_timeout: None,
-            first_chunk: None,
-        }),
-        cache: Some(CachePolicy {
-            ttl: Duration::from_secs(60),
-            key: CacheKeySpec::Default,
-            cache_fallback_results: false,
-            scope: CacheScope::Graph,
-        }),
-        on_error: Some(ErrorHandlerSpec::Custom("ignore".into())),
-    };
+    let aegis = Aegis::new().with_retry(RetryPolicy::default()).with_timeout(TimeoutPolicy::run(Duration::from_secs(1))).with_on_error(ErrorHandlerSpec::Custom("ignore".into())).with_cache(CachePolicy::new(Duration::from_secs(60), CacheKeySpec::Default));
     assert!(aegis.retry.is_some());
     let error: NodeError = NodeError {
         node_id: NodeId::new("book"),

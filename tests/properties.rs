@@ -39,10 +39,7 @@ fn fan_out(writes: &[(i64, String)], finish_ms: &[u64]) -> WarGraph {
     fields.extend((0..writes.len()).map(|i| field(&format!("own{i}"), DispatchRule::LastWrite)));
     let mut g = WarGraph::new(
         BattlefieldSchema::new(fields),
-        EngineLimits {
-            max_concurrency: 64,
-            ..EngineLimits::default()
-        },
+        EngineLimits::default().with_max_concurrency(64),
     );
     g.add_node(
         "join",
@@ -82,10 +79,7 @@ fn fan_out(writes: &[(i64, String)], finish_ms: &[u64]) -> WarGraph {
 
 fn run_to_state(graph: &WarGraph) -> Battlefield {
     paused_runtime().block_on(async {
-        let engine = WarEngine::new(
-            Arc::new(UnconfiguredPaladinPort),
-            Arc::new(InMemoryWaypointStore::new()),
-        );
+        let engine = WarEngine::new(InMemoryWaypointStore::new());
         engine
             .start(graph, "t", json!({}))
             .await
@@ -126,15 +120,7 @@ proptest! {
 
 fn policy() -> impl Strategy<Value = RetryPolicy> {
     (0u64..20_000, 1.0f64..6.0, 0u64..120_000, any::<bool>()).prop_map(
-        |(initial_ms, factor, extra_ms, jitter)| RetryPolicy {
-            max_attempts: 64,
-            initial_interval: Duration::from_millis(initial_ms),
-            backoff_factor: factor,
-            max_interval: Duration::from_millis(initial_ms + extra_ms),
-            jitter,
-            retry_on: RetryPredicate::TransientOnly,
-            ..RetryPolicy::default()
-        },
+        |(initial_ms, factor, extra_ms, jitter)| RetryPolicy::default().with_max_attempts(64).with_initial_interval(Duration::from_millis(initial_ms)).with_backoff_factor(factor).with_max_interval(Duration::from_millis(initial_ms + extra_ms)).with_jitter(jitter).with_retry_on(RetryPredicate::TransientOnly),
     )
 }
 
@@ -503,28 +489,17 @@ fn build(s: &Shape, node_order: &[usize], edge_order: &[usize], reverse_rest: bo
         .map(|&(a, to)| {
             (
                 a,
-                Aegis {
-                    on_error: Some(ErrorHandlerSpec::Route {
+                Aegis::new().with_on_error(ErrorHandlerSpec::Route {
                         to: NodeId::new(id(to).as_str()),
                         error_field: FieldName::new("err").unwrap(),
                     }),
-                    ..Aegis::default()
-                },
             )
         })
         .collect();
     aegis.extend(s.cached.iter().map(|&c| {
         (
             c,
-            Aegis {
-                cache: Some(CachePolicy {
-                    ttl: Duration::from_secs(60),
-                    key: CacheKeySpec::Default,
-                    cache_fallback_results: false,
-                    scope: CacheScope::Graph,
-                }),
-                ..Aegis::default()
-            },
+            Aegis::new().with_cache(CachePolicy::new(Duration::from_secs(60), CacheKeySpec::Default)),
         )
     }));
     // set_aegis replaces: keep the last entry per node in either order.

@@ -53,15 +53,7 @@ fn graph(executions: &Arc<AtomicU32>) -> WarGraph {
         .add_edge("a", "b")
         .add_edge("b", "c")
         .add_edge("c", END);
-    let cached = |key| Aegis {
-        cache: Some(CachePolicy {
-            ttl: Duration::from_secs(600),
-            key,
-            cache_fallback_results: false,
-            scope: CacheScope::Graph,
-        }),
-        ..Aegis::default()
-    };
+    let cached = |key| Aegis::new().with_cache(CachePolicy::new(Duration::from_secs(600), key));
     g.set_aegis(
         "a",
         cached(CacheKeySpec::Fields(vec![FieldName::new("x").unwrap()])),
@@ -154,10 +146,7 @@ async fn runs_survive_a_paused_server_and_killed_connections() {
     cache.invalidate_all().await.unwrap();
     let executions = Arc::new(AtomicU32::new(0));
     let g = graph(&executions);
-    let engine = WarEngine::new(
-        Arc::new(UnconfiguredPaladinPort),
-        Arc::new(InMemoryWaypointStore::new()),
-    )
+    let engine = WarEngine::new(InMemoryWaypointStore::new())
     .with_node_cache(cache.clone());
 
     let mut runs: Vec<Run> = Vec::new();

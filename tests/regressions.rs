@@ -32,10 +32,7 @@ async fn the_idle_window_still_cuts_an_attempt_inside_the_shutdown_grace() {
     });
     let mut graph = WarGraph::new(
         schema,
-        EngineLimits {
-            shutdown_grace: Duration::from_secs(5),
-            ..EngineLimits::default()
-        },
+        EngineLimits::default().with_shutdown_grace(Duration::from_secs(5)),
     );
     graph
         .add_node("stalled", stalled)
@@ -43,20 +40,10 @@ async fn the_idle_window_still_cuts_an_attempt_inside_the_shutdown_grace() {
         .add_edge("stalled", END)
         .set_aegis(
             "stalled",
-            Aegis {
-                timeout: Some(TimeoutPolicy {
-                    run_timeout: None,
-                    idle_timeout: Some(Duration::from_millis(250)),
-                    first_chunk: None,
-                }),
-                ..Aegis::default()
-            },
+            Aegis::new().with_timeout(TimeoutPolicy::idle(Duration::from_millis(250))),
         );
     let token = CancellationToken::new();
-    let engine = WarEngine::new(
-        Arc::new(UnconfiguredPaladinPort),
-        Arc::new(InMemoryWaypointStore::new()),
-    )
+    let engine = WarEngine::new(InMemoryWaypointStore::new())
     .with_cancellation(token.clone());
     tokio::spawn(async move {
         tokio::time::sleep(Duration::from_millis(100)).await;

@@ -13,11 +13,7 @@ use std::time::Duration;
 use support::fixtures::*;
 
 fn exact(max_attempts: u32) -> RetryPolicy {
-    RetryPolicy {
-        max_attempts,
-        jitter: false,
-        ..RetryPolicy::default()
-    }
+    RetryPolicy::default().with_max_attempts(max_attempts).with_jitter(false)
 }
 
 /// A node that marks the clock on every attempt and fails transiently
@@ -46,10 +42,7 @@ fn one_node(spec: NodeSpec, aegis: Aegis) -> WarGraph {
 }
 
 fn retry(policy: RetryPolicy) -> Aegis {
-    Aegis {
-        retry: Some(policy),
-        ..Aegis::default()
-    }
+    Aegis::default().with_retry(policy)
 }
 
 #[tokio::test(start_paused = true)]
@@ -67,15 +60,7 @@ async fn default_backoff_waits_exactly_500ms_1s_2s_4s() {
 #[tokio::test(start_paused = true)]
 async fn every_wait_is_capped_at_max_interval() {
     let clock = Clock::default();
-    let policy = RetryPolicy {
-        max_attempts: 5,
-        initial_interval: Duration::from_millis(400),
-        backoff_factor: 3.0,
-        max_interval: Duration::from_secs(2),
-        jitter: false,
-        retry_on: RetryPredicate::TransientOnly,
-        ..RetryPolicy::default()
-    };
+    let policy = RetryPolicy::default().with_max_attempts(5).with_initial_interval(Duration::from_millis(400)).with_backoff_factor(3.0).with_max_interval(Duration::from_secs(2)).with_jitter(false).with_retry_on(RetryPredicate::TransientOnly);
     let g = one_node(marked(clock.clone(), 5), retry(policy));
     engine().start(&g, "t", json!({})).await.unwrap();
     assert_eq!(
@@ -87,13 +72,7 @@ async fn every_wait_is_capped_at_max_interval() {
 #[tokio::test(start_paused = true)]
 async fn jittered_waits_stay_within_delay_and_twice_delay() {
     let clock = Clock::default();
-    let policy = RetryPolicy {
-        max_attempts: 60,
-        initial_interval: Duration::from_millis(100),
-        backoff_factor: 1.0,
-        jitter: true,
-        ..RetryPolicy::default()
-    };
+    let policy = RetryPolicy::default().with_max_attempts(60).with_initial_interval(Duration::from_millis(100)).with_backoff_factor(1.0).with_jitter(true);
     let sink = CollectingTraceSink::new();
     let g = one_node(marked(clock.clone(), 60), retry(policy));
     engine()
@@ -130,12 +109,7 @@ async fn jittered_waits_stay_within_delay_and_twice_delay() {
 /// The waits announced for a node failing 9 times under jittered backoff,
 /// on an engine built by `engine`.
 async fn jittered_waits(engine: WarEngine, thread: &str) -> Vec<Duration> {
-    let policy = RetryPolicy {
-        max_attempts: 10,
-        initial_interval: Duration::from_millis(100),
-        jitter: true,
-        ..RetryPolicy::default()
-    };
+    let policy = RetryPolicy::default().with_max_attempts(10).with_initial_interval(Duration::from_millis(100)).with_jitter(true);
     let sink = CollectingTraceSink::new();
     let g = one_node(marked(Clock::default(), 10), retry(policy));
     engine
@@ -160,10 +134,7 @@ async fn a_jitter_seed_replays_the_same_waits_and_keeps_the_bounds() {
     // Same seed, same attempt identities: the same waits, to the nanosecond.
     assert_eq!(jittered_waits(seeded(7), "t").await, first);
     // The bounds of the policy hold: [d, 2d) with d = 100 ms x 2^(n-2), capped.
-    let policy = RetryPolicy {
-        initial_interval: Duration::from_millis(100),
-        ..RetryPolicy::default()
-    };
+    let policy = RetryPolicy::default().with_initial_interval(Duration::from_millis(100));
     for (i, d) in first.iter().enumerate() {
         let base = policy.base_delay(i as u32 + 2);
         assert!(*d >= base && *d < 2 * base, "wait {i}: {d:?} vs {base:?}");
@@ -177,10 +148,7 @@ async fn a_jitter_seed_replays_the_same_waits_and_keeps_the_bounds() {
 #[tokio::test(start_paused = true)]
 async fn a_zero_interval_retries_at_once_without_the_timer() {
     let clock = Clock::default();
-    let policy = RetryPolicy {
-        initial_interval: Duration::ZERO,
-        ..exact(4)
-    };
+    let policy = (exact(4)).with_initial_interval(Duration::ZERO);
     let g = one_node(marked(clock.clone(), 4), retry(policy));
     let t0 = tokio::time::Instant::now();
     engine().start(&g, "t", json!({})).await.unwrap();
@@ -193,11 +161,7 @@ async fn attempts_for(transience: Transience, predicate: RetryPredicate) -> u32 
     let attempts = counter();
     let g = one_node(
         flaky(10, transience, attempts.clone(), "out"),
-        retry(RetryPolicy {
-            retry_on: predicate,
-            initial_interval: Duration::ZERO,
-            ..exact(3)
-        }),
+        retry((exact(3)).with_retry_on(predicate).with_initial_interval(Duration::ZERO)),
     );
     let out = engine().start(&g, "t", json!({})).await.unwrap();
     let err = out.node_error().expect("the node fails finally");
@@ -249,11 +213,7 @@ impl RetryPredicateEvaluator for Seen {
 #[tokio::test]
 async fn a_custom_predicate_sees_the_structured_error_and_the_next_attempt() {
     let attempts = counter();
-    let policy = RetryPolicy {
-        retry_on: RetryPredicate::Custom("first-three".into()),
-        initial_interval: Duration::ZERO,
-        ..exact(10)
-    };
+    let policy = (exact(10)).with_retry_on(RetryPredicate::Custom("first-three".into())).with_initial_interval(Duration::ZERO);
     let g = one_node(
         flaky(10, Transience::Permanent, attempts.clone(), "out"),
         retry(policy),
@@ -288,10 +248,7 @@ async fn a_custom_predicate_sees_the_structured_error_and_the_next_attempt() {
 #[tokio::test]
 async fn a_failing_predicate_means_no_retry() {
     let attempts = counter();
-    let policy = RetryPolicy {
-        retry_on: RetryPredicate::Custom("broken".into()),
-        ..exact(5)
-    };
+    let policy = (exact(5)).with_retry_on(RetryPredicate::Custom("broken".into()));
     let g = one_node(
         flaky(10, Transience::Transient, attempts.clone(), "out"),
         retry(policy),
@@ -422,10 +379,7 @@ async fn every_attempt_reads_the_same_snapshot() {
             })
         })
     };
-    let policy = RetryPolicy {
-        initial_interval: Duration::ZERO,
-        ..exact(3)
-    };
+    let policy = (exact(3)).with_initial_interval(Duration::ZERO);
     let g = one_node(node, retry(policy));
     let state = run_to_state(&engine(), &g, "t", json!({"log": ["seed"]})).await;
     assert_eq!(*seen.lock().unwrap(), vec![Some(json!(["seed"])); 3]);
@@ -449,10 +403,7 @@ async fn interceptors_run_before_every_attempt_and_after_the_winning_one() {
     }
     let hooks = Arc::new(Count::default());
     let attempts = counter();
-    let policy = RetryPolicy {
-        initial_interval: Duration::ZERO,
-        ..exact(3)
-    };
+    let policy = (exact(3)).with_initial_interval(Duration::ZERO);
     let g = one_node(
         flaky(2, Transience::Transient, attempts.clone(), "out"),
         retry(policy),
@@ -476,11 +427,7 @@ async fn an_interceptor_failure_is_never_retried() {
         }
     }
     let attempts = counter();
-    let policy = RetryPolicy {
-        retry_on: RetryPredicate::Always,
-        initial_interval: Duration::ZERO,
-        ..exact(5)
-    };
+    let policy = (exact(5)).with_retry_on(RetryPredicate::Always).with_initial_interval(Duration::ZERO);
     let g = one_node(
         flaky(0, Transience::Transient, attempts.clone(), "out"),
         retry(policy),
@@ -516,10 +463,7 @@ async fn cancellation_during_backoff_halts_at_once_and_resume_starts_at_attempt_
             })
         })
     };
-    let policy = RetryPolicy {
-        initial_interval: Duration::from_secs(30),
-        ..exact(3)
-    };
+    let policy = (exact(3)).with_initial_interval(Duration::from_secs(30));
     let g = one_node(node, retry(policy));
     let store = Arc::new(InMemoryWaypointStore::new());
     let token = CancellationToken::new();
@@ -569,24 +513,10 @@ fn a_nodes_own_aegis_wins_wholesale() {
     );
     g.add_node("writer", write("draft", json!("d")))
         .add_node("reviewer", write("review", json!("r")));
-    g.with_default_aegis(Aegis {
-        retry: Some(RetryPolicy::default()),
-        timeout: Some(TimeoutPolicy {
-            run_timeout: Some(Duration::from_secs(30)),
-            idle_timeout: None,
-            first_chunk: None,
-        }),
-        ..Aegis::default()
-    });
+    g.with_default_aegis(Aegis::default().with_retry(RetryPolicy::default()).with_timeout(TimeoutPolicy::run(Duration::from_secs(30))));
     g.set_aegis(
         "writer",
-        Aegis {
-            retry: Some(RetryPolicy {
-                max_attempts: 5,
-                ..RetryPolicy::default()
-            }),
-            ..Aegis::default()
-        },
+        Aegis::default().with_retry(RetryPolicy::default().with_max_attempts(5)),
     );
     let writer = g.aegis_for(&NodeId::new("writer")).unwrap();
     assert_eq!(writer.retry.as_ref().unwrap().max_attempts, 5);
@@ -615,38 +545,18 @@ fn policy_validation_lists_every_offender() {
             ("c", write("out", json!(3))),
         ],
     );
-    g.with_default_aegis(Aegis {
-        retry: Some(RetryPolicy {
-            backoff_factor: f64::NAN,
-            ..RetryPolicy::default()
-        }),
-        ..Aegis::default()
-    });
+    g.with_default_aegis(Aegis::default().with_retry(RetryPolicy::default().with_backoff_factor(f64::NAN)));
     g.set_aegis(
         "a",
-        retry(RetryPolicy {
-            max_attempts: 0,
-            ..RetryPolicy::default()
-        }),
+        retry(RetryPolicy::default().with_max_attempts(0)),
     );
     g.set_aegis(
         "b",
-        retry(RetryPolicy {
-            backoff_factor: 0.5,
-            initial_interval: Duration::from_secs(90),
-            ..RetryPolicy::default()
-        }),
+        retry(RetryPolicy::default().with_backoff_factor(0.5).with_initial_interval(Duration::from_secs(90))),
     );
     g.set_aegis(
         "c",
-        Aegis {
-            timeout: Some(TimeoutPolicy {
-                run_timeout: Some(Duration::ZERO),
-                idle_timeout: Some(Duration::ZERO),
-                first_chunk: None,
-            }),
-            ..Aegis::default()
-        },
+        Aegis::default().with_timeout(TimeoutPolicy::run(Duration::ZERO).with_idle_timeout(Duration::ZERO)),
     );
     g.set_aegis("ghost", Aegis::default());
     g.set_aegis("phantom", Aegis::default());
@@ -690,10 +600,7 @@ fn policy_validation_lists_every_offender() {
     );
     ok.set_aegis(
         "a",
-        retry(RetryPolicy {
-            initial_interval: Duration::ZERO,
-            ..RetryPolicy::default()
-        }),
+        retry(RetryPolicy::default().with_initial_interval(Duration::ZERO)),
     );
     ok.validate().unwrap();
 }
@@ -713,18 +620,7 @@ async fn a_failed_attempts_partial_work_never_reaches_state() {
     });
     let g = one_node(
         node,
-        Aegis {
-            retry: Some(RetryPolicy {
-                initial_interval: Duration::ZERO,
-                ..exact(2)
-            }),
-            timeout: Some(TimeoutPolicy {
-                run_timeout: Some(Duration::from_millis(10)),
-                idle_timeout: None,
-                first_chunk: None,
-            }),
-            ..Aegis::default()
-        },
+        Aegis::default().with_retry((exact(2)).with_initial_interval(Duration::ZERO)).with_timeout(TimeoutPolicy::run(Duration::from_millis(10))),
     );
     let state = run_to_state(&engine(), &g, "t", json!({})).await;
     assert_eq!(state.get("log"), Some(&json!(["attempt 2"])));
@@ -763,15 +659,7 @@ async fn an_llm_error_raised_with_question_mark_keeps_its_transience() {
         );
         g.set_aegis(
             "n",
-            Aegis {
-                retry: Some(RetryPolicy {
-                    max_attempts: 3,
-                    initial_interval: Duration::from_millis(1),
-                    jitter: false,
-                    ..RetryPolicy::default()
-                }),
-                ..Aegis::default()
-            },
+            Aegis::default().with_retry(RetryPolicy::default().with_max_attempts(3).with_initial_interval(Duration::from_millis(1)).with_jitter(false)),
         );
         let out = engine().start(&g, "t", json!({})).await.unwrap();
         let err = out.node_error().unwrap();

@@ -32,8 +32,8 @@ fn paladin_run(server: &TestServer, policy: RetryPolicy) -> (WarEngine, WarGraph
     let adapter = OpenAiCompatibleLlmAdapter::new(format!("{}/v1", server.url()))
         .unwrap()
         .with_api_key("sk-test-0123456789abcdefghij");
-    let port = PaladinExecutionService::new(Arc::new(adapter)).with_streaming(false);
-    let engine = WarEngine::new(Arc::new(port), Arc::new(InMemoryWaypointStore::new()));
+    let port = PaladinExecutionService::new(adapter).with_streaming(false);
+    let engine = WarEngine::new(InMemoryWaypointStore::new()).with_paladin_port(port);
     let answer = field_name("answer");
     let mut g = WarGraph::new(
         BattlefieldSchema::new(vec![field("answer", DispatchRule::LastWrite)]),
@@ -51,29 +51,18 @@ fn paladin_run(server: &TestServer, policy: RetryPolicy) -> (WarEngine, WarGraph
     .add_edge("writer", END)
     .set_aegis(
         "writer",
-        Aegis {
-            retry: Some(policy),
-            ..Aegis::default()
-        },
+        Aegis::new().with_retry(policy),
     );
     (engine, g)
 }
 
 /// Two attempts, an exact 500 ms backoff.
 fn exact() -> RetryPolicy {
-    RetryPolicy {
-        max_attempts: 2,
-        jitter: false,
-        ..RetryPolicy::default()
-    }
+    RetryPolicy::default().with_max_attempts(2).with_jitter(false)
 }
 
 fn floored(max_retry_after: Duration) -> RetryPolicy {
-    RetryPolicy {
-        respect_retry_after: true,
-        max_retry_after,
-        ..exact()
-    }
+    exact().with_respect_retry_after(true).with_max_retry_after(max_retry_after)
 }
 
 /// Runs the node against a 429 carrying `retry_after`, then a 200; returns
@@ -137,10 +126,7 @@ async fn a_hint_beyond_the_cap_waits_the_cap() {
 
 #[tokio::test(start_paused = true)]
 async fn a_hint_shorter_than_the_backoff_never_shortens_it() {
-    let policy = RetryPolicy {
-        initial_interval: Duration::from_secs(5),
-        ..floored(Duration::from_secs(60))
-    };
+    let policy = (floored(Duration::from_secs(60))).with_initial_interval(Duration::from_secs(5));
     let took = time_after_429("1", policy).await;
     assert_eq!(took, Duration::from_secs(5));
 }
@@ -149,10 +135,7 @@ async fn a_hint_shorter_than_the_backoff_never_shortens_it() {
 async fn a_floor_past_the_run_budget_is_skipped_for_budget() {
     let server = TestServer::start(vec![rate_limited("30")]).await;
     let (engine, mut g) = paladin_run(&server, floored(Duration::from_secs(60)));
-    g.set_limits(EngineLimits {
-        run_timeout: Some(Duration::from_secs(20)),
-        ..EngineLimits::default()
-    });
+    g.set_limits(EngineLimits::default().with_run_timeout(Duration::from_secs(20)));
     let sink = CollectingTraceSink::new();
     let engine = engine.with_trace_sink(sink.clone());
     let t0 = Instant::now();
@@ -192,13 +175,7 @@ async fn a_function_node_keeps_the_hint_through_the_question_mark() {
     );
     g.set_aegis(
         "n",
-        Aegis {
-            retry: Some(RetryPolicy {
-                max_attempts: 3,
-                ..floored(Duration::from_secs(60))
-            }),
-            ..Aegis::default()
-        },
+        Aegis::new().with_retry((floored(Duration::from_secs(60))).with_max_attempts(3)),
     );
     let t0 = Instant::now();
     let state = run_to_state(&engine(), &g, "t", json!({})).await;
@@ -255,10 +232,7 @@ async fn a_zero_cap_with_the_floor_on_is_rejected_before_a_node_runs() {
     );
     g.set_aegis(
         "a",
-        Aegis {
-            retry: Some(floored(Duration::ZERO)),
-            ..Aegis::default()
-        },
+        Aegis::new().with_retry(floored(Duration::ZERO)),
     );
     let err = engine().start(&g, "t", json!({})).await.unwrap_err();
     assert!(
@@ -270,13 +244,7 @@ async fn a_zero_cap_with_the_floor_on_is_rejected_before_a_node_runs() {
     // A zero cap with the floor off is harmless: never read.
     g.set_aegis(
         "a",
-        Aegis {
-            retry: Some(RetryPolicy {
-                max_retry_after: Duration::ZERO,
-                ..exact()
-            }),
-            ..Aegis::default()
-        },
+        Aegis::new().with_retry(exact().with_max_retry_after(Duration::ZERO)),
     );
     engine().start(&g, "t2", json!({})).await.unwrap();
 }

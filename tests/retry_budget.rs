@@ -14,12 +14,7 @@ use support::fixtures::*;
 use tokio::time::Instant;
 
 fn exact(max_attempts: u32, initial: Duration) -> RetryPolicy {
-    RetryPolicy {
-        max_attempts,
-        initial_interval: initial,
-        jitter: false,
-        ..RetryPolicy::default()
-    }
+    RetryPolicy::default().with_max_attempts(max_attempts).with_initial_interval(initial).with_jitter(false)
 }
 
 /// `n` fails transiently once under `retry`, routing its final failure to
@@ -33,19 +28,12 @@ fn routed(retry: RetryPolicy, budget: Duration) -> WarGraph {
         .add_edge("compensate", END)
         .set_aegis(
             "n",
-            Aegis {
-                retry: Some(retry),
-                on_error: Some(ErrorHandlerSpec::Route {
+            Aegis::new().with_retry(retry).with_on_error(ErrorHandlerSpec::Route {
                     to: NodeId::new("compensate"),
                     error_field: field_name("err"),
                 }),
-                ..Aegis::default()
-            },
         );
-    g.set_limits(EngineLimits {
-        run_timeout: Some(budget),
-        ..EngineLimits::default()
-    });
+    g.set_limits(EngineLimits::default().with_run_timeout(budget));
     g
 }
 
@@ -72,13 +60,7 @@ fn squad(child: WarGraph) -> WarGraph {
     );
     g.set_aegis(
         "squad",
-        Aegis {
-            timeout: Some(TimeoutPolicy {
-                run_timeout: Some(Duration::from_secs(2)),
-                ..TimeoutPolicy::default()
-            }),
-            ..Aegis::default()
-        },
+        Aegis::new().with_timeout(TimeoutPolicy::run(Duration::from_secs(2))),
     );
     g
 }
@@ -168,15 +150,9 @@ async fn without_a_handler_the_node_fails_at_once_with_its_last_error() {
     );
     g.set_aegis(
         "n",
-        Aegis {
-            retry: Some(exact(5, Duration::from_secs(2))),
-            ..Aegis::default()
-        },
+        Aegis::new().with_retry(exact(5, Duration::from_secs(2))),
     );
-    g.set_limits(EngineLimits {
-        run_timeout: Some(Duration::from_secs(5)),
-        ..EngineLimits::default()
-    });
+    g.set_limits(EngineLimits::default().with_run_timeout(Duration::from_secs(5)));
     let e = engine();
     let t0 = Instant::now();
     let out = e.start(&g, "t", json!({})).await.unwrap();
@@ -208,13 +184,9 @@ async fn a_battalions_timeout_is_its_childs_enclosing_deadline() {
     );
     child.set_aegis(
         "inner",
-        Aegis {
-            retry: Some(exact(3, Duration::from_secs(5))),
-            on_error: Some(ErrorHandlerSpec::Absorb {
+        Aegis::new().with_retry(exact(3, Duration::from_secs(5))).with_on_error(ErrorHandlerSpec::Absorb {
                 fallback_delta: delta(&[("out", json!("absorbed"))]),
             }),
-            ..Aegis::default()
-        },
     );
     let g = squad(child);
     let sink = CollectingTraceSink::new();
@@ -253,10 +225,7 @@ async fn a_child_within_its_enclosing_deadline_retries_as_usual() {
     );
     child.set_aegis(
         "inner",
-        Aegis {
-            retry: Some(exact(3, Duration::from_secs(1))),
-            ..Aegis::default()
-        },
+        Aegis::new().with_retry(exact(3, Duration::from_secs(1))),
     );
     let g = squad(child);
     let t0 = Instant::now();
@@ -296,10 +265,10 @@ async fn all_open_chain(budget: Option<Duration>) -> (WarEngine, WarGraph, MockL
         .with_provider_name("b")
         .with_error(overloaded("b"))
         .with_response("recovered");
-    let ca = CircuitBreaker::new(Arc::new(a.clone()))
+    let ca = CircuitBreaker::new(a.clone())
         .with_failure_threshold(1)
         .with_cool_down(Duration::from_secs(40));
-    let cb = CircuitBreaker::new(Arc::new(b.clone()))
+    let cb = CircuitBreaker::new(b.clone())
         .with_failure_threshold(1)
         .with_cool_down(Duration::from_secs(30));
     ca.generate(&LlmRequest::new("m", vec![]))
@@ -309,27 +278,17 @@ async fn all_open_chain(budget: Option<Duration>) -> (WarEngine, WarGraph, MockL
         .await
         .unwrap_err();
     let chain = FallbackLlmAdapter::new(vec![Arc::new(ca), Arc::new(cb)]).unwrap();
-    let port = PaladinExecutionService::new(Arc::new(chain)).with_streaming(false);
-    let engine = WarEngine::new(Arc::new(port), Arc::new(InMemoryWaypointStore::new()));
+    let port = PaladinExecutionService::new(chain).with_streaming(false);
+    let engine = WarEngine::new(InMemoryWaypointStore::new()).with_paladin_port(port);
     let mut g = chain_graph();
     g.set_aegis(
         "writer",
-        Aegis {
-            retry: Some(RetryPolicy {
-                respect_retry_after: true,
-                ..exact(2, Duration::from_millis(500))
-            }),
-            on_error: Some(ErrorHandlerSpec::Route {
+        Aegis::new().with_retry((exact(2, Duration::from_millis(500))).with_respect_retry_after(true)).with_on_error(ErrorHandlerSpec::Route {
                 to: NodeId::new("compensate"),
                 error_field: field_name("err"),
             }),
-            ..Aegis::default()
-        },
     );
-    g.set_limits(EngineLimits {
-        run_timeout: budget,
-        ..EngineLimits::default()
-    });
+    g.set_limits(EngineLimits::default().with_run_timeout(budget));
     (engine, g, b)
 }
 
@@ -396,19 +355,12 @@ async fn a_failure_at_the_very_deadline_leaves_no_time_to_compensate() {
         .add_edge("compensate", END)
         .set_aegis(
             "n",
-            Aegis {
-                retry: Some(exact(3, Duration::ZERO)),
-                on_error: Some(ErrorHandlerSpec::Route {
+            Aegis::new().with_retry(exact(3, Duration::ZERO)).with_on_error(ErrorHandlerSpec::Route {
                     to: NodeId::new("compensate"),
                     error_field: field_name("err"),
                 }),
-                ..Aegis::default()
-            },
         );
-    g.set_limits(EngineLimits {
-        run_timeout: Some(Duration::from_secs(1)),
-        ..EngineLimits::default()
-    });
+    g.set_limits(EngineLimits::default().with_run_timeout(Duration::from_secs(1)));
     let e = engine();
     let out = e.start(&g, "t", json!({})).await.unwrap();
     assert!(

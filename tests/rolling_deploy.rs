@@ -172,7 +172,7 @@ fn worker_main(version: &str) {
         let queue = connect(&spec).await;
         let ttl = Duration::from_secs(2);
         WorkerPool::new(queue, |store| {
-            WarEngine::new(Arc::new(UnconfiguredPaladinPort), store)
+            WarEngine::new(store)
         })
         .with_config(
             WorkerConfig::default()

@@ -158,12 +158,12 @@ async fn run_one(order: [Dialect; 2], path: Path, streaming: bool) {
         .with_secret(CHAIN_SECRET)
         .with_trace_sink(sink.clone());
     assert_clean("chain Debug", &format!("{chain:?}"));
-    let service = PaladinExecutionService::new(Arc::new(chain)).with_streaming(streaming);
+    let service = PaladinExecutionService::new(chain).with_streaming(streaming);
 
     let dir = stores::TempDir::new("secrets");
     let store = Arc::new(SqliteWaypointStore::open(dir.db()).await.unwrap());
     let thread = format!("{order:?}-{path:?}-{streaming}");
-    let outcome = WarEngine::new(Arc::new(service), store.clone())
+    let outcome = WarEngine::new(store.clone()).with_paladin_port(service)
         .with_trace_sink(sink.clone())
         .start(&graph(), &thread, json!({"question": "q"}))
         .await

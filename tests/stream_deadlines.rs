@@ -46,22 +46,15 @@ fn paladin_run(
     timeout: TimeoutPolicy,
 ) -> (WarEngine<InMemoryWaypointStore>, WarGraph) {
     let port = Arc::new(PaladinExecutionService::new(llm));
-    let g = one_paladin(Aegis {
-        timeout: Some(timeout),
-        ..Aegis::default()
-    });
+    let g = one_paladin(Aegis::new().with_timeout(timeout));
     (
-        WarEngine::new(port, Arc::new(InMemoryWaypointStore::new())),
+        WarEngine::new(InMemoryWaypointStore::new()).with_paladin_port(port),
         g,
     )
 }
 
 fn first_chunk_and_idle(first_chunk: u64, idle: u64) -> TimeoutPolicy {
-    TimeoutPolicy {
-        first_chunk: Some(S(first_chunk)),
-        idle_timeout: Some(S(idle)),
-        ..TimeoutPolicy::default()
-    }
+    TimeoutPolicy::idle(S(idle)).with_first_chunk(S(first_chunk))
 }
 
 #[tokio::test(start_paused = true)]
@@ -145,10 +138,7 @@ async fn the_idle_window_is_held_while_a_first_chunk_is_awaited() {
 
     // Without a first-chunk deadline the idle window runs from the start,
     // as before: the same provider is cut at 2 s.
-    let idle_only = TimeoutPolicy {
-        idle_timeout: Some(S(2)),
-        ..TimeoutPolicy::default()
-    };
+    let idle_only = TimeoutPolicy::idle(S(2));
     let (e, g) = paladin_run(Arc::new(slow_start()), idle_only);
     let started = Instant::now();
     assert!(
@@ -166,10 +156,7 @@ async fn a_single_silent_provider_fails_the_attempt_transiently_at_the_deadline(
     let llm = silent("openai");
     let (e, g) = paladin_run(
         Arc::new(llm.clone()),
-        TimeoutPolicy {
-            first_chunk: Some(S(3)),
-            ..TimeoutPolicy::default()
-        },
+        TimeoutPolicy::default().with_first_chunk(S(3)),
     );
     let started = Instant::now();
     assert!(
@@ -271,18 +258,11 @@ async fn a_providers_idle_deadline_fails_a_stalled_stream_without_hopping() {
 fn a_zero_or_useless_first_chunk_deadline_is_refused_at_validation() {
     for (timeout, problem) in [
         (
-            TimeoutPolicy {
-                first_chunk: Some(Duration::ZERO),
-                ..TimeoutPolicy::default()
-            },
+            TimeoutPolicy::default().with_first_chunk(Duration::ZERO),
             "first_chunk is zero",
         ),
         (
-            TimeoutPolicy {
-                run_timeout: Some(S(5)),
-                first_chunk: Some(S(5)),
-                ..TimeoutPolicy::default()
-            },
+            TimeoutPolicy::run(S(5)).with_first_chunk(S(5)),
             "first_chunk 5s is not shorter than run_timeout 5s",
         ),
     ] {

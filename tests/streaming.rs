@@ -149,26 +149,15 @@ fn graph(aegis: Aegis) -> WarGraph {
 }
 
 fn retry(max_attempts: u32) -> RetryPolicy {
-    RetryPolicy {
-        max_attempts,
-        initial_interval: Duration::from_millis(100),
-        jitter: false,
-        ..RetryPolicy::default()
-    }
+    RetryPolicy::default().with_max_attempts(max_attempts).with_initial_interval(Duration::from_millis(100)).with_jitter(false)
 }
 
 fn retrying() -> Aegis {
-    Aegis {
-        retry: Some(retry(2)),
-        ..Default::default()
-    }
+    Aegis::new().with_retry(retry(2))
 }
 
 fn engine_over(llm: Arc<dyn LlmPort>) -> WarEngine<InMemoryWaypointStore> {
-    WarEngine::new(
-        Arc::new(PaladinExecutionService::new(llm)),
-        Arc::new(InMemoryWaypointStore::new()),
-    )
+    WarEngine::new(InMemoryWaypointStore::new()).with_llm(llm)
 }
 
 fn answer(outcome: &RunOutcome) -> String {
@@ -232,15 +221,7 @@ async fn a_timeout_after_two_tokens_abandons_them_at_the_deadline() {
             MockStreamStep::Stall,
         ])
         .with_stream(vec![text("Hi")]);
-    let aegis = Aegis {
-        retry: Some(retry(2)),
-        timeout: Some(TimeoutPolicy {
-            run_timeout: Some(Duration::from_secs(1)),
-            idle_timeout: None,
-            ..TimeoutPolicy::default()
-        }),
-        ..Default::default()
-    };
+    let aegis = Aegis::new().with_retry(retry(2)).with_timeout(TimeoutPolicy::run(Duration::from_secs(1)));
     let started = tokio::time::Instant::now();
     let mut stream =
         engine_over(Arc::new(mock)).stream(&graph(aegis), "t", json!({"question": "hi?"}));
@@ -374,7 +355,7 @@ impl NodeInterceptor for DiscardAfter {
 #[tokio::test(start_paused = true)]
 async fn a_success_an_interceptor_discards_is_abandoned_too() {
     let mock = MockLlmAdapter::new().with_stream(vec![text("never "), text("merged")]);
-    let engine = engine_over(Arc::new(mock)).with_interceptor(Arc::new(DiscardAfter));
+    let engine = engine_over(Arc::new(mock)).with_interceptor(DiscardAfter);
     let options = StreamOptions::new([StreamMode::Tokens]);
     let stream = engine.stream_with(
         &graph(Aegis::default()),
@@ -572,8 +553,8 @@ async fn without_llm_streaming_a_whole_completion_is_one_token() {
         .with_provider_name("openai")
         .with_error(reset())
         .with_response("whole answer");
-    let service = PaladinExecutionService::new(Arc::new(mock)).with_streaming(false);
-    let engine = WarEngine::new(Arc::new(service), Arc::new(InMemoryWaypointStore::new()));
+    let service = PaladinExecutionService::new(mock).with_streaming(false);
+    let engine = WarEngine::new(InMemoryWaypointStore::new()).with_paladin_port(service);
     let options = StreamOptions::new([StreamMode::Tokens]);
     let stream = engine.stream_with(&graph(retrying()), "t", json!({"question": "q"}), options);
     let (events, outcome) = drain(stream).await;
@@ -741,14 +722,7 @@ async fn ctx_emit_streams_custom_payloads_and_counts_as_a_heartbeat() {
     let mut g = chain(schema(&[("done", LastWrite)]), vec![("worker", worker)]);
     g.set_aegis(
         "worker",
-        Aegis {
-            timeout: Some(TimeoutPolicy {
-                run_timeout: None,
-                idle_timeout: Some(Duration::from_secs(1)),
-                ..TimeoutPolicy::default()
-            }),
-            ..Default::default()
-        },
+        Aegis::new().with_timeout(TimeoutPolicy::idle(Duration::from_secs(1))),
     );
     let options = StreamOptions::new([StreamMode::Custom]);
     let (events, outcome) = drain(engine().stream_with(&g, "t", json!({}), options)).await;

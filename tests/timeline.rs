@@ -16,12 +16,7 @@ use support::fixtures::{delta, field_name, schema};
 use DispatchRule::{Append, LastWrite};
 
 fn retry(max_attempts: u32) -> RetryPolicy {
-    RetryPolicy {
-        max_attempts,
-        initial_interval: Duration::from_millis(100),
-        jitter: false,
-        ..RetryPolicy::default()
-    }
+    RetryPolicy::default().with_max_attempts(max_attempts).with_initial_interval(Duration::from_millis(100)).with_jitter(false)
 }
 
 /// `flaky` fails twice (transient), `slow` times out once, `lookup` is
@@ -108,40 +103,19 @@ fn graph() -> WarGraph {
     .add_edge("ask", END)
     .set_aegis(
         "flaky",
-        Aegis {
-            retry: Some(retry(3)),
-            ..Aegis::default()
-        },
+        Aegis::new().with_retry(retry(3)),
     )
     .set_aegis(
         "slow",
-        Aegis {
-            retry: Some(retry(2)),
-            timeout: Some(TimeoutPolicy {
-                run_timeout: Some(Duration::from_millis(200)),
-                ..TimeoutPolicy::default()
-            }),
-            ..Aegis::default()
-        },
+        Aegis::new().with_retry(retry(2)).with_timeout(TimeoutPolicy::run(Duration::from_millis(200))),
     )
     .set_aegis(
         "lookup",
-        Aegis {
-            cache: Some(CachePolicy {
-                ttl: Duration::from_secs(60),
-                key: CacheKeySpec::Fields(vec![field_name("topic")]),
-                cache_fallback_results: false,
-                scope: CacheScope::Graph,
-            }),
-            ..Aegis::default()
-        },
+        Aegis::new().with_cache(CachePolicy::new(Duration::from_secs(60), CacheKeySpec::Fields(vec![field_name("topic")]))),
     )
     .set_aegis(
         "work",
-        Aegis {
-            retry: Some(retry(2)),
-            ..Aegis::default()
-        },
+        Aegis::new().with_retry(retry(2)),
     );
     g
 }
@@ -165,11 +139,8 @@ async fn page() -> String {
         .unwrap()
         .with_trace_sink(trace.clone());
     let store = Arc::new(InMemoryWaypointStore::new());
-    let engine = WarEngine::new(
-        Arc::new(PaladinExecutionService::new(Arc::new(chain))),
-        store.clone(),
-    )
-    .with_node_cache(Arc::new(InMemoryNodeCache::new()))
+    let engine = WarEngine::new(store.clone()).with_llm(chain)
+    .with_node_cache(InMemoryNodeCache::new())
     .with_trace_sink(trace.clone());
     let g = graph();
     for thread in ["t1", "t2"] {
@@ -273,17 +244,14 @@ async fn waits_cache_hits_and_hops_are_drawn_from_waypoints_and_trace() {
 async fn without_the_trace_the_last_attempt_includes_its_wait() {
     let trace_free = {
         let store = Arc::new(InMemoryWaypointStore::new());
-        let engine = WarEngine::new(Arc::new(UnconfiguredPaladinPort), store.clone());
+        let engine = WarEngine::new(store.clone());
         let mut g = WarGraph::new(schema(&[("x", LastWrite)]), EngineLimits::default());
         g.add_node("flaky", graph_node("flaky"))
             .add_edge(START, "flaky")
             .add_edge("flaky", END)
             .set_aegis(
                 "flaky",
-                Aegis {
-                    retry: Some(retry(2)),
-                    ..Aegis::default()
-                },
+                Aegis::new().with_retry(retry(2)),
             );
         engine.start(&g, "t", json!({})).await.unwrap();
         timeline(&store.history("t").await.unwrap())
@@ -345,15 +313,12 @@ async fn hostile_names_errors_and_prompts_are_escaped() {
     .add_edge("no", END)
     .set_aegis(
         evil,
-        Aegis {
-            on_error: Some(ErrorHandlerSpec::Absorb {
+        Aegis::new().with_on_error(ErrorHandlerSpec::Absorb {
                 fallback_delta: delta(&[("x", json!(0))]),
             }),
-            ..Aegis::default()
-        },
     );
     let store = Arc::new(InMemoryWaypointStore::new());
-    let engine = WarEngine::new(Arc::new(UnconfiguredPaladinPort), store.clone());
+    let engine = WarEngine::new(store.clone());
     let thread = "t<img src=x onerror=alert(2)";
     let outcome = engine.start(&g, thread, json!({})).await.unwrap();
     assert!(matches!(outcome, RunOutcome::AwaitingInput { .. }));
@@ -400,7 +365,7 @@ async fn a_failed_run_is_a_rule_across_the_lanes() {
     .add_edge(START, "doomed")
     .add_edge("doomed", END);
     let store = Arc::new(InMemoryWaypointStore::new());
-    let engine = WarEngine::new(Arc::new(UnconfiguredPaladinPort), store.clone());
+    let engine = WarEngine::new(store.clone());
     let outcome = engine.start(&g, "t", json!({})).await.unwrap();
     assert!(outcome.node_error().is_some());
     let page = timeline(&store.history("t").await.unwrap());

@@ -42,14 +42,7 @@ fn timed(spec: NodeSpec, run: Option<u64>, idle: Option<u64>) -> WarGraph {
     let mut g = chain(schema(&[("out", LastWrite)]), vec![("n", spec)]);
     g.set_aegis(
         "n",
-        Aegis {
-            timeout: Some(TimeoutPolicy {
-                run_timeout: run.map(Duration::from_millis),
-                idle_timeout: idle.map(Duration::from_millis),
-                first_chunk: None,
-            }),
-            ..Aegis::default()
-        },
+        Aegis::new().with_timeout(TimeoutPolicy::default().with_run_timeout(run.map(Duration::from_millis)).with_idle_timeout(idle.map(Duration::from_millis))),
     );
     g
 }
@@ -144,10 +137,7 @@ async fn a_timed_out_attempt_is_retried_as_transient() {
     };
     let mut g = timed(node, Some(1000), None);
     let mut aegis = g.aegis_for(&NodeId::new("n")).unwrap().clone();
-    aegis.retry = Some(RetryPolicy {
-        jitter: false,
-        ..RetryPolicy::default()
-    });
+    aegis.retry = Some(RetryPolicy::default().with_jitter(false));
     g.set_aegis("n", aegis);
     let e = engine();
     let t0 = tokio::time::Instant::now();
@@ -179,23 +169,9 @@ async fn the_engine_budget_is_tightest_names_engine_run_and_is_never_retried() {
     let mut g = chain(schema(&[("out", LastWrite)]), vec![("n", node)]);
     g.set_aegis(
         "n",
-        Aegis {
-            retry: Some(RetryPolicy {
-                retry_on: RetryPredicate::Always,
-                ..RetryPolicy::default()
-            }),
-            timeout: Some(TimeoutPolicy {
-                run_timeout: Some(Duration::from_secs(10)),
-                idle_timeout: None,
-                first_chunk: None,
-            }),
-            ..Aegis::default()
-        },
+        Aegis::new().with_retry(RetryPolicy::default().with_retry_on(RetryPredicate::Always)).with_timeout(TimeoutPolicy::run(Duration::from_secs(10))),
     );
-    g.set_limits(EngineLimits {
-        run_timeout: Some(Duration::from_secs(3)),
-        ..EngineLimits::default()
-    });
+    g.set_limits(EngineLimits::default().with_run_timeout(Duration::from_secs(3)));
     let e = engine();
     let t0 = tokio::time::Instant::now();
     let out = e.start(&g, "t", json!({})).await.unwrap();
@@ -215,10 +191,7 @@ async fn the_engine_budget_is_tightest_names_engine_run_and_is_never_retried() {
 #[tokio::test(start_paused = true)]
 async fn the_attempt_bound_is_named_when_it_is_tighter_than_the_budget() {
     let mut g = timed(stalling(0), Some(2000), None);
-    g.set_limits(EngineLimits {
-        run_timeout: Some(Duration::from_secs(30)),
-        ..EngineLimits::default()
-    });
+    g.set_limits(EngineLimits::default().with_run_timeout(Duration::from_secs(30)));
     let out = engine().start(&g, "t", json!({})).await.unwrap();
     assert_eq!(
         out.node_error().unwrap().source,
@@ -238,19 +211,9 @@ async fn a_backoff_past_the_budget_is_not_begun_and_the_node_reruns_on_resume() 
     );
     g.set_aegis(
         "n",
-        Aegis {
-            retry: Some(RetryPolicy {
-                initial_interval: Duration::from_secs(10),
-                jitter: false,
-                ..RetryPolicy::default()
-            }),
-            ..Aegis::default()
-        },
+        Aegis::new().with_retry(RetryPolicy::default().with_initial_interval(Duration::from_secs(10)).with_jitter(false)),
     );
-    g.set_limits(EngineLimits {
-        run_timeout: Some(Duration::from_secs(4)),
-        ..EngineLimits::default()
-    });
+    g.set_limits(EngineLimits::default().with_run_timeout(Duration::from_secs(4)));
     let store = std::sync::Arc::new(InMemoryWaypointStore::new());
     let t0 = tokio::time::Instant::now();
     let out = engine_on(&store).start(&g, "t", json!({})).await.unwrap();
@@ -334,18 +297,7 @@ async fn a_late_result_is_retried_like_any_timeout_and_a_timely_one_merges() {
     let mut g = timed(node, Some(1000), None);
     g.set_aegis(
         "n",
-        Aegis {
-            retry: Some(RetryPolicy {
-                initial_interval: Duration::ZERO,
-                ..RetryPolicy::default()
-            }),
-            timeout: Some(TimeoutPolicy {
-                run_timeout: Some(Duration::from_secs(1)),
-                idle_timeout: None,
-                first_chunk: None,
-            }),
-            ..Aegis::default()
-        },
+        Aegis::new().with_retry(RetryPolicy::default().with_initial_interval(Duration::ZERO)).with_timeout(TimeoutPolicy::run(Duration::from_secs(1))),
     );
     let state = run_to_state(&engine(), &g, "t", json!({})).await;
     assert_eq!(state.get("out"), Some(&json!(1)));

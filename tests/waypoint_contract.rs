@@ -9,7 +9,7 @@ use support::stores;
 use aegis::prelude::*;
 use aegis::{
     Activation, Chronicle, EngineError, InMemoryWaypointStore, MAX_THREAD_ID_BYTES, StoreError,
-    ThreadIdError, UnconfiguredPaladinPort, Waypoint, WaypointStatus, WaypointStore, Writer,
+    ThreadIdError, Waypoint, WaypointStatus, WaypointStore, Writer,
     initial_state, merge,
 };
 use futures::StreamExt;
@@ -460,7 +460,7 @@ mod suite {
             )
             .add_edge(START, "count")
             .add_edge("count", END);
-        let engine = WarEngine::new(Arc::new(UnconfiguredPaladinPort), store.clone());
+        let engine = WarEngine::new(store.clone());
         let mut refused = refused_ids();
         refused.push((
             "orders>checkout".to_string(),

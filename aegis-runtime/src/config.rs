@@ -11,6 +11,7 @@ use std::time::Duration;
 /// A malformed configuration value.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{variable}={value:?} is invalid: {reason}")]
+#[non_exhaustive]
 pub struct ConfigError {
     /// The variable.
     pub variable: &'static str,
@@ -41,6 +42,7 @@ pub const MAX_CONFIG_DURATION_SECS: u64 = 100 * 365 * 24 * 60 * 60;
 /// [`EnvValue::NotUnicode`] so they are reported, never mistaken for an
 /// unset variable.
 #[derive(Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum EnvValue {
     /// A UTF-8 value.
     Text(String),

@@ -58,6 +58,7 @@ impl fmt::Display for BudgetBound {
 /// `attempt` is optional in the stored form, so older entries and records
 /// still read.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct CacheOrigin {
     /// The node whose attempt produced the result.
     pub node_id: NodeId,
@@ -89,6 +90,83 @@ pub struct CacheOrigin {
     /// records read as [`CacheScope::Graph`], the only scope there was.
     #[serde(default, skip_serializing_if = "CacheScope::is_graph")]
     pub scope: CacheScope,
+}
+
+impl CacheOrigin {
+/// Sets [`task_key`](Self::task_key): the task key, when it ran as a mustered
+    /// task.
+    #[must_use]
+    pub fn with_task_key(mut self, task_key: Option<impl Into<String>>) -> Self {
+        self.task_key = task_key.map(Into::into);
+        self
+    }
+
+/// Sets [`thread_id`](Self::thread_id): the thread the producing run belonged
+    /// to.
+    #[must_use]
+    pub fn with_thread_id(mut self, thread_id: Option<impl Into<String>>) -> Self {
+        self.thread_id = thread_id.map(Into::into);
+        self
+    }
+
+/// Sets [`served_by`](Self::served_by): the provider that served it, as a
+    /// fallback chain stamped it.
+    #[must_use]
+    pub fn with_served_by(mut self, served_by: Option<impl Into<String>>) -> Self {
+        self.served_by = served_by.map(Into::into);
+        self
+    }
+
+/// Sets [`model`](Self::model): the model that produced it (as the provider
+    /// reported it, else the one requested).
+    #[must_use]
+    pub fn with_model(mut self, model: Option<impl Into<String>>) -> Self {
+        self.model = model.map(Into::into);
+        self
+    }
+
+/// Sets [`chain_position`](Self::chain_position): the serving provider's
+    /// position in its fallback chain (0 = primary).
+    #[must_use]
+    pub fn with_chain_position(mut self, chain_position: impl Into<Option<u32>>) -> Self {
+        self.chain_position = chain_position.into();
+        self
+    }
+
+/// Sets [`fallback`](Self::fallback): whether a fallback provider (not a
+    /// chain's first) served it.
+    #[must_use]
+    pub fn with_fallback(mut self, fallback: bool) -> Self {
+        self.fallback = fallback;
+        self
+    }
+
+/// Sets [`scope`](Self::scope): the scope of the key the entry was stored (and
+    /// so served) under: a hit on a node-scoped key ([`CacheScope::Node`]) may
+    /// serve an entry another graph stored.
+    #[must_use]
+    pub fn with_scope(mut self, scope: CacheScope) -> Self {
+        self.scope = scope;
+        self
+    }
+}
+
+impl CacheOrigin {
+    /// Produced by attempt `attempt` of `node_id`; every other detail unset
+    /// (set them with the `with_*` builders), graph-scoped.
+    pub fn new(node_id: NodeId, attempt: u32) -> Self {
+        CacheOrigin {
+            node_id,
+            task_key: None,
+            thread_id: None,
+            attempt,
+            served_by: None,
+            model: None,
+            chain_position: None,
+            fallback: false,
+            scope: CacheScope::Graph,
+        }
+    }
 }
 
 impl fmt::Display for CacheOrigin {

@@ -159,18 +159,7 @@ pub fn graph(work: Duration) -> WarGraph {
     .add_edge("task", "check")
     .add_edge("check", "finish")
     .add_edge("finish", END);
-    let fast_retry = Aegis {
-        retry: Some(RetryPolicy {
-            max_attempts: 3,
-            initial_interval: Duration::from_millis(5),
-            backoff_factor: 1.0,
-            max_interval: Duration::from_millis(5),
-            jitter: false,
-            retry_on: RetryPredicate::TransientOnly,
-            ..RetryPolicy::default()
-        }),
-        ..Aegis::default()
-    };
+    let fast_retry = Aegis::new().with_retry(RetryPolicy::default().with_max_attempts(3).with_initial_interval(Duration::from_millis(5)).with_backoff_factor(1.0).with_max_interval(Duration::from_millis(5)).with_jitter(false).with_retry_on(RetryPredicate::TransientOnly));
     g.set_aegis("start", fast_retry.clone());
     g.set_aegis("task", fast_retry);
     g
@@ -366,7 +355,7 @@ pub fn worker_main() {
         };
         let ttl = Duration::from_millis(ttl_ms);
         let pool = WorkerPool::new(queue, |store| {
-            WarEngine::new(Arc::new(UnconfiguredPaladinPort), store)
+            WarEngine::new(store)
         })
         .with_config(
             WorkerConfig::default()

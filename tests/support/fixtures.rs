@@ -36,15 +36,12 @@ pub async fn run_to_state<S: WaypointStore>(
 }
 
 pub fn engine() -> WarEngine<InMemoryWaypointStore> {
-    WarEngine::new(
-        Arc::new(UnconfiguredPaladinPort),
-        Arc::new(InMemoryWaypointStore::new()),
-    )
+    WarEngine::new(InMemoryWaypointStore::new())
 }
 
 /// A fresh engine over the same store, for resuming a halted run.
 pub fn engine_on(store: &Arc<InMemoryWaypointStore>) -> WarEngine<InMemoryWaypointStore> {
-    WarEngine::new(Arc::new(UnconfiguredPaladinPort), store.clone())
+    WarEngine::new(store.clone())
 }
 
 pub fn delta(pairs: &[(&str, Value)]) -> StateDelta {
@@ -163,13 +160,10 @@ pub fn routed_to_compensate() -> WarGraph {
         .add_edge("compensate", END)
         .set_aegis(
             "fails",
-            Aegis {
-                on_error: Some(ErrorHandlerSpec::Route {
+            Aegis::new().with_on_error(ErrorHandlerSpec::Route {
                     to: NodeId::new("compensate"),
                     error_field: field_name("err"),
                 }),
-                ..Aegis::default()
-            },
         );
     g
 }

@@ -45,7 +45,7 @@ impl StateNode for Noop {
 fn main() {
     let graph = graph! {
         crate = "::aegis";
-        limits = EngineLimits { max_supersteps: 20, ..EngineLimits::default() };
+        limits = EngineLimits::default().with_max_supersteps(20);
         schema {
             question: LastWrite required,
             book_error: LastWrite,

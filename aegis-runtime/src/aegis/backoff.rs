@@ -48,7 +48,7 @@ impl RetryPolicy {
     /// let s = Duration::from_secs;
     /// let off = RetryPolicy::default();
     /// assert_eq!(off.wait_with_hint(s(1), Some(s(30))), s(1));
-    /// let on = RetryPolicy { respect_retry_after: true, ..RetryPolicy::default() };
+    /// let on = RetryPolicy::default().with_respect_retry_after(true);
     /// assert_eq!(on.wait_with_hint(s(1), Some(s(30))), s(30));
     /// assert_eq!(on.wait_with_hint(s(1), Some(s(600))), s(60)); // the cap
     /// assert_eq!(on.wait_with_hint(s(90), Some(s(600))), s(90)); // never shorter
@@ -116,10 +116,7 @@ mod tests {
     use rand::SeedableRng;
 
     fn no_jitter() -> RetryPolicy {
-        RetryPolicy {
-            jitter: false,
-            ..RetryPolicy::default()
-        }
+        RetryPolicy::default().with_jitter(false)
     }
 
     #[test]
@@ -150,13 +147,7 @@ mod tests {
 
     #[test]
     fn whole_factors_are_exact_at_any_size() {
-        let p = RetryPolicy {
-            initial_interval: Duration::new(1, 1),
-            backoff_factor: 3.0,
-            max_interval: Duration::MAX,
-            jitter: false,
-            ..RetryPolicy::default()
-        };
+        let p = RetryPolicy::default().with_initial_interval(Duration::new(1, 1)).with_backoff_factor(3.0).with_max_interval(Duration::MAX).with_jitter(false);
         // 3^20 × (1 s + 1 ns), to the nanosecond.
         assert_eq!(p.base_delay(22), Duration::new(3_486_784_404, 486_784_401));
         // Past Duration::MAX: the cap.
@@ -176,13 +167,7 @@ mod tests {
             (Duration::from_secs(1), f64::MAX, Duration::MAX),
             (Duration::from_nanos(1), 1.000_000_1, Duration::MAX),
         ] {
-            let p = RetryPolicy {
-                initial_interval: initial,
-                backoff_factor: factor,
-                max_interval: max,
-                jitter: true,
-                ..RetryPolicy::default()
-            };
+            let p = RetryPolicy::default().with_initial_interval(initial).with_backoff_factor(factor).with_max_interval(max).with_jitter(true);
             for attempt in [2, 3, 64, 65, 1_000, u32::MAX] {
                 let base = p.base_delay(attempt);
                 assert!(base <= max, "{initial:?} {factor} {attempt}");
@@ -191,21 +176,14 @@ mod tests {
             }
         }
         // NaN gives the cap; a negative factor never waits on odd powers.
-        let nan = RetryPolicy {
-            backoff_factor: f64::NAN,
-            max_interval: Duration::from_secs(7),
-            ..RetryPolicy::default()
-        };
+        let nan = RetryPolicy::default().with_backoff_factor(f64::NAN).with_max_interval(Duration::from_secs(7));
         assert_eq!(nan.base_delay(3), Duration::from_secs(7));
         assert_eq!(jittered(Duration::MAX, &mut rng), Duration::MAX);
     }
 
     #[test]
     fn zero_interval_means_immediate_retries() {
-        let p = RetryPolicy {
-            initial_interval: Duration::ZERO,
-            ..RetryPolicy::default()
-        };
+        let p = RetryPolicy::default().with_initial_interval(Duration::ZERO);
         let mut rng = rand::rngs::StdRng::seed_from_u64(3);
         assert_eq!(p.delay_before(4, &mut rng), Duration::ZERO);
     }

@@ -14,7 +14,23 @@ use crate::state::{FieldName, StateDelta};
 /// all: one attempt, no bound, no handler, no cache. An Aegis attaches beside
 /// a node with `WarGraph::set_aegis`, or graph-wide with
 /// `WarGraph::with_default_aegis`; a node's own entry wins wholesale.
+///
+/// Build one from [`Aegis::new`] (or `default()`) and its `with_*`
+/// builders; the fields stay public to read. The type is
+/// `#[non_exhaustive]`: a policy kind added later is not a breaking change.
+///
+/// ```
+/// use aegis_runtime::*;
+/// use std::time::Duration;
+///
+/// let aegis = Aegis::new()
+///     .with_retry(RetryPolicy::default().with_max_attempts(5))
+///     .with_timeout(TimeoutPolicy::run(Duration::from_secs(30)));
+/// assert_eq!(aegis.retry.as_ref().map(|r| r.max_attempts), Some(5));
+/// assert!(aegis.on_error.is_none() && aegis.cache.is_none());
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Aegis {
     /// Retry failed attempts inside the superstep.
     pub retry: Option<RetryPolicy>,
@@ -27,6 +43,40 @@ pub struct Aegis {
 }
 
 impl Aegis {
+    /// No policy at all (the same as `Aegis::default()`): one attempt, no
+    /// bound, no handler, no cache.
+    pub fn new() -> Self {
+        Aegis::default()
+    }
+
+    /// Retries failed attempts under `retry`.
+    #[must_use]
+    pub fn with_retry(mut self, retry: impl Into<Option<RetryPolicy>>) -> Self {
+        self.retry = retry.into();
+        self
+    }
+
+    /// Bounds each attempt by `timeout`.
+    #[must_use]
+    pub fn with_timeout(mut self, timeout: impl Into<Option<TimeoutPolicy>>) -> Self {
+        self.timeout = timeout.into();
+        self
+    }
+
+    /// Handles the node's final failure with `on_error`.
+    #[must_use]
+    pub fn with_on_error(mut self, on_error: impl Into<Option<ErrorHandlerSpec>>) -> Self {
+        self.on_error = on_error.into();
+        self
+    }
+
+    /// Serves the node's result from the engine's cache under `cache`.
+    #[must_use]
+    pub fn with_cache(mut self, cache: impl Into<Option<CachePolicy>>) -> Self {
+        self.cache = cache.into();
+        self
+    }
+
     /// Whether this Aegis sets nothing.
     pub fn is_empty(&self) -> bool {
         self.retry.is_none()
@@ -37,7 +87,11 @@ impl Aegis {
 }
 
 /// Which failures a [`RetryPolicy`] retries, by their [`Transience`].
+///
+/// `#[non_exhaustive]`: a predicate added later is not a breaking change, so
+/// a `match` outside this crate needs a `_` arm.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[non_exhaustive]
 pub enum RetryPredicate {
     /// Retry `Transient` failures only; `Permanent` and `Unknown` get one
     /// attempt. The default: an unclassified error is not assumed safe to
@@ -104,7 +158,24 @@ impl RetryPredicate {
 ///
 /// `retry` is not part of the graph fingerprint, so neither are the two
 /// floor fields; they are serialized only when set away from their defaults.
+///
+/// Build one from `RetryPolicy::default()` and a `with_*` builder per field
+/// (the type is `#[non_exhaustive]`, so a field added later breaks no one):
+///
+/// ```
+/// use aegis_runtime::*;
+/// use std::time::Duration;
+///
+/// let retry = RetryPolicy::default()
+///     .with_max_attempts(5)
+///     .with_initial_interval(Duration::from_millis(100))
+///     .with_jitter(false)
+///     .with_retry_on(RetryPredicate::TransientOrUnknown);
+/// assert_eq!(retry.max_attempts, 5);
+/// assert_eq!(retry.max_interval, Duration::from_secs(60));
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct RetryPolicy {
     /// Attempts, including the first: 3 means the node runs at most 3 times.
     pub max_attempts: u32,
@@ -130,6 +201,68 @@ pub struct RetryPolicy {
         skip_serializing_if = "is_default_max_retry_after"
     )]
     pub max_retry_after: Duration,
+}
+
+impl RetryPolicy {
+    /// Runs the node at most `max_attempts` times, the first included
+    /// (validation rejects 0).
+    #[must_use]
+    pub fn with_max_attempts(mut self, max_attempts: u32) -> Self {
+        self.max_attempts = max_attempts;
+        self
+    }
+
+    /// Waits `initial_interval` before attempt 2 (zero: retry at once).
+    #[must_use]
+    pub fn with_initial_interval(mut self, initial_interval: Duration) -> Self {
+        self.initial_interval = initial_interval;
+        self
+    }
+
+    /// Multiplies each further wait by `backoff_factor` (at least 1.0).
+    #[must_use]
+    pub fn with_backoff_factor(mut self, backoff_factor: f64) -> Self {
+        self.backoff_factor = backoff_factor;
+        self
+    }
+
+    /// Caps every computed wait at `max_interval` (before jitter).
+    #[must_use]
+    pub fn with_max_interval(mut self, max_interval: Duration) -> Self {
+        self.max_interval = max_interval;
+        self
+    }
+
+    /// Adds a uniform random `[0, delay)` to each wait (`true`, the
+    /// default), or not.
+    #[must_use]
+    pub fn with_jitter(mut self, jitter: bool) -> Self {
+        self.jitter = jitter;
+        self
+    }
+
+    /// Retries the failures `retry_on` allows.
+    #[must_use]
+    pub fn with_retry_on(mut self, retry_on: RetryPredicate) -> Self {
+        self.retry_on = retry_on;
+        self
+    }
+
+    /// Waits at least the provider's typed `Retry-After` hint (`true`), or
+    /// not (`false`, the default).
+    #[must_use]
+    pub fn with_respect_retry_after(mut self, respect_retry_after: bool) -> Self {
+        self.respect_retry_after = respect_retry_after;
+        self
+    }
+
+    /// Honours `Retry-After` hints up to `max_retry_after` (with
+    /// `respect_retry_after` on).
+    #[must_use]
+    pub fn with_max_retry_after(mut self, max_retry_after: Duration) -> Self {
+        self.max_retry_after = max_retry_after;
+        self
+    }
 }
 
 /// The default [`RetryPolicy::max_retry_after`]: 60 s, the same ceiling as
@@ -187,7 +320,23 @@ impl Default for RetryPolicy {
 /// A provider's own deadline set on the chain
 /// (`FallbackLlmAdapter::with_provider_stream_deadlines`) wins over the
 /// node's for that provider.
+///
+/// Build one from [`TimeoutPolicy::run`] or [`TimeoutPolicy::idle`] and the
+/// `with_*` builders (the type is `#[non_exhaustive]`: a third limit was
+/// already added once):
+///
+/// ```
+/// use aegis_runtime::*;
+/// use std::time::Duration;
+///
+/// let timeout = TimeoutPolicy::run(Duration::from_secs(120))
+///     .with_idle_timeout(Duration::from_secs(10))
+///     .with_first_chunk(Duration::from_secs(5));
+/// assert_eq!(timeout.idle_timeout, Some(Duration::from_secs(10)));
+/// assert_eq!(TimeoutPolicy::idle(Duration::from_secs(3)).run_timeout, None);
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct TimeoutPolicy {
     /// No single attempt may run longer than this, progress or not.
     pub run_timeout: Option<Duration>,
@@ -200,8 +349,46 @@ pub struct TimeoutPolicy {
     pub first_chunk: Option<Duration>,
 }
 
+impl TimeoutPolicy {
+    /// Bounds each attempt's wall clock at `run_timeout`, and nothing else.
+    pub fn run(run_timeout: Duration) -> Self {
+        TimeoutPolicy::default().with_run_timeout(run_timeout)
+    }
+
+    /// Cuts an attempt silent (no heartbeat) for `idle_timeout`, and
+    /// nothing else.
+    pub fn idle(idle_timeout: Duration) -> Self {
+        TimeoutPolicy::default().with_idle_timeout(idle_timeout)
+    }
+
+    /// Bounds each attempt's wall clock at `run_timeout`.
+    #[must_use]
+    pub fn with_run_timeout(mut self, run_timeout: impl Into<Option<Duration>>) -> Self {
+        self.run_timeout = run_timeout.into();
+        self
+    }
+
+    /// Cuts an attempt that reports no progress for `idle_timeout`.
+    #[must_use]
+    pub fn with_idle_timeout(mut self, idle_timeout: impl Into<Option<Duration>>) -> Self {
+        self.idle_timeout = idle_timeout.into();
+        self
+    }
+
+    /// Bounds each provider's wait for a streamed completion's first chunk
+    /// at `first_chunk` (shorter than the run timeout).
+    #[must_use]
+    pub fn with_first_chunk(mut self, first_chunk: impl Into<Option<Duration>>) -> Self {
+        self.first_chunk = first_chunk.into();
+        self
+    }
+}
+
 /// What happens on a node's final failure.
+///
+/// `#[non_exhaustive]`: a handler shape added later is not a breaking change.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub enum ErrorHandlerSpec {
     /// Write the structured `NodeError` into `error_field` and run `to` next,
     /// instead of the failed node's static successors.
@@ -242,7 +429,11 @@ impl ErrorHandlerSpec {
 /// `cache_fallback_results` to store it anyway (any answer beats none, and
 /// the entry's [`CacheOrigin`](crate::CacheOrigin) still says who served
 /// it).
+///
+/// Build one with [`CachePolicy::new`] and the `with_*` builders (the type
+/// is `#[non_exhaustive]`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct CachePolicy {
     /// A hard expiry: an entry read at exactly its expiry instant is a miss.
     pub ttl: Duration,
@@ -270,6 +461,20 @@ impl CachePolicy {
             cache_fallback_results: false,
             scope: CacheScope::Graph,
         }
+    }
+
+    /// Expires entries `ttl` after they are written.
+    #[must_use]
+    pub fn with_ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = ttl;
+        self
+    }
+
+    /// Makes the key's input part `key`.
+    #[must_use]
+    pub fn with_key(mut self, key: CacheKeySpec) -> Self {
+        self.key = key;
+        self
     }
 
     /// Stores results served by a fallback provider too (`true`), or not.
@@ -362,7 +567,10 @@ impl std::fmt::Display for CacheScope {
 }
 
 /// The input part of a node cache key.
+///
+/// `#[non_exhaustive]`: a key shape added later is not a breaking change.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub enum CacheKeySpec {
     /// The graph fingerprint, the node id, the node's input (a Paladin node's
     /// rendered input; a Function node's whole snapshot) and the Paladin's

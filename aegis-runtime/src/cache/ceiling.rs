@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{CacheClock, CacheEntry, CacheKey, NodeCache, NodeCacheError};
+use crate::share::IntoShared;
 
 /// Wraps a backend so no entry lives longer than `ceiling` after it is
 /// stored, whatever TTL the node's policy asked for.
@@ -22,7 +23,8 @@ pub struct TtlCeiling {
 impl TtlCeiling {
     /// Caps `inner`'s entries at `ceiling`, judged by `inner`'s clock (or a
     /// new one if it has none).
-    pub fn new(inner: Arc<dyn NodeCache>, ceiling: Duration) -> Self {
+    pub fn new(inner: impl IntoShared<dyn NodeCache>, ceiling: Duration) -> Self {
+        let inner = inner.into_shared();
         let clock = inner.clock().cloned().unwrap_or_default();
         TtlCeiling {
             inner,
@@ -90,7 +92,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn entries_are_capped_at_the_ceiling_and_shorter_ones_kept() {
-        let cache = TtlCeiling::new(Arc::new(InMemoryNodeCache::new()), Duration::from_secs(60));
+        let cache = TtlCeiling::new(InMemoryNodeCache::new(), Duration::from_secs(60));
         let now = cache.clock().unwrap().now();
         let long = CacheKey::from_raw("long");
         let short = CacheKey::from_raw("short");

@@ -64,6 +64,7 @@ pub enum NodeCacheBackend {
 /// # Ok::<(), aegis_runtime::ConfigError>(())
 /// ```
 #[derive(Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct NodeCacheConfig {
     /// Whether the engine gets a node cache at all (default `false`).
     pub enabled: bool,
@@ -81,6 +82,70 @@ pub struct NodeCacheConfig {
     pub max_entries: usize,
     /// The bound on each Redis command; a lookup slower than this is a miss.
     pub command_timeout: Duration,
+}
+
+impl NodeCacheConfig {
+/// Sets [`enabled`](Self::enabled): whether the engine gets a node cache at all
+    /// (default `false`).
+    #[must_use]
+    pub fn with_enabled(mut self, enabled: bool) -> Self {
+        self.enabled = enabled;
+        self
+    }
+
+/// Sets [`backend`](Self::backend): which backend.
+    #[must_use]
+    pub fn with_backend(mut self, backend: NodeCacheBackend) -> Self {
+        self.backend = backend;
+        self
+    }
+
+/// Sets [`redis_url`](Self::redis_url): the Redis server, for
+    /// [`NodeCacheBackend::Redis`].
+    #[must_use]
+    pub fn with_redis_url(mut self, redis_url: Option<impl Into<String>>) -> Self {
+        self.redis_url = redis_url.map(Into::into);
+        self
+    }
+
+/// Sets [`key_prefix`](Self::key_prefix): redis keys are `{key_prefix}:{key}`.
+    #[must_use]
+    pub fn with_key_prefix(mut self, key_prefix: impl Into<String>) -> Self {
+        self.key_prefix = key_prefix.into();
+        self
+    }
+
+/// Sets [`redis_password`](Self::redis_password): the Redis password,
+    /// overriding one in the URL.
+    #[must_use]
+    pub fn with_redis_password(mut self, redis_password: Option<impl Into<String>>) -> Self {
+        self.redis_password = redis_password.map(Into::into);
+        self
+    }
+
+/// Sets [`max_ttl`](Self::max_ttl): the TTL ceiling: no entry outlives this,
+    /// whatever its node asked.
+    #[must_use]
+    pub fn with_max_ttl(mut self, max_ttl: impl Into<Option<Duration>>) -> Self {
+        self.max_ttl = max_ttl.into();
+        self
+    }
+
+/// Sets [`max_entries`](Self::max_entries): the in-memory backend's bound on
+    /// entries.
+    #[must_use]
+    pub fn with_max_entries(mut self, max_entries: usize) -> Self {
+        self.max_entries = max_entries;
+        self
+    }
+
+/// Sets [`command_timeout`](Self::command_timeout): the bound on each Redis
+    /// command; a lookup slower than this is a miss.
+    #[must_use]
+    pub fn with_command_timeout(mut self, command_timeout: Duration) -> Self {
+        self.command_timeout = command_timeout;
+        self
+    }
 }
 
 impl Default for NodeCacheConfig {

@@ -19,6 +19,7 @@ const ENTRY_FORMAT: u32 = 2;
 /// returned, the key it was stored under, and the instant it stops being
 /// served.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct CacheEntry {
     /// The key the entry was stored under. The engine serves an entry only
     /// under this key: one found under any other (copied by another

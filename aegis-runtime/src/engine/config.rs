@@ -22,6 +22,7 @@ use crate::graph::EngineLimits;
 /// deadline can be computed from. Per-node policies are code, not
 /// configuration.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct EngineConfig {
     /// `APP_ENGINE_RUN_TIMEOUT_SECS`.
     pub run_timeout_secs: Option<u64>,
@@ -33,6 +34,47 @@ pub struct EngineConfig {
     pub max_concurrency: Option<usize>,
     /// `APP_ENGINE_SHUTDOWN_GRACE_SECS`.
     pub shutdown_grace_secs: Option<u64>,
+}
+
+impl EngineConfig {
+/// Sets [`run_timeout_secs`](Self::run_timeout_secs):
+    /// `APP_ENGINE_RUN_TIMEOUT_SECS`.
+    #[must_use]
+    pub fn with_run_timeout_secs(mut self, run_timeout_secs: impl Into<Option<u64>>) -> Self {
+        self.run_timeout_secs = run_timeout_secs.into();
+        self
+    }
+
+/// Sets [`max_supersteps`](Self::max_supersteps): `APP_ENGINE_MAX_SUPERSTEPS`.
+    #[must_use]
+    pub fn with_max_supersteps(mut self, max_supersteps: impl Into<Option<u32>>) -> Self {
+        self.max_supersteps = max_supersteps.into();
+        self
+    }
+
+/// Sets [`max_node_visits`](Self::max_node_visits):
+    /// `APP_ENGINE_MAX_NODE_VISITS`.
+    #[must_use]
+    pub fn with_max_node_visits(mut self, max_node_visits: impl Into<Option<u32>>) -> Self {
+        self.max_node_visits = max_node_visits.into();
+        self
+    }
+
+/// Sets [`max_concurrency`](Self::max_concurrency):
+    /// `APP_ENGINE_MAX_CONCURRENCY`.
+    #[must_use]
+    pub fn with_max_concurrency(mut self, max_concurrency: impl Into<Option<usize>>) -> Self {
+        self.max_concurrency = max_concurrency.into();
+        self
+    }
+
+/// Sets [`shutdown_grace_secs`](Self::shutdown_grace_secs):
+    /// `APP_ENGINE_SHUTDOWN_GRACE_SECS`.
+    #[must_use]
+    pub fn with_shutdown_grace_secs(mut self, shutdown_grace_secs: impl Into<Option<u64>>) -> Self {
+        self.shutdown_grace_secs = shutdown_grace_secs.into();
+        self
+    }
 }
 
 impl EngineConfig {

@@ -40,6 +40,7 @@ pub trait EdgeConditionEvaluator: Send + Sync + 'static {
 
 /// An interceptor's decision.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum InterceptorDecision {
     /// Go on.
     Continue,

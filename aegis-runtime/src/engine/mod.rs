@@ -37,7 +37,8 @@ use crate::few::Few;
 use crate::graph::{HeartbeatHandle, NodeSpec, ParleyExpiry, ParleyResponse, WarGraph};
 use crate::id::NodeId;
 use crate::id::validate_root_thread_id;
-use crate::paladin::PaladinPort;
+use crate::paladin::{PaladinPort, UnconfiguredPaladinPort};
+use crate::share::IntoShared;
 use crate::state::initial_state;
 use crate::trace::{TraceEvent, TraceSink, log_event};
 use crate::waypoint::{
@@ -48,6 +49,36 @@ use index::GraphIndex;
 use run::Cursor;
 
 /// Runs [`WarGraph`]s, writing a waypoint per superstep to its store.
+///
+/// **Building one.** There is one way: [`WarEngine::new`] over a waypoint
+/// store (or [`WarEngine::in_memory`], the same over an
+/// [`InMemoryWaypointStore`]), then `with_*` builders for what it runs on:
+/// [`WarEngine::with_llm`] (Paladin nodes), [`WarEngine::with_node_cache`]
+/// (cache policies), [`WarEngine::with_paladin_port`] (a port of your own),
+/// trace sinks, interceptors and the named hooks graphs refer to. An engine
+/// without an LLM runs every node kind but Paladin nodes, which fail with a
+/// `ConfigurationError` naming `with_llm`.
+///
+/// **Value or `Arc`.** Everything the engine keeps — its store, cache, LLM,
+/// port, sinks and hooks — is taken as [`IntoShared`](crate::IntoShared):
+/// pass the value, or an `Arc` of it when you keep a handle of your own (to
+/// read the store's history beside the engine, or share one cache between
+/// engines). The same holds for [`Chronicle`], the worker's
+/// [`Client`](crate::worker::Client), [`WorkerPool`](crate::worker::WorkerPool)
+/// and [`LeasedStore`](crate::worker::LeasedStore), and the LLM wrappers.
+///
+/// ```
+/// use aegis_runtime::*;
+/// use std::sync::Arc;
+///
+/// let llm = MockLlmAdapter::new();
+/// llm.push_response(LlmResponse::new("hello"));
+/// let store = Arc::new(InMemoryWaypointStore::new());
+/// let engine = WarEngine::new(store.clone())
+///     .with_llm(llm)
+///     .with_node_cache(InMemoryNodeCache::new());
+/// # let _ = engine;
+/// ```
 ///
 /// Extension points (retry predicates, edge evaluators, interceptors, trace
 /// sinks) are registered with builder methods; graphs name them by string and
@@ -119,12 +150,15 @@ impl<S> fmt::Debug for WarEngine<S> {
 }
 
 impl<S: WaypointStore> WarEngine<S> {
-    /// An engine running Paladin nodes through `paladin_port` and writing
-    /// waypoints to `store`.
-    pub fn new(paladin_port: Arc<dyn PaladinPort>, store: Arc<S>) -> Self {
+    /// An engine writing waypoints to `store` (the store itself, or an
+    /// `Arc` of it to keep a handle: see [`IntoShared`](crate::IntoShared)),
+    /// with no LLM: Paladin nodes fail with a `ConfigurationError` until
+    /// [`WarEngine::with_llm`] or [`WarEngine::with_paladin_port`] gives it
+    /// one. Every other node kind runs as is.
+    pub fn new(store: impl IntoShared<S>) -> Self {
         WarEngine {
-            paladin_port,
-            store,
+            paladin_port: Arc::new(UnconfiguredPaladinPort),
+            store: store.into_shared(),
             retry_predicates: HashMap::new(),
             edge_evaluators: HashMap::new(),
             error_handlers: HashMap::new(),
@@ -171,8 +205,9 @@ impl<S: WaypointStore> WarEngine<S> {
     /// Serves nodes with a `CachePolicy` from `cache`. Without a backend,
     /// any cache policy in a graph fails `start`/`resume` with
     /// `CachePolicyWithoutCacheBackend` before a node runs.
-    pub fn with_node_cache(mut self, cache: Arc<dyn NodeCache>) -> Self {
-        self.node_cache = Some(NodeCacheHandle::new(cache));
+    /// The cache itself, or an `Arc` of it to share it between engines.
+    pub fn with_node_cache(mut self, cache: impl IntoShared<dyn NodeCache>) -> Self {
+        self.node_cache = Some(NodeCacheHandle::new(cache.into_shared()));
         self
     }
 
@@ -226,9 +261,10 @@ impl<S: WaypointStore> WarEngine<S> {
     pub fn with_retry_predicate(
         mut self,
         name: impl Into<String>,
-        predicate: Arc<dyn RetryPredicateEvaluator>,
+        predicate: impl IntoShared<dyn RetryPredicateEvaluator>,
     ) -> Self {
-        self.retry_predicates.insert(name.into(), predicate);
+        self.retry_predicates
+            .insert(name.into(), predicate.into_shared());
         self
     }
 
@@ -236,9 +272,10 @@ impl<S: WaypointStore> WarEngine<S> {
     pub fn with_edge_evaluator(
         mut self,
         name: impl Into<String>,
-        evaluator: Arc<dyn EdgeConditionEvaluator>,
+        evaluator: impl IntoShared<dyn EdgeConditionEvaluator>,
     ) -> Self {
-        self.edge_evaluators.insert(name.into(), evaluator);
+        self.edge_evaluators
+            .insert(name.into(), evaluator.into_shared());
         self
     }
 
@@ -246,9 +283,9 @@ impl<S: WaypointStore> WarEngine<S> {
     pub fn with_error_handler(
         mut self,
         name: impl Into<String>,
-        handler: Arc<dyn ErrorHandler>,
+        handler: impl IntoShared<dyn ErrorHandler>,
     ) -> Self {
-        self.error_handlers.insert(name.into(), handler);
+        self.error_handlers.insert(name.into(), handler.into_shared());
         self
     }
 
@@ -279,14 +316,14 @@ impl<S: WaypointStore> WarEngine<S> {
     }
 
     /// Adds a trace sink.
-    pub fn with_trace_sink(mut self, sink: Arc<dyn TraceSink>) -> Self {
-        self.trace_sinks.push(sink);
+    pub fn with_trace_sink(mut self, sink: impl IntoShared<dyn TraceSink>) -> Self {
+        self.trace_sinks.push(sink.into_shared());
         self
     }
 
     /// Adds an interceptor; interceptors run in the order added.
-    pub fn with_interceptor(mut self, interceptor: Arc<dyn NodeInterceptor>) -> Self {
-        self.interceptors.push(interceptor);
+    pub fn with_interceptor(mut self, interceptor: impl IntoShared<dyn NodeInterceptor>) -> Self {
+        self.interceptors.push(interceptor.into_shared());
         self
     }
 

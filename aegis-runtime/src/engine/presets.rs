@@ -1,11 +1,10 @@
-//! One-call engines for the common cases: an in-memory engine, an engine
-//! over a store, and the LLM a Paladin node runs on.
-
-use std::sync::Arc;
+//! One-call engines for the common cases: an in-memory engine, and the LLM
+//! or Paladin port a Paladin node runs on.
 
 use super::WarEngine;
 use crate::llm::LlmPort;
-use crate::paladin::{PaladinExecutionService, PaladinPort, UnconfiguredPaladinPort};
+use crate::paladin::{PaladinExecutionService, PaladinPort};
+use crate::share::IntoShared;
 use crate::waypoint::{InMemoryWaypointStore, WaypointStore};
 
 impl WarEngine<InMemoryWaypointStore> {
@@ -13,33 +12,26 @@ impl WarEngine<InMemoryWaypointStore> {
     /// an example or a graph without Paladin nodes needs. Add an LLM with
     /// [`WarEngine::with_llm`]. Waypoints live as long as the engine's
     /// store, so a thread can be resumed by this engine but not by another
-    /// process; use [`WarEngine::from_store`] with a durable store for that.
+    /// process; use [`WarEngine::new`] with a durable store for that.
     pub fn in_memory() -> Self {
-        WarEngine::from_store(InMemoryWaypointStore::new())
+        WarEngine::new(InMemoryWaypointStore::new())
     }
 }
 
 impl<S: WaypointStore> WarEngine<S> {
-    /// An engine writing waypoints to `store`, with no LLM (Paladin nodes
-    /// fail with a `ConfigurationError` until [`WarEngine::with_llm`] or
-    /// [`WarEngine::with_paladin_port`] gives it one). Use
-    /// [`WarEngine::new`] to share an `Arc` of the store with other engines.
-    pub fn from_store(store: S) -> Self {
-        WarEngine::new(Arc::new(UnconfiguredPaladinPort), Arc::new(store))
-    }
-
     /// Runs Paladin nodes on `llm` (one provider adapter or a fallback
-    /// chain) through a streaming [`PaladinExecutionService`], replacing the
-    /// engine's Paladin port.
-    pub fn with_llm(self, llm: Arc<dyn LlmPort>) -> Self {
-        self.with_paladin_port(Arc::new(PaladinExecutionService::new(llm)))
+    /// chain; the adapter itself, or an `Arc` of it to keep scripting or
+    /// inspecting it) through a streaming [`PaladinExecutionService`],
+    /// replacing the engine's Paladin port.
+    pub fn with_llm(self, llm: impl IntoShared<dyn LlmPort>) -> Self {
+        self.with_paladin_port(PaladinExecutionService::new(llm))
     }
 
     /// Runs Paladin nodes through `port`, replacing the engine's Paladin
     /// port: for a `PaladinExecutionService` configured by hand, or a port
     /// of your own.
-    pub fn with_paladin_port(mut self, port: Arc<dyn PaladinPort>) -> Self {
-        self.paladin_port = port;
+    pub fn with_paladin_port(mut self, port: impl IntoShared<dyn PaladinPort>) -> Self {
+        self.paladin_port = port.into_shared();
         self
     }
 }

@@ -120,6 +120,7 @@ impl StreamOptions {
 
 /// One node's writes in a superstep's [`StreamEvent::Updates`].
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct NodeUpdate {
     /// The writing node.
     pub node_id: NodeId,

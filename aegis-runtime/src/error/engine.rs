@@ -12,6 +12,7 @@ use crate::state::{DispatchRule, FieldName, MergeError, Writer};
 
 /// One policy problem: which Aegis, and what is wrong with it.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PolicyOffender {
     /// The node whose own Aegis is at fault; `None` for the graph default.
     pub node: Option<NodeId>,
@@ -39,6 +40,7 @@ impl fmt::Display for PolicyOffender {
 
 /// A reference to an edge, for validation messages.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+#[non_exhaustive]
 pub struct EdgeRef {
     /// The source node.
     pub from: NodeId,

@@ -210,6 +210,7 @@ impl fmt::Display for Incompatibility {
 /// A migration's refusal: the state it was given cannot be carried over.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
+#[non_exhaustive]
 pub struct MigrationError {
     /// Why.
     pub message: String,

@@ -8,6 +8,7 @@ use super::{KnownSecrets, Transience};
 /// What one provider of a fallback chain answered, kept in
 /// [`LlmError::AllProvidersFailed`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct ProviderAttempt {
     /// The provider's name, as its port reports it.
     pub provider: String,
@@ -19,6 +20,29 @@ pub struct ProviderAttempt {
     /// `Retry-After`, an open circuit's remaining cool-down.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_after: Option<Duration>,
+}
+
+impl ProviderAttempt {
+/// Sets [`retry_after`](Self::retry_after): that error's typed retry hint
+    /// ([`LlmError::retry_after`]): a 429's `Retry-After`, an open circuit's
+    /// remaining cool-down.
+    #[must_use]
+    pub fn with_retry_after(mut self, retry_after: impl Into<Option<Duration>>) -> Self {
+        self.retry_after = retry_after.into();
+        self
+    }
+}
+
+impl ProviderAttempt {
+    /// `provider` failed with `error`, classified `transience`.
+    pub fn new(provider: impl Into<String>, error: impl Into<String>, transience: Transience) -> Self {
+        ProviderAttempt {
+            provider: provider.into(),
+            error: error.into(),
+            transience,
+            retry_after: None,
+        }
+    }
 }
 
 /// An error at the LLM provider boundary.

@@ -20,6 +20,7 @@ use crate::id::NodeId;
 
 /// Which bound cut a timed-out attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[non_exhaustive]
 pub enum TimeoutKind {
     /// The per-attempt wall clock (`TimeoutPolicy::run_timeout`).
     Run,
@@ -172,6 +173,7 @@ fn llm_kind(e: &LlmError) -> &'static str {
 /// `RunOutcome::node_error()`, inside `EngineError::NodeFailed`, and is what
 /// retry predicates and error handlers receive.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct NodeError {
     /// The failed node.
     pub node_id: NodeId,
@@ -232,6 +234,7 @@ impl std::error::Error for NodeError {}
 /// say which. The message is never parsed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
+#[non_exhaustive]
 pub struct StateNodeError {
     /// What went wrong, for humans.
     pub message: String,

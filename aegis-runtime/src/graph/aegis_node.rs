@@ -53,14 +53,7 @@ pub mod __macro_support;
 ///     const ID: &'static str = "hello";
 ///     const KIND: &'static str = "hello";
 ///     fn aegis() -> Aegis {
-///         Aegis {
-///             timeout: Some(TimeoutPolicy {
-///                 run_timeout: Some(std::time::Duration::from_secs(5)),
-///                 idle_timeout: None,
-///                 first_chunk: None,
-///             }),
-///             ..Aegis::default()
-///         }
+///         Aegis::new().with_timeout(TimeoutPolicy::run(std::time::Duration::from_secs(5)))
 ///     }
 ///     fn run<'a>(
 ///         state: &'a Battlefield,
@@ -408,10 +401,7 @@ mod tests {
         const KIND: &'static str = "double";
         const CODE_VERSION: Option<&'static str> = Some("d0ub1e");
         fn aegis() -> Aegis {
-            Aegis {
-                retry: Some(RetryPolicy::default()),
-                ..Aegis::default()
-            }
+            Aegis::new().with_retry(RetryPolicy::default())
         }
         fn run<'a>(
             state: &'a Battlefield,
@@ -484,14 +474,7 @@ mod tests {
             Some(&double::aegis())
         );
         // A bare #[aegis] attaches nothing: the default still governs it.
-        let default = Aegis {
-            timeout: Some(TimeoutPolicy {
-                run_timeout: Some(Duration::from_secs(1)),
-                idle_timeout: None,
-                first_chunk: None,
-            }),
-            ..Aegis::default()
-        };
+        let default = Aegis::new().with_timeout(TimeoutPolicy::run(Duration::from_secs(1)));
         graph.with_default_aegis(default.clone());
         assert_eq!(graph.aegis_for(&NodeId::new("plain")), Some(&default));
     }

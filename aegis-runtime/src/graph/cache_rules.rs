@@ -124,15 +124,7 @@ mod tests {
     }
 
     fn cache(key: CacheKeySpec) -> Aegis {
-        Aegis {
-            cache: Some(CachePolicy {
-                ttl: Duration::from_secs(60),
-                key,
-                cache_fallback_results: false,
-                scope: CacheScope::Graph,
-            }),
-            ..Default::default()
-        }
+        Aegis::new().with_cache(CachePolicy::new(Duration::from_secs(60), key))
     }
 
     fn graph() -> WarGraph {

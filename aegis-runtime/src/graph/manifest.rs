@@ -17,6 +17,7 @@ use crate::state::{DispatchRule, FieldName};
 /// `Eq`, so comparing two `Arc`s of one manifest (as every waypoint write
 /// does) stops at the pointer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct GraphManifest {
     /// Every node, by id.
     pub nodes: BTreeMap<NodeId, NodeShape>,
@@ -26,6 +27,7 @@ pub struct GraphManifest {
 
 /// A node as the manifest records it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct NodeShape {
     /// `function:{kind_name}`, `paladin:{output field}`, `battalion` or
     /// `gate`: what the node is, never how it is tuned.
@@ -37,6 +39,7 @@ pub struct NodeShape {
 
 /// A field as the manifest records it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct FieldShape {
     /// How writes merge.
     pub dispatch: DispatchRule,

@@ -56,6 +56,7 @@ impl NextStep {
 
 /// What a node returns: the writes it makes and where the run goes next.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[non_exhaustive]
 pub struct Directive {
     /// The node's writes, merged at the superstep barrier.
     pub delta: StateDelta,

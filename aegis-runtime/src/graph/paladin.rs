@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use crate::canon::Canon;
 use crate::error::PaladinError;
+use crate::share::IntoShared;
 
 /// A tool a Paladin may call.
 #[async_trait]
@@ -23,6 +24,7 @@ pub trait Armament: Send + Sync + 'static {
 
 /// An LLM agent's configuration.
 #[derive(Clone)]
+#[non_exhaustive]
 pub struct Paladin {
     /// The agent's name.
     pub name: String,
@@ -85,8 +87,8 @@ impl Paladin {
     }
 
     /// Adds a tool.
-    pub fn with_armament(mut self, armament: Arc<dyn Armament>) -> Self {
-        self.armaments.push(armament);
+    pub fn with_armament(mut self, armament: impl IntoShared<dyn Armament>) -> Self {
+        self.armaments.push(armament.into_shared());
         self
     }
 

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 /// What happens when a parley is answered after it expired.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub enum ParleyExpiry {
     /// The resume fails with `EngineError::ParleyExpired`.
     #[default]
@@ -17,6 +18,7 @@ pub enum ParleyExpiry {
 
 /// A request for human input: `Directive::parley(ParleyRequest::new(..))`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct ParleyRequest {
     /// What to ask.
     pub prompt: String,
@@ -27,6 +29,15 @@ pub struct ParleyRequest {
     pub expires_after: Option<Duration>,
     /// What an expired parley does.
     pub on_expire: ParleyExpiry,
+}
+
+impl ParleyRequest {
+/// Sets [`on_expire`](Self::on_expire): what an expired parley does.
+    #[must_use]
+    pub fn with_on_expire(mut self, on_expire: ParleyExpiry) -> Self {
+        self.on_expire = on_expire;
+        self
+    }
 }
 
 impl ParleyRequest {
@@ -56,6 +67,7 @@ impl ParleyRequest {
 
 /// A human's answer to a parley, handed to the node on resume.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct ParleyResponse {
     /// The answer.
     pub value: Value,
@@ -84,6 +96,7 @@ impl ParleyResponse {
 
 /// One task of a muster, as the worker sees it through `NodeContext::task`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct MusterTask {
     /// The task's key, unique within its muster.
     pub task_key: String,
@@ -91,4 +104,15 @@ pub struct MusterTask {
     pub payload: Value,
     /// The task's position in its muster; deltas merge in this order.
     pub index: u32,
+}
+
+impl MusterTask {
+    /// Task `index` of a muster, keyed `task_key`, carrying `payload`.
+    pub fn new(task_key: impl Into<String>, payload: Value, index: u32) -> Self {
+        MusterTask {
+            task_key: task_key.into(),
+            payload,
+            index,
+        }
+    }
 }

@@ -15,6 +15,7 @@ use crate::state::BattlefieldSchema;
 /// Conditional edges: after `from`, the evaluator registered on the engine
 /// under `evaluator` picks among `targets`.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ConditionalEdges {
     /// The source node.
     pub from: NodeId,
@@ -326,13 +327,7 @@ mod tests {
 
     #[test]
     fn every_builder_method_forgets_the_memoised_checks_and_fingerprint() {
-        let bad_retry = Aegis {
-            retry: Some(RetryPolicy {
-                max_attempts: 0,
-                ..RetryPolicy::default()
-            }),
-            ..Aegis::default()
-        };
+        let bad_retry = Aegis::new().with_retry(RetryPolicy::default().with_max_attempts(0));
         type Change = Box<dyn Fn(&mut WarGraph)>;
         let set_aegis = bad_retry.clone();
         let changes: Vec<(&str, Change)> = vec![

@@ -9,9 +9,11 @@ use tokio::time::Instant;
 
 use super::{LlmPort, LlmRequest, LlmResponse, LlmStream};
 use crate::error::{KnownSecrets, LlmError, Transience};
+use crate::share::IntoShared;
 
 /// When a [`CircuitBreaker`] opens and how long it stays open.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct CircuitBreakerConfig {
     /// Consecutive failures that open the circuit (at least 1).
     pub failure_threshold: u32,
@@ -22,6 +24,22 @@ pub struct CircuitBreakerConfig {
     /// circuit, once open, stays open for the breaker's lifetime: no probe is
     /// ever let through.
     pub cool_down: Duration,
+}
+
+impl CircuitBreakerConfig {
+    /// Sets [`failure_threshold`](Self::failure_threshold): consecutive failures that open the circuit (at least 1).
+    #[must_use]
+    pub fn with_failure_threshold(mut self, failure_threshold: u32) -> Self {
+        self.failure_threshold = failure_threshold;
+        self
+    }
+
+    /// Sets [`cool_down`](Self::cool_down): how long an open circuit refuses calls before letting one probe through.
+    #[must_use]
+    pub fn with_cool_down(mut self, cool_down: Duration) -> Self {
+        self.cool_down = cool_down;
+        self
+    }
 }
 
 impl Default for CircuitBreakerConfig {
@@ -36,6 +54,7 @@ impl Default for CircuitBreakerConfig {
 
 /// The breaker's state, as [`CircuitBreaker::state`] reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum CircuitState {
     /// Calls pass; this many consecutive failures so far.
     Closed {
@@ -74,7 +93,7 @@ pub enum CircuitState {
 /// use std::sync::Arc;
 /// use std::time::Duration;
 /// use aegis_runtime::{CircuitBreaker, MockLlmAdapter};
-/// let cb = CircuitBreaker::new(Arc::new(MockLlmAdapter::new()))
+/// let cb = CircuitBreaker::new(MockLlmAdapter::new())
 ///     .with_failure_threshold(3)
 ///     .with_cool_down(Duration::from_secs(10));
 /// assert_eq!(cb.config().failure_threshold, 3);
@@ -154,15 +173,18 @@ impl Drop for Permit {
 
 impl CircuitBreaker {
     /// A breaker around `inner` with the default configuration.
-    pub fn new(inner: Arc<dyn LlmPort>) -> Self {
+    pub fn new(inner: impl IntoShared<dyn LlmPort>) -> Self {
         Self::with_config(inner, CircuitBreakerConfig::default())
     }
 
     /// A breaker around `inner` with `config` (a threshold of 0 counts as 1).
-    pub fn with_config(inner: Arc<dyn LlmPort>, mut config: CircuitBreakerConfig) -> Self {
+    pub fn with_config(
+        inner: impl IntoShared<dyn LlmPort>,
+        mut config: CircuitBreakerConfig,
+    ) -> Self {
         config.failure_threshold = config.failure_threshold.max(1);
         CircuitBreaker {
-            inner,
+            inner: inner.into_shared(),
             config,
             state: Arc::new(Mutex::new(CircuitState::Closed { failures: 0 })),
         }

@@ -23,6 +23,7 @@ use crate::error::LlmError;
 ///
 /// `None` leaves a bound unset. A zero duration is legal and means "now".
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct StreamDeadlines {
     /// The longest wait for the first chunk.
     pub first_chunk: Option<Duration>,

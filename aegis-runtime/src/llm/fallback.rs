@@ -14,6 +14,7 @@ use super::{
 };
 use crate::error::{KnownSecrets, LlmError, ProviderAttempt, Transience};
 use crate::trace::{TraceEvent, TraceSink};
+use crate::share::IntoShared;
 
 /// The provider name of every [`FallbackLlmAdapter`].
 pub const FALLBACK_PROVIDER_NAME: &str = "fallback";
@@ -202,8 +203,8 @@ impl FallbackLlmAdapter {
     }
 
     /// Adds a sink for [`TraceEvent::FallbackHop`] events.
-    pub fn with_trace_sink(mut self, sink: Arc<dyn TraceSink>) -> Self {
-        self.sinks.push(sink);
+    pub fn with_trace_sink(mut self, sink: impl IntoShared<dyn TraceSink>) -> Self {
+        self.sinks.push(sink.into_shared());
         self
     }
 

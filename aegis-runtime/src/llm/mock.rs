@@ -17,6 +17,7 @@ pub const MOCK_DEFAULT_RESPONSE: &str = "mock response";
 
 /// One step of a scripted chunk stream.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum MockStreamStep {
     /// Deliver this item. The stream ends after the first error.
     Item(Result<LlmChunk, LlmError>),

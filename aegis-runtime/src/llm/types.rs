@@ -26,6 +26,7 @@ pub const FALLBACK_KEY: &str = "paladin.fallback";
 /// Who wrote a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum LlmRole {
     /// Instructions for the model.
     System,
@@ -39,6 +40,7 @@ pub enum LlmRole {
 
 /// One message of a conversation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct LlmMessage {
     /// Who wrote it.
     pub role: LlmRole,
@@ -96,6 +98,7 @@ impl LlmMessage {
 
 /// A tool the model may call, described for the model.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct ToolDefinition {
     /// The name the model calls it by.
     pub name: String,
@@ -105,8 +108,21 @@ pub struct ToolDefinition {
     pub parameters: Value,
 }
 
+impl ToolDefinition {
+    /// A tool named `name`, described to the model as `description`, whose
+    /// arguments follow the JSON schema `parameters`.
+    pub fn new(name: impl Into<String>, description: impl Into<String>, parameters: Value) -> Self {
+        ToolDefinition {
+            name: name.into(),
+            description: description.into(),
+            parameters,
+        }
+    }
+}
+
 /// A model's request to run a tool.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct ToolCall {
     /// The provider's id for this call; the tool's result message names it.
     pub id: String,
@@ -129,6 +145,7 @@ impl ToolCall {
 
 /// One completion request.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct LlmRequest {
     /// The model to call (an adapter configured with its own model uses that
     /// instead, so each element of a fallback chain can name its own).
@@ -182,11 +199,22 @@ impl LlmRequest {
 
 /// Token counts of a completion.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct LlmUsage {
     /// Tokens read.
     pub prompt_tokens: u64,
     /// Tokens generated.
     pub completion_tokens: u64,
+}
+
+impl LlmUsage {
+    /// `prompt_tokens` in, `completion_tokens` out.
+    pub fn new(prompt_tokens: u64, completion_tokens: u64) -> Self {
+        LlmUsage {
+            prompt_tokens,
+            completion_tokens,
+        }
+    }
 }
 
 impl LlmUsage {
@@ -206,6 +234,7 @@ impl LlmUsage {
 
 /// Why the model stopped.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub enum FinishReason {
     /// A natural end, or a stop sequence.
     Stop,
@@ -221,6 +250,7 @@ pub enum FinishReason {
 
 /// One completion.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct LlmResponse {
     /// The generated text.
     pub content: String,
@@ -235,6 +265,46 @@ pub struct LlmResponse {
     /// Free-form facts about the call; a fallback chain stamps
     /// [`SERVED_BY_KEY`] here.
     pub metadata: Map<String, Value>,
+}
+
+impl LlmResponse {
+/// Sets [`content`](Self::content): the generated text.
+    #[must_use]
+    pub fn with_content(mut self, content: impl Into<String>) -> Self {
+        self.content = content.into();
+        self
+    }
+
+/// Sets [`usage`](Self::usage): token counts, when the provider reported them.
+    #[must_use]
+    pub fn with_usage(mut self, usage: impl Into<Option<LlmUsage>>) -> Self {
+        self.usage = usage.into();
+        self
+    }
+
+/// Sets [`model`](Self::model): the model that answered, as the provider named
+    /// it.
+    #[must_use]
+    pub fn with_model(mut self, model: impl Into<String>) -> Self {
+        self.model = model.into();
+        self
+    }
+
+/// Sets [`finish_reason`](Self::finish_reason): why the model stopped, when the
+    /// provider said.
+    #[must_use]
+    pub fn with_finish_reason(mut self, finish_reason: impl Into<Option<FinishReason>>) -> Self {
+        self.finish_reason = finish_reason.into();
+        self
+    }
+
+/// Sets [`metadata`](Self::metadata): free-form facts about the call; a
+    /// fallback chain stamps [`SERVED_BY_KEY`] here.
+    #[must_use]
+    pub fn with_metadata(mut self, metadata: Map<String, Value>) -> Self {
+        self.metadata = metadata;
+        self
+    }
 }
 
 impl LlmResponse {
@@ -293,6 +363,7 @@ fn served_by_fallback(metadata: &Map<String, Value>) -> bool {
 /// A chunk may carry no text (a tool-call fragment, a usage report): it still
 /// reports progress to whoever is watching the stream.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct LlmChunk {
     /// The text delta.
     pub content: String,
@@ -305,6 +376,43 @@ pub struct LlmChunk {
     /// Free-form facts; a fallback chain stamps [`SERVED_BY_KEY`] on every
     /// chunk it delivers.
     pub metadata: Map<String, Value>,
+}
+
+impl LlmChunk {
+    /// Sets [`content`](Self::content): the text delta.
+    #[must_use]
+    pub fn with_content(mut self, content: impl Into<String>) -> Self {
+        self.content = content.into();
+        self
+    }
+
+    /// Sets [`tool_calls`](Self::tool_calls): tool calls completed by this chunk (adapters assemble the fragments).
+    #[must_use]
+    pub fn with_tool_calls(mut self, tool_calls: Vec<ToolCall>) -> Self {
+        self.tool_calls = tool_calls;
+        self
+    }
+
+    /// Sets [`usage`](Self::usage): token counts, usually on the last chunk.
+    #[must_use]
+    pub fn with_usage(mut self, usage: impl Into<Option<LlmUsage>>) -> Self {
+        self.usage = usage.into();
+        self
+    }
+
+    /// Sets [`finish_reason`](Self::finish_reason): set on the chunk that ends the completion.
+    #[must_use]
+    pub fn with_finish_reason(mut self, finish_reason: impl Into<Option<FinishReason>>) -> Self {
+        self.finish_reason = finish_reason.into();
+        self
+    }
+
+    /// Sets [`metadata`](Self::metadata): free-form facts; a fallback chain stamps [`SERVED_BY_KEY`] on every chunk it delivers.
+    #[must_use]
+    pub fn with_metadata(mut self, metadata: Map<String, Value>) -> Self {
+        self.metadata = metadata;
+        self
+    }
 }
 
 impl LlmChunk {

@@ -5,5 +5,6 @@ mod port;
 mod service;
 
 pub(crate) use output_schema::parse_and_check;
-pub use port::{PaladinPort, PaladinResult, UnconfiguredPaladinPort};
+pub(crate) use port::UnconfiguredPaladinPort;
+pub use port::{PaladinPort, PaladinResult};
 pub use service::PaladinExecutionService;

@@ -15,6 +15,7 @@ use crate::llm::{
     LlmMessage, LlmPort, LlmRequest, LlmResponse, LlmUsage, ResponseBuilder, ToolCall,
     ToolDefinition,
 };
+use crate::share::IntoShared;
 
 /// The [`PaladinPort`] that runs agents over an [`LlmPort`] — a single
 /// provider adapter, or a [`FallbackLlmAdapter`](crate::FallbackLlmAdapter)
@@ -68,9 +69,9 @@ impl fmt::Debug for PaladinExecutionService {
 
 impl PaladinExecutionService {
     /// A service over `llm`, streaming completions.
-    pub fn new(llm: Arc<dyn LlmPort>) -> Self {
+    pub fn new(llm: impl IntoShared<dyn LlmPort>) -> Self {
         PaladinExecutionService {
-            llm,
+            llm: llm.into_shared(),
             streaming: true,
         }
     }

@@ -11,6 +11,7 @@ use crate::few::Few;
 
 /// Who wrote a delta: a node, and the task key when it ran as a mustered task.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
 pub struct Writer {
     /// The writing node's id.
     pub node: String,

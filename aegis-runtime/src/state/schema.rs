@@ -11,6 +11,7 @@ use super::FieldName;
 /// Merge order is deterministic: vanguard order (node id, then task index),
 /// never completion order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[non_exhaustive]
 pub enum DispatchRule {
     /// The written value replaces the old one. Two writers of one field in
     /// one superstep is `EngineError::ConflictingWrites`, never a silent pick.
@@ -27,6 +28,7 @@ pub enum DispatchRule {
 
 /// Whether a field's writes may be served from the node cache.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[non_exhaustive]
 pub enum CacheMarker {
     /// Writes to this field may be cached and replayed (the default).
     #[default]
@@ -38,6 +40,7 @@ pub enum CacheMarker {
 
 /// The declaration of one state field.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct FieldSpec {
     /// The field's name.
     pub name: FieldName,

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use super::{Waypoint, WaypointStore};
 use crate::error::EngineError;
 use crate::id::{NodeId, validate_root_thread_id};
+use crate::share::IntoShared;
 
 /// One move of a thread onto another graph, as its history records it: a
 /// resume on a changed graph (a compatible change, or one a migration
@@ -31,9 +32,12 @@ pub struct Chronicle<S> {
 }
 
 impl<S: WaypointStore> Chronicle<S> {
-    /// A chronicle over `store`.
-    pub fn new(store: Arc<S>) -> Self {
-        Chronicle { store }
+    /// A chronicle over `store` (the store, or an `Arc` of it: see
+    /// [`IntoShared`]).
+    pub fn new(store: impl IntoShared<S>) -> Self {
+        Chronicle {
+            store: store.into_shared(),
+        }
     }
 
     /// Every waypoint of `thread_id`, oldest first.

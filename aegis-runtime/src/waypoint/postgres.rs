@@ -121,11 +121,11 @@ impl PostgresOptions {
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), aegis_runtime::StoreError> {
-/// use aegis_runtime::{PostgresWaypointStore, UnconfiguredPaladinPort, WarEngine};
+/// use aegis_runtime::{PostgresWaypointStore, WarEngine};
 /// use std::sync::Arc;
 ///
 /// let store = PostgresWaypointStore::connect("host=127.0.0.1 user=postgres dbname=app").await?;
-/// let engine = WarEngine::new(Arc::new(UnconfiguredPaladinPort), Arc::new(store));
+/// let engine = WarEngine::new(store);
 /// # let _ = engine; Ok(()) }
 /// ```
 pub struct PostgresWaypointStore {

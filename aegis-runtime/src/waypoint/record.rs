@@ -28,6 +28,7 @@ pub enum NodeStatus {
 
 /// One failed attempt.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct AttemptRecord {
     /// The attempt, 1-based.
     pub attempt: u32,
@@ -41,6 +42,7 @@ pub struct AttemptRecord {
 
 /// One node activation in one superstep.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct NodeExecutionRecord {
     /// The node.
     pub node_id: NodeId,
@@ -76,9 +78,78 @@ pub struct NodeExecutionRecord {
     pub retry_skipped: Option<RetrySkip>,
 }
 
+impl NodeExecutionRecord {
+/// Sets [`task_key`](Self::task_key): the task key, for a mustered task.
+    #[must_use]
+    pub fn with_task_key(mut self, task_key: Option<impl Into<String>>) -> Self {
+        self.task_key = task_key.map(Into::into);
+        self
+    }
+
+/// Sets [`attempts`](Self::attempts): every failed attempt, in order.
+    #[must_use]
+    pub fn with_attempts(mut self, attempts: Vec<AttemptRecord>) -> Self {
+        self.attempts = attempts;
+        self
+    }
+
+/// Sets [`cache_hit`](Self::cache_hit): whether the result came from the node
+    /// cache.
+    #[must_use]
+    pub fn with_cache_hit(mut self, cache_hit: bool) -> Self {
+        self.cache_hit = cache_hit;
+        self
+    }
+
+/// Sets [`cache_origin`](Self::cache_origin): on a cache hit, who produced the
+    /// served entry (`None` otherwise, and for an entry stored before entries
+    /// recorded it).
+    #[must_use]
+    pub fn with_cache_origin(mut self, cache_origin: impl Into<Option<std::sync::Arc<CacheOrigin>>>) -> Self {
+        self.cache_origin = cache_origin.into();
+        self
+    }
+
+/// Sets [`retry_skipped`](Self::retry_skipped): set when a retry was skipped
+    /// because its wait would overrun a deadline (the node then failed with its
+    /// last attempt's error).
+    #[must_use]
+    pub fn with_retry_skipped(mut self, retry_skipped: impl Into<Option<RetrySkip>>) -> Self {
+        self.retry_skipped = retry_skipped.into();
+        self
+    }
+}
+
+impl NodeExecutionRecord {
+    /// `node_id` ended as `status` on attempt `attempt`, started at
+    /// `started_at` and took `duration_ms`; no task, no failed attempts, no
+    /// cache hit (set them with the `with_*` builders).
+    pub fn new(
+        node_id: NodeId,
+        status: NodeStatus,
+        attempt: u32,
+        started_at: SystemTime,
+        duration_ms: u64,
+    ) -> Self {
+        NodeExecutionRecord {
+            node_id,
+            task_key: None,
+            status,
+            attempt,
+            attempts: Vec::new(),
+            cache_hit: false,
+            cache_origin: None,
+            started_at,
+            duration_ms,
+            retry_skipped: None,
+        }
+    }
+}
+
 /// A retry the engine did not schedule: its wait would have ended at or
 /// after the run budget or an enclosing deadline.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct RetrySkip {
     /// The attempt that did not run.
     pub attempt: u32,
@@ -133,6 +204,7 @@ impl HandlerKind {
 /// A node's final failure that its `on_error` handler compensated: the run
 /// went on, but the node's record reads Failed, and this says why and how.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct HandledFailure {
     /// The node that failed.
     pub node_id: NodeId,

@@ -2,6 +2,7 @@
 
 /// The stored size of one waypoint row of a durable store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct WaypointRowStats {
     /// The waypoint's sequence number.
     pub seq: u64,

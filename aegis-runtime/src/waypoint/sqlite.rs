@@ -114,11 +114,11 @@ impl SqliteOptions {
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), aegis_runtime::StoreError> {
-/// use aegis_runtime::{SqliteWaypointStore, UnconfiguredPaladinPort, WarEngine};
+/// use aegis_runtime::{SqliteWaypointStore, WarEngine};
 /// use std::sync::Arc;
 ///
 /// let store = Arc::new(SqliteWaypointStore::open("waypoints.sqlite").await?);
-/// let engine = WarEngine::new(Arc::new(UnconfiguredPaladinPort), store);
+/// let engine = WarEngine::new(store);
 /// # let _ = engine; Ok(()) }
 /// ```
 pub struct SqliteWaypointStore {

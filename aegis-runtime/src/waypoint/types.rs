@@ -15,6 +15,7 @@ use crate::waypoint::{HandledFailure, NodeExecutionRecord, Visits};
 /// One activation due in a superstep: a node, or one mustered task of a
 /// worker template. Ordered by node id, then task index (vanguard order).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Activation {
     /// The node to run.
     pub node_id: NodeId,
@@ -64,6 +65,7 @@ impl Ord for Activation {
 
 /// A parley answer on its way to the activations that asked for it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct ParleyDelivery {
     /// The nodes that parleyed.
     pub nodes: Vec<NodeId>,
@@ -71,9 +73,17 @@ pub struct ParleyDelivery {
     pub response: ParleyResponse,
 }
 
+impl ParleyDelivery {
+    /// `response`, for the gates `nodes`.
+    pub fn new(nodes: Vec<NodeId>, response: ParleyResponse) -> Self {
+        ParleyDelivery { nodes, response }
+    }
+}
+
 /// An activation that finished inside a superstep the run has not closed yet
 /// (it was halted or failed mid-way): resume reuses it instead of re-running.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct CompletedActivation {
     /// What ran.
     pub activation: Activation,
@@ -87,6 +97,29 @@ pub struct CompletedActivation {
     /// which a muster's progress waypoints keep one of per task.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub handled: Option<Box<HandledFailure>>,
+}
+
+impl CompletedActivation {
+/// Sets [`handled`](Self::handled): set when the node failed and its `on_error`
+    /// handler supplied `directive` (absent in rows written before it existed).
+    #[must_use]
+    pub fn with_handled(mut self, handled: impl Into<Option<Box<HandledFailure>>>) -> Self {
+        self.handled = handled.into();
+        self
+    }
+}
+
+impl CompletedActivation {
+    /// `activation` finished with `directive`, as `record` says, no failure
+    /// handled.
+    pub fn new(activation: Activation, directive: Directive, record: NodeExecutionRecord) -> Self {
+        CompletedActivation {
+            activation,
+            directive,
+            record,
+            handled: None,
+        }
+    }
 }
 
 /// Where a thread stands.
@@ -140,6 +173,7 @@ impl WaypointStatus {
 /// that `resume` runs only the rest and then merges exactly as an
 /// uninterrupted run would.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Waypoint {
     /// The thread.
     pub thread_id: ThreadId,
@@ -192,6 +226,88 @@ pub struct Waypoint {
     pub handled: Vec<HandledFailure>,
     /// When it was written.
     pub created_at: SystemTime,
+}
+
+impl Waypoint {
+    /// Sets [`handled`](Self::handled): every failure in this thread so far whose `on_error` handler ran, in the order of their supersteps (vanguard order within one): a Completed run that compensated a failure lists it here, a clean one lists nothing.
+    #[must_use]
+    pub fn with_handled(mut self, handled: Vec<HandledFailure>) -> Self {
+        self.handled = handled;
+        self
+    }
+}
+
+impl Waypoint {
+/// Sets [`superstep`](Self::superstep): the superstep this waypoint closes (or
+    /// interrupts); 0 for the input.
+    #[must_use]
+    pub fn with_superstep(mut self, superstep: u32) -> Self {
+        self.superstep = superstep;
+        self
+    }
+
+/// Sets [`vanguard`](Self::vanguard): the activations due.
+    #[must_use]
+    pub fn with_vanguard(mut self, vanguard: Arc<[Activation]>) -> Self {
+        self.vanguard = vanguard;
+        self
+    }
+
+/// Sets [`interrupted`](Self::interrupted): whether this waypoint was written
+    /// mid-superstep.
+    #[must_use]
+    pub fn with_interrupted(mut self, interrupted: bool) -> Self {
+        self.interrupted = interrupted;
+        self
+    }
+
+/// Sets [`records`](Self::records): the node records of this superstep.
+    #[must_use]
+    pub fn with_records(mut self, records: Vec<NodeExecutionRecord>) -> Self {
+        self.records = records;
+        self
+    }
+
+/// Sets [`parley`](Self::parley): a parley answer to hand to the next
+    /// superstep's activations.
+    #[must_use]
+    pub fn with_parley(mut self, parley: impl Into<Option<Arc<ParleyDelivery>>>) -> Self {
+        self.parley = parley.into();
+        self
+    }
+
+/// Sets [`fingerprint`](Self::fingerprint): the fingerprint of the graph that
+    /// wrote it.
+    #[must_use]
+    pub fn with_fingerprint(mut self, fingerprint: GraphFingerprint) -> Self {
+        self.fingerprint = fingerprint;
+        self
+    }
+
+/// Sets [`manifest`](Self::manifest): the shape of the graph that wrote it
+    /// (node kinds, field rules), so a resume on a changed graph can tell what
+    /// changed.
+    #[must_use]
+    pub fn with_manifest(mut self, manifest: impl Into<Option<Arc<GraphManifest>>>) -> Self {
+        self.manifest = manifest.into();
+        self
+    }
+
+/// Sets [`previous_graph`](Self::previous_graph): set on every waypoint written
+    /// since a resume moved the thread onto this graph from another one (a
+    /// compatible change or a migration).
+    #[must_use]
+    pub fn with_previous_graph(mut self, previous_graph: impl Into<Option<Arc<PreviousGraph>>>) -> Self {
+        self.previous_graph = previous_graph.into();
+        self
+    }
+
+/// Sets [`created_at`](Self::created_at): when it was written.
+    #[must_use]
+    pub fn with_created_at(mut self, created_at: SystemTime) -> Self {
+        self.created_at = created_at;
+        self
+    }
 }
 
 impl Waypoint {

@@ -8,6 +8,7 @@ use std::time::Duration;
 use super::{AttemptInfo, PinnedRun, RunQueue, RunState, RunStatus, Submitted, WorkerError};
 use crate::graph::ParleyResponse;
 use crate::waypoint::Waypoint;
+use crate::share::IntoShared;
 
 /// The caller's side of a worker fleet: submit runs, answer their parleys,
 /// cancel them, read their status and wait for their outcome. Needs no
@@ -25,8 +26,12 @@ impl fmt::Debug for Client {
 
 impl Client {
     /// A client of `queue`.
-    pub fn new(queue: Arc<dyn RunQueue>) -> Self {
-        Client { queue }
+    /// `queue` is the queue itself, or an `Arc` of it (see
+    /// [`IntoShared`](crate::IntoShared)).
+    pub fn new(queue: impl IntoShared<dyn RunQueue>) -> Self {
+        Client {
+            queue: queue.into_shared(),
+        }
     }
 
     /// Queues a run of the graph registered as `graph_name` on `thread_id`

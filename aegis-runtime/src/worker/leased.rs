@@ -9,6 +9,7 @@ use std::time::Duration;
 use super::{Lease, RunQueue};
 use crate::error::StoreError;
 use crate::waypoint::{Waypoint, WaypointStore};
+use crate::share::IntoShared;
 
 /// A waypoint store whose every write is fenced by one lease: it succeeds
 /// only while the lease's epoch is still its thread's (checked by the
@@ -36,9 +37,9 @@ impl fmt::Debug for LeasedStore {
 
 impl LeasedStore {
     /// Writes under `lease` to `queue`'s waypoint store.
-    pub fn new(queue: Arc<dyn RunQueue>, lease: Lease) -> Self {
+    pub fn new(queue: impl IntoShared<dyn RunQueue>, lease: Lease) -> Self {
         LeasedStore {
-            queue,
+            queue: queue.into_shared(),
             lease,
             call_timeout: None,
         }

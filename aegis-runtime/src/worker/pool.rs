@@ -20,6 +20,7 @@ use crate::error::EngineError;
 use crate::error::StoreError;
 use crate::graph::WarGraph;
 use crate::waypoint::{WaypointStatus, WaypointStore};
+use crate::share::IntoShared;
 
 /// Builds the engine a run executes on, around the run's fenced store: the
 /// place to register a Paladin port, evaluators, handlers, caches, trace
@@ -52,13 +53,16 @@ impl fmt::Debug for WorkerPool {
 }
 
 impl WorkerPool {
-    /// A worker on `queue` whose runs execute on engines built by `engine`.
+    /// A worker on `queue` (the queue, or an `Arc` of it: see
+    /// [`IntoShared`](crate::IntoShared)) whose runs execute on engines
+    /// built by `engine` from each run's [`LeasedStore`]:
+    /// `|store| WarEngine::new(store).with_llm(llm.clone())`.
     pub fn new(
-        queue: Arc<dyn RunQueue>,
+        queue: impl IntoShared<dyn RunQueue>,
         engine: impl Fn(Arc<LeasedStore>) -> WarEngine<LeasedStore> + Send + Sync + 'static,
     ) -> Self {
         WorkerPool {
-            queue,
+            queue: queue.into_shared(),
             engine: Arc::new(engine),
             graphs: HashMap::new(),
             config: WorkerConfig::default(),

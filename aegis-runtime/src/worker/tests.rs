@@ -14,7 +14,6 @@ use crate::error::StoreError;
 use crate::graph::EngineLimits;
 use crate::graph::{Migration, NodeSpec, ParleyResponse, WarGraph};
 use crate::id::{END, START};
-use crate::paladin::UnconfiguredPaladinPort;
 use crate::state::{BattlefieldSchema, DispatchRule, FieldName, FieldSpec, StateDelta};
 
 const TTL: Duration = Duration::from_secs(30);
@@ -65,10 +64,7 @@ fn worker(id: &str, graph: &WarGraph) -> WorkerInfo {
 }
 
 fn engine(queue: &Arc<dyn RunQueue>, lease: &Lease) -> WarEngine<LeasedStore> {
-    WarEngine::new(
-        Arc::new(UnconfiguredPaladinPort),
-        Arc::new(LeasedStore::new(queue.clone(), lease.clone())),
-    )
+    WarEngine::new(LeasedStore::new(queue.clone(), lease.clone()))
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -845,7 +841,7 @@ async fn a_lease_expires_exactly_at_its_ttl_unless_renewed() {
 
 fn pool(q: &Arc<dyn RunQueue>, id: &str, graph: WarGraph, ttl: Duration) -> WorkerPool {
     WorkerPool::new(q.clone(), |store| {
-        WarEngine::new(Arc::new(UnconfiguredPaladinPort), store)
+        WarEngine::new(store)
     })
     .with_config(
         WorkerConfig::default()
@@ -1477,7 +1473,7 @@ async fn a_worker_whose_queue_goes_dark_gives_its_lease_up_when_it_runs_out() {
     let ttl = Duration::from_secs(30);
     let stop = tokio_util::sync::CancellationToken::new();
     let worker_pool = WorkerPool::new(q.clone(), |store| {
-        WarEngine::new(Arc::new(UnconfiguredPaladinPort), store)
+        WarEngine::new(store)
     })
     .with_config(
         WorkerConfig::default()

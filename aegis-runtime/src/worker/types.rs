@@ -76,6 +76,7 @@ impl fmt::Display for RunState {
 /// claim of a thread gets a strictly larger one, and every waypoint written
 /// under the lease is conditional on it still being the thread's.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Lease {
     /// The thread.
     pub thread_id: String,
@@ -83,6 +84,18 @@ pub struct Lease {
     pub epoch: u64,
     /// The worker holding it.
     pub worker_id: String,
+}
+
+impl Lease {
+    /// `worker_id`'s lease on `thread_id` at fencing token `epoch` (what a
+    /// [`RunQueue`](super::RunQueue) hands out on a claim).
+    pub fn new(thread_id: impl Into<String>, epoch: u64, worker_id: impl Into<String>) -> Self {
+        Lease {
+            thread_id: thread_id.into(),
+            epoch,
+            worker_id: worker_id.into(),
+        }
+    }
 }
 
 /// What a claim hands a worker: the lease and what it needs to run.
@@ -401,11 +414,22 @@ impl PinnedRun {
 
 /// A worker as the queue sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct WorkerInfo {
     /// Unique per worker process (and per start of it).
     pub worker_id: String,
     /// The graphs it runs.
     pub graphs: Vec<GraphKey>,
+}
+
+impl WorkerInfo {
+    /// Worker `worker_id`, running `graphs`.
+    pub fn new(worker_id: impl Into<String>, graphs: Vec<GraphKey>) -> Self {
+        WorkerInfo {
+            worker_id: worker_id.into(),
+            graphs,
+        }
+    }
 }
 
 /// How a lease ends.
@@ -468,10 +492,18 @@ impl Release {
 
 /// What a heartbeat learnt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Renewal {
     /// Someone asked to cancel the run: halt it and release it as
     /// cancelled.
     pub cancel_requested: bool,
+}
+
+impl Renewal {
+    /// A renewal answer; `cancel_requested` asks the worker to stop the run.
+    pub fn new(cancel_requested: bool) -> Self {
+        Renewal { cancel_requested }
+    }
 }
 
 /// Whether `submit` created the run.
@@ -485,6 +517,7 @@ pub enum Submitted {
 
 /// A run as [`Client::status`](super::Client::status) reports it.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct RunStatus {
     /// The thread.
     pub thread_id: String,
@@ -517,9 +550,98 @@ pub struct RunStatus {
     pub fault: Option<RunFault>,
 }
 
+impl RunStatus {
+/// Sets [`worker_id`](Self::worker_id): the worker holding the lease, while one
+    /// does.
+    #[must_use]
+    pub fn with_worker_id(mut self, worker_id: Option<impl Into<String>>) -> Self {
+        self.worker_id = worker_id.map(Into::into);
+        self
+    }
+
+/// Sets [`fingerprint`](Self::fingerprint): the graph fingerprint the thread is
+    /// bound to (set at its first claim: afterwards only a worker with this
+    /// exact graph resumes it).
+    #[must_use]
+    pub fn with_fingerprint(mut self, fingerprint: Option<impl Into<String>>) -> Self {
+        self.fingerprint = fingerprint.map(Into::into);
+        self
+    }
+
+/// Sets [`error`](Self::error): why a failed run failed.
+    #[must_use]
+    pub fn with_error(mut self, error: Option<impl Into<String>>) -> Self {
+        self.error = error.map(Into::into);
+        self
+    }
+
+/// Sets [`waiting_reason`](Self::waiting_reason): why a queued run is not being
+    /// picked up (no live worker runs its graph, or none with its fingerprint
+    /// and no live graph of its name can continue it, with the reason each
+    /// gave).
+    #[must_use]
+    pub fn with_waiting_reason(mut self, waiting_reason: Option<impl Into<String>>) -> Self {
+        self.waiting_reason = waiting_reason.map(Into::into);
+        self
+    }
+
+/// Sets [`previous_fingerprint`](Self::previous_fingerprint): the fingerprint
+    /// the thread ran on before its latest move onto another graph (a rolling
+    /// deploy): `None` while it never moved.
+    #[must_use]
+    pub fn with_previous_fingerprint(mut self, previous_fingerprint: Option<impl Into<String>>) -> Self {
+        self.previous_fingerprint = previous_fingerprint.map(Into::into);
+        self
+    }
+
+/// Sets [`migration`](Self::migration): the migration that carried its latest
+    /// move, when one did.
+    #[must_use]
+    pub fn with_migration(mut self, migration: Option<impl Into<String>>) -> Self {
+        self.migration = migration.map(Into::into);
+        self
+    }
+
+/// Sets [`fault`](Self::fault): why the latest claims could not run the thread
+    /// as stored, while they could not (cleared by a claim that could, and by
+    /// [`Client::requeue`](super::Client::requeue)).
+    #[must_use]
+    pub fn with_fault(mut self, fault: impl Into<Option<RunFault>>) -> Self {
+        self.fault = fault.into();
+        self
+    }
+}
+
+impl RunStatus {
+    /// The status of `thread_id` (a run of `graph_name`) in `state` at
+    /// fencing token `epoch`, every optional detail unset (set them with the
+    /// `with_*` builders).
+    pub fn new(
+        thread_id: impl Into<String>,
+        graph_name: impl Into<String>,
+        state: RunState,
+        epoch: u64,
+    ) -> Self {
+        RunStatus {
+            thread_id: thread_id.into(),
+            graph_name: graph_name.into(),
+            state,
+            epoch,
+            worker_id: None,
+            fingerprint: None,
+            error: None,
+            waiting_reason: None,
+            previous_fingerprint: None,
+            migration: None,
+            fault: None,
+        }
+    }
+}
+
 /// One claim of a thread, kept for inspection: who held which epoch and
 /// how it ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct AttemptInfo {
     /// The epoch of the claim.
     pub epoch: u64,
@@ -531,6 +653,17 @@ pub struct AttemptInfo {
     /// the worker wrote nothing more), or `expired` (taken over by a later
     /// claim without the holder reporting back).
     pub outcome: String,
+}
+
+impl AttemptInfo {
+    /// The claim at `epoch` by `worker_id`, which ended as `outcome`.
+    pub fn new(epoch: u64, worker_id: impl Into<String>, outcome: impl Into<String>) -> Self {
+        AttemptInfo {
+            epoch,
+            worker_id: worker_id.into(),
+            outcome: outcome.into(),
+        }
+    }
 }
 
 /// The reason shown for a queued run no live worker can take: `None` when

@@ -106,28 +106,16 @@ pub fn golden_graph() -> WarGraph {
         .unwrap();
     g.set_aegis(
         "plan",
-        Aegis {
-            on_error: Some(ErrorHandlerSpec::Absorb {
+        Aegis::new().with_on_error(ErrorHandlerSpec::Absorb {
                 fallback_delta: fallback,
             }),
-            ..Aegis::default()
-        },
     );
     g.set_aegis(
         "answer",
-        Aegis {
-            on_error: Some(ErrorHandlerSpec::Route {
+        Aegis::new().with_on_error(ErrorHandlerSpec::Route {
                 to: "fix".into(),
                 error_field: field("error"),
-            }),
-            cache: Some(CachePolicy {
-                ttl: Duration::from_secs(3_600),
-                key: CacheKeySpec::Fields(vec![field("question")]),
-                cache_fallback_results: false,
-                scope: CacheScope::Graph,
-            }),
-            ..Aegis::default()
-        },
+            }).with_cache(CachePolicy::new(Duration::from_secs(3_600), CacheKeySpec::Fields(vec![field("question")]))),
     );
 
     g.add_edge(START, "plan")

@@ -61,12 +61,7 @@ pub(crate) struct ActivationCtx<'a> {
 }
 
 /// The policies of a node that declares none.
-pub(crate) static NO_POLICIES: Aegis = Aegis {
-    retry: None,
-    timeout: None,
-    on_error: None,
-    cache: None,
-};
+pub(crate) static NO_POLICIES: Aegis = Aegis::new();
 
 /// How one activation ended.
 pub(crate) enum ActivationResult {

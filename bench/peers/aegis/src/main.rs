@@ -36,12 +36,7 @@ fn schema() -> Result<BattlefieldSchema, BenchError> {
 }
 
 fn limits(supersteps: u32) -> EngineLimits {
-    EngineLimits {
-        max_supersteps: supersteps + 10,
-        max_node_visits: 10,
-        max_concurrency: 2048,
-        ..EngineLimits::default()
-    }
+    EngineLimits::default().with_max_supersteps(supersteps + 10).with_max_node_visits(10).with_max_concurrency(2048)
 }
 
 /// A trivial node: adds 1 to the counter.
@@ -85,28 +80,12 @@ fn chain(n: u32, node: fn() -> NodeSpec) -> Result<WarGraph, BenchError> {
 
 /// (c): a retry policy and a timeout policy on every node.
 fn guarded() -> Aegis {
-    Aegis {
-        retry: Some(RetryPolicy::default()),
-        timeout: Some(TimeoutPolicy {
-            run_timeout: Some(Duration::from_secs(30)),
-            ..TimeoutPolicy::default()
-        }),
-        ..Aegis::default()
-    }
+    Aegis::new().with_retry(RetryPolicy::default()).with_timeout(TimeoutPolicy::run(Duration::from_secs(30)))
 }
 
 /// (d): retry transient failures with no backoff.
 fn zero_backoff() -> Aegis {
-    Aegis {
-        retry: Some(RetryPolicy {
-            max_attempts: 3,
-            initial_interval: Duration::ZERO,
-            max_interval: Duration::ZERO,
-            jitter: false,
-            ..RetryPolicy::default()
-        }),
-        ..Aegis::default()
-    }
+    Aegis::new().with_retry(RetryPolicy::default().with_max_attempts(3).with_initial_interval(Duration::ZERO).with_max_interval(Duration::ZERO).with_jitter(false))
 }
 
 /// (b): one node musters `n` tasks to one worker, which appends its payload.
@@ -134,10 +113,7 @@ fn muster(n: u32) -> Result<WarGraph, BenchError> {
 }
 
 fn engine() -> WarEngine {
-    WarEngine::new(
-        Arc::new(UnconfiguredPaladinPort),
-        Arc::new(InMemoryWaypointStore::new()),
-    )
+    WarEngine::new(InMemoryWaypointStore::new())
 }
 
 struct Runner {
@@ -188,13 +164,10 @@ impl Runner {
 }
 
 fn cached(mut g: WarGraph) -> WarGraph {
-    g.with_default_aegis(Aegis {
-        cache: Some(CachePolicy::new(
+    g.with_default_aegis(Aegis::new().with_cache(CachePolicy::new(
             Duration::from_secs(3600),
             CacheKeySpec::Default,
-        )),
-        ..Aegis::default()
-    });
+        )));
     g
 }
 
@@ -266,7 +239,7 @@ fn main() -> Result<(), BenchError> {
     // never seen before; a hit repeats the input of an earlier run; the
     // same chain with no cache policy is what a hit must beat.
     let g = cached(chain(100, add_one)?);
-    let cache = engine().with_node_cache(Arc::new(InMemoryNodeCache::new()));
+    let cache = engine().with_node_cache(InMemoryNodeCache::new());
     if wanted("e_cache_miss_100") {
         let round = std::process::id();
         r.measure(
