@@ -34,7 +34,9 @@ fn add_one() -> NodeSpec {
 }
 
 fn limits(n: u32) -> EngineLimits {
-    EngineLimits::default().with_max_supersteps(n + 10).with_max_concurrency(2048)
+    EngineLimits::default()
+        .with_max_supersteps(n + 10)
+        .with_max_concurrency(2048)
 }
 
 fn schema() -> BattlefieldSchema {
@@ -47,7 +49,9 @@ fn schema() -> BattlefieldSchema {
 }
 
 fn guarded() -> Aegis {
-    Aegis::new().with_retry(RetryPolicy::default()).with_timeout(TimeoutPolicy::run(Duration::from_secs(30)))
+    Aegis::new()
+        .with_retry(RetryPolicy::default())
+        .with_timeout(TimeoutPolicy::run(Duration::from_secs(30)))
 }
 
 pub fn chain(n: u32, aegis: bool) -> WarGraph {
@@ -207,11 +211,14 @@ fn bench_cache(c: &mut Criterion) {
         if cached {
             g.set_aegis(
                 "n00000",
-                Aegis::new().with_cache(CachePolicy::new(Duration::from_secs(3600), CacheKeySpec::Default)),
+                Aegis::new().with_cache(CachePolicy::new(
+                    Duration::from_secs(3600),
+                    CacheKeySpec::Default,
+                )),
             );
         }
-        let engine = WarEngine::new(InMemoryWaypointStore::new())
-        .with_node_cache(InMemoryNodeCache::new());
+        let engine =
+            WarEngine::new(InMemoryWaypointStore::new()).with_node_cache(InMemoryNodeCache::new());
         let mut thread = 0u64;
         let label = if cached { "hit" } else { "execute" };
         group.bench_function(label, |b| {

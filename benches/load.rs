@@ -36,10 +36,7 @@ fn graph() -> WarGraph {
         field("parts", DispatchRule::Sum),
         field("result", DispatchRule::LastWrite),
     ]);
-    let mut g = WarGraph::new(
-        schema,
-        EngineLimits::default().with_max_concurrency(16),
-    );
+    let mut g = WarGraph::new(schema, EngineLimits::default().with_max_concurrency(16));
     g.add_node(
         "split",
         NodeSpec::from_fn("split", |s, _| {
@@ -82,10 +79,23 @@ fn graph() -> WarGraph {
             .add_edge(id.as_str(), "join");
         g.set_aegis(
             id.as_str(),
-            Aegis::new().with_retry(RetryPolicy::default()).with_timeout(TimeoutPolicy::run(Duration::from_secs(30)).with_idle_timeout(Duration::from_secs(10))).with_cache(CachePolicy::new(Duration::from_secs(3600), CacheKeySpec::Fields(vec![FieldName::new("base").unwrap()]))),
+            Aegis::new()
+                .with_retry(RetryPolicy::default())
+                .with_timeout(
+                    TimeoutPolicy::run(Duration::from_secs(30))
+                        .with_idle_timeout(Duration::from_secs(10)),
+                )
+                .with_cache(CachePolicy::new(
+                    Duration::from_secs(3600),
+                    CacheKeySpec::Fields(vec![FieldName::new("base").unwrap()]),
+                )),
         );
     }
-    g.with_default_aegis(Aegis::new().with_retry(RetryPolicy::default()).with_timeout(TimeoutPolicy::run(Duration::from_secs(30))));
+    g.with_default_aegis(
+        Aegis::new()
+            .with_retry(RetryPolicy::default())
+            .with_timeout(TimeoutPolicy::run(Duration::from_secs(30))),
+    );
     g
 }
 
@@ -94,10 +104,7 @@ fn expected(x: i64) -> i64 {
 }
 
 fn engine() -> Arc<WarEngine> {
-    Arc::new(
-        WarEngine::new(InMemoryWaypointStore::new())
-        .with_node_cache(InMemoryNodeCache::new()),
-    )
+    Arc::new(WarEngine::new(InMemoryWaypointStore::new()).with_node_cache(InMemoryNodeCache::new()))
 }
 
 /// Starts `RUNS` runs at once; returns each run's latency from submission

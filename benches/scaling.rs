@@ -12,7 +12,6 @@
 use aegis::*;
 use serde_json::{Value, json};
 use std::process::Command;
-use std::sync::Arc;
 use std::time::Instant;
 
 const STEPS: u64 = 10_000;
@@ -39,7 +38,9 @@ fn looping() -> WarGraph {
         field("steps", DispatchRule::Sum),
         field("big", DispatchRule::LastWrite),
     ]);
-    let limits = EngineLimits::default().with_max_supersteps(20_000).with_max_node_visits(20_000);
+    let limits = EngineLimits::default()
+        .with_max_supersteps(20_000)
+        .with_max_node_visits(20_000);
     let mut g = WarGraph::new(schema, limits);
     g.add_node("step", node)
         .add_edge(START, "step")

@@ -91,12 +91,17 @@ fn hanging() -> NodeSpec {
 }
 
 fn retry(delay: Duration) -> RetryPolicy {
-    RetryPolicy::default().with_max_attempts(2).with_initial_interval(delay).with_max_interval(delay.max(Duration::from_millis(1))).with_backoff_factor(1.0).with_jitter(false).with_retry_on(RetryPredicate::TransientOnly)
+    RetryPolicy::default()
+        .with_max_attempts(2)
+        .with_initial_interval(delay)
+        .with_max_interval(delay.max(Duration::from_millis(1)))
+        .with_backoff_factor(1.0)
+        .with_jitter(false)
+        .with_retry_on(RetryPredicate::TransientOnly)
 }
 
 fn engine(sink: &Arc<Stopwatch>) -> WarEngine {
-    WarEngine::new(InMemoryWaypointStore::new())
-    .with_trace_sink(sink.clone())
+    WarEngine::new(InMemoryWaypointStore::new()).with_trace_sink(sink.clone())
 }
 
 fn micros(d: Duration) -> f64 {
@@ -120,10 +125,7 @@ async fn retries(n: usize) -> Vec<f64> {
     let mut out = Vec::with_capacity(n);
     for i in 0..n {
         let delay = Duration::from_millis(DELAYS_MS[i % DELAYS_MS.len()]);
-        let g = graph(
-            flaky(),
-            Aegis::new().with_retry(retry(delay)),
-        );
+        let g = graph(flaky(), Aegis::new().with_retry(retry(delay)));
         let sink = Arc::new(Stopwatch::default());
         let out_come = engine(&sink).start(&g, "t", json!({})).await.unwrap();
         assert!(out_come.is_completed(), "{}", out_come.name());

@@ -238,7 +238,9 @@ impl StateNode for Append {
 fn append_graph() -> WarGraph {
     let mut graph = WarGraph::new(
         schema(),
-        EngineLimits::default().with_max_supersteps(SUPERSTEPS + 1).with_max_node_visits(SUPERSTEPS + 1),
+        EngineLimits::default()
+            .with_max_supersteps(SUPERSTEPS + 1)
+            .with_max_node_visits(SUPERSTEPS + 1),
     );
     graph.add_node("append", NodeSpec::function(Append));
     graph.add_edge(START, "append").add_edge("append", "append");

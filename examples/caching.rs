@@ -35,7 +35,10 @@ fn answerer_graph(template: &str) -> Result<WarGraph, Box<dyn std::error::Error>
         .add_edge("answerer", END)
         .set_aegis(
             "answerer",
-            Aegis::new().with_cache(CachePolicy::new(Duration::from_secs(15 * 60), CacheKeySpec::Fields(vec![question]))),
+            Aegis::new().with_cache(CachePolicy::new(
+                Duration::from_secs(15 * 60),
+                CacheKeySpec::Fields(vec![question]),
+            )),
         );
     Ok(graph)
 }
@@ -56,8 +59,9 @@ async fn backend() -> Result<Arc<dyn NodeCache>, Box<dyn std::error::Error>> {
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let provider = Arc::new(MockLlmAdapter::new().with_provider_name("mock"));
     let store = Arc::new(InMemoryWaypointStore::new());
-    let engine = WarEngine::new(store.clone()).with_llm(provider.clone())
-    .with_node_cache(backend().await?);
+    let engine = WarEngine::new(store.clone())
+        .with_llm(provider.clone())
+        .with_node_cache(backend().await?);
 
     let question = json!({ "question": "Why is the sky blue?" });
     let original = answerer_graph("Answer: {question}")?;

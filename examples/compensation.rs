@@ -64,7 +64,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .add_edge("cancel", END)
         .set_aegis(
             "book",
-            Aegis::new().with_retry(RetryPolicy::default()).with_on_error(ErrorHandlerSpec::Route {
+            Aegis::new()
+                .with_retry(RetryPolicy::default())
+                .with_on_error(ErrorHandlerSpec::Route {
                     to: NodeId::new("cancel"),
                     error_field: booking_error,
                 }),

@@ -9,7 +9,6 @@
 
 use aegis::prelude::*;
 use serde_json::json;
-use std::sync::Arc;
 
 /// Books the trip. A declined card is `Permanent`, so under the default
 /// predicate (transient failures only) it gets exactly one attempt and the
@@ -75,7 +74,9 @@ fn builder_graph() -> Result<WarGraph, Box<dyn std::error::Error>> {
     graph.add_aegis_node(book {}).add_aegis_node(cancel {});
     graph.set_aegis(
         "book",
-        Aegis::new().with_retry(RetryPolicy::default()).with_on_error(ErrorHandlerSpec::Route {
+        Aegis::new()
+            .with_retry(RetryPolicy::default())
+            .with_on_error(ErrorHandlerSpec::Route {
                 to: NodeId::new("cancel"),
                 error_field: booking_error,
             }),

@@ -118,8 +118,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         remove_store(&path)?;
         let store = Arc::new(SqliteWaypointStore::open(&path).await?);
         let token = CancellationToken::new();
-        let engine = WarEngine::new(store)
-            .with_cancellation(token.clone());
+        let engine = WarEngine::new(store).with_cancellation(token.clone());
         println!("starting thread `{THREAD}` in {}", path.display());
         let outcome = engine
             .start(&graph(Some(token))?, THREAD, json!({"order": 42}))

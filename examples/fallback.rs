@@ -126,7 +126,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     graph.add_edge(START, "advisor").add_edge("advisor", END);
     graph.set_aegis(
         "advisor",
-        Aegis::new().with_retry(RetryPolicy::default()).with_timeout(TimeoutPolicy::run(Duration::from_secs(120)).with_idle_timeout(Duration::from_secs(10))),
+        Aegis::new()
+            .with_retry(RetryPolicy::default())
+            .with_timeout(
+                TimeoutPolicy::run(Duration::from_secs(120))
+                    .with_idle_timeout(Duration::from_secs(10)),
+            ),
     );
 
     let engine = WarEngine::new(InMemoryWaypointStore::new()).with_paladin_port(port);

@@ -103,10 +103,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .add_edge("publish", END)
         .add_edge("discard", END);
     // Each scoring task retries on its own.
-    graph.set_aegis(
-        "score",
-        Aegis::new().with_retry(RetryPolicy::default()),
-    );
+    graph.set_aegis("score", Aegis::new().with_retry(RetryPolicy::default()));
     println!("{}", graph.to_mermaid());
 
     let store = Arc::new(InMemoryWaypointStore::new());

@@ -144,7 +144,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .add_conditional_edges("summarize", "enough-sources", ["review", END])
         .add_edge("review", END);
     // Research talks to flaky upstreams: retry transient failures, 50 ms apart.
-    let research = Aegis::new().with_retry(RetryPolicy::default().with_initial_interval(Duration::from_millis(50)).with_jitter(false)).with_timeout(TimeoutPolicy::run(Duration::from_secs(10)));
+    let research = Aegis::new()
+        .with_retry(
+            RetryPolicy::default()
+                .with_initial_interval(Duration::from_millis(50))
+                .with_jitter(false),
+        )
+        .with_timeout(TimeoutPolicy::run(Duration::from_secs(10)));
     graph
         .set_aegis("history", research.clone())
         .set_aegis("science", research);

@@ -226,7 +226,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         inner: PaladinExecutionService::new(chain),
         seen: seen.clone(),
     };
-    let engine = WarEngine::new(InMemoryWaypointStore::new()).with_paladin_port(port)
+    let engine = WarEngine::new(InMemoryWaypointStore::new())
+        .with_paladin_port(port)
         .with_node_cache(InMemoryNodeCache::new());
 
     println!("first run:");

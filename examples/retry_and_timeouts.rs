@@ -124,14 +124,20 @@ async fn run(title: &str, g: &WarGraph) -> Result<(), Box<dyn std::error::Error>
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let retry = Aegis::new().with_retry(RetryPolicy::default().with_initial_interval(Duration::from_millis(50)).with_jitter(false));
+    let retry = Aegis::new().with_retry(
+        RetryPolicy::default()
+            .with_initial_interval(Duration::from_millis(50))
+            .with_jitter(false),
+    );
     run(
         "flaky node, three attempts, 50 ms then 100 ms apart",
         &graph(NodeSpec::function(Flaky), retry)?,
     )
     .await?;
 
-    let idle = Aegis::new().with_timeout(TimeoutPolicy::run(Duration::from_secs(5)).with_idle_timeout(Duration::from_millis(100)));
+    let idle = Aegis::new().with_timeout(
+        TimeoutPolicy::run(Duration::from_secs(5)).with_idle_timeout(Duration::from_millis(100)),
+    );
     run(
         "streaming node beating every 30 ms under a 100 ms idle timeout",
         &graph(NodeSpec::function(Streaming), idle.clone())?,

@@ -72,7 +72,15 @@ fn graph() -> Result<WarGraph, Box<dyn std::error::Error>> {
         field("answer", DispatchRule::LastWrite)?,
     ]);
     let mut graph = WarGraph::new(schema, EngineLimits::default());
-    let retry = |max_attempts, initial_ms| RetryPolicy::default().with_max_attempts(max_attempts).with_initial_interval(Duration::from_millis(initial_ms)).with_backoff_factor(2.0).with_max_interval(Duration::from_secs(1)).with_jitter(false).with_retry_on(RetryPredicate::TransientOnly);
+    let retry = |max_attempts, initial_ms| {
+        RetryPolicy::default()
+            .with_max_attempts(max_attempts)
+            .with_initial_interval(Duration::from_millis(initial_ms))
+            .with_backoff_factor(2.0)
+            .with_max_interval(Duration::from_secs(1))
+            .with_jitter(false)
+            .with_retry_on(RetryPredicate::TransientOnly)
+    };
     graph
         // Fails twice (transient), then succeeds.
         .add_node(
@@ -160,25 +168,27 @@ fn graph() -> Result<WarGraph, Box<dyn std::error::Error>> {
         .add_edge("brief", END)
         // Declared, so to_mermaid() draws the fan-out plan -.-> research.
         .declare_muster("plan", "research")
-        .set_aegis(
-            "fetch",
-            Aegis::new().with_retry(retry(4, 40)),
-        )
+        .set_aegis("fetch", Aegis::new().with_retry(retry(4, 40)))
         .set_aegis(
             "lookup",
-            Aegis::new().with_cache(CachePolicy::new(Duration::from_secs(15 * 60), CacheKeySpec::Fields(vec![FieldName::new("topic")?]))),
+            Aegis::new().with_cache(CachePolicy::new(
+                Duration::from_secs(15 * 60),
+                CacheKeySpec::Fields(vec![FieldName::new("topic")?]),
+            )),
         )
         .set_aegis(
             "slow",
-            Aegis::new().with_retry(retry(2, 20)).with_timeout(TimeoutPolicy::run(Duration::from_millis(80))),
+            Aegis::new()
+                .with_retry(retry(2, 20))
+                .with_timeout(TimeoutPolicy::run(Duration::from_millis(80))),
         )
-        .set_aegis(
-            "research",
-            Aegis::new().with_retry(retry(3, 30)),
-        )
+        .set_aegis("research", Aegis::new().with_retry(retry(3, 30)))
         .set_aegis(
             "brief",
-            Aegis::new().with_retry(retry(2, 50)).with_timeout(TimeoutPolicy::run(Duration::from_secs(5)).with_idle_timeout(Duration::from_secs(1))),
+            Aegis::new().with_retry(retry(2, 50)).with_timeout(
+                TimeoutPolicy::run(Duration::from_secs(5))
+                    .with_idle_timeout(Duration::from_secs(1)),
+            ),
         );
     graph.validate()?;
     Ok(graph)
@@ -189,7 +199,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let trace = CollectingTraceSink::new();
     let port = PaladinExecutionService::new(chain(trace.clone())?);
     let store = Arc::new(InMemoryWaypointStore::new());
-    let engine = WarEngine::new(store.clone()).with_paladin_port(port)
+    let engine = WarEngine::new(store.clone())
+        .with_paladin_port(port)
         .with_node_cache(InMemoryNodeCache::new())
         .with_trace_sink(trace.clone());
     let graph = graph()?;

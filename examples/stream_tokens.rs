@@ -77,7 +77,12 @@ async fn main() -> Result<(), BoxError> {
         .add_edge("explain", END)
         .set_aegis(
             "explain",
-            Aegis::new().with_retry(RetryPolicy::default().with_max_attempts(2).with_initial_interval(Duration::from_millis(200)).with_jitter(false)),
+            Aegis::new().with_retry(
+                RetryPolicy::default()
+                    .with_max_attempts(2)
+                    .with_initial_interval(Duration::from_millis(200))
+                    .with_jitter(false),
+            ),
         );
 
     let input = json!({"question": "What does Rust guarantee?"});

@@ -15,9 +15,9 @@
 //! `host=127.0.0.1 user=postgres dbname=test`); one is SIGKILLed mid-run,
 //! and the others stop on SIGTERM at the end (`shutdown_signal`).
 
+use aegis::FieldName;
 use aegis::prelude::*;
 use aegis::worker::{Client, RunQueue, RunState, SqliteRunQueue, WorkerConfig, WorkerPool};
-use aegis::{FieldName};
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
@@ -62,17 +62,15 @@ fn pool(
     id: &str,
     max_runs: usize,
 ) -> Result<WorkerPool, Box<dyn std::error::Error>> {
-    Ok(WorkerPool::new(queue, |store| {
-        WarEngine::new(store)
-    })
-    .with_config(
-        WorkerConfig::default()
-            .with_worker_id(id)
-            .with_max_runs(max_runs)
-            .with_lease_ttl(LEASE_TTL)
-            .with_poll_interval(Duration::from_millis(200)),
-    )
-    .register("pipeline", graph()?)?)
+    Ok(WorkerPool::new(queue, |store| WarEngine::new(store))
+        .with_config(
+            WorkerConfig::default()
+                .with_worker_id(id)
+                .with_max_runs(max_runs)
+                .with_lease_ttl(LEASE_TTL)
+                .with_poll_interval(Duration::from_millis(200)),
+        )
+        .register("pipeline", graph()?)?)
 }
 
 /// Prints the pool's claims and releases (its `tracing` events).

@@ -123,22 +123,20 @@ fn worker_main(schema: &str) {
             log: admin().await,
             schema: schema.to_string(),
         });
-        WorkerPool::new(queue, |store| {
-            WarEngine::new(store)
-        })
-        .with_config(
-            WorkerConfig::default()
-                .with_worker_id(id)
-                .with_max_runs(4)
-                .with_lease_ttl(TTL)
-                .with_poll_interval(Duration::from_millis(100))
-                .with_shutdown_grace(Duration::from_millis(500)),
-        )
-        .register("blackhole", graph())
-        .unwrap()
-        .run(stop)
-        .await
-        .unwrap();
+        WorkerPool::new(queue, |store| WarEngine::new(store))
+            .with_config(
+                WorkerConfig::default()
+                    .with_worker_id(id)
+                    .with_max_runs(4)
+                    .with_lease_ttl(TTL)
+                    .with_poll_interval(Duration::from_millis(100))
+                    .with_shutdown_grace(Duration::from_millis(500)),
+            )
+            .register("blackhole", graph())
+            .unwrap()
+            .run(stop)
+            .await
+            .unwrap();
     });
 }
 

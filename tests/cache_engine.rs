@@ -227,10 +227,10 @@ struct EchoPort(AtomicU32);
 impl PaladinPort for EchoPort {
     async fn execute(&self, paladin: &Paladin, input: &str) -> Result<PaladinResult, PaladinError> {
         self.0.fetch_add(1, Ordering::SeqCst);
-        Ok(PaladinResult {
-            output: format!("{} says: {input}", paladin.model),
-            ..PaladinResult::default()
-        })
+        Ok(PaladinResult::new(format!(
+            "{} says: {input}",
+            paladin.model
+        )))
     }
 }
 
@@ -262,7 +262,8 @@ fn paladin_graph(model: &str, template: &str) -> WarGraph {
 #[tokio::test]
 async fn a_paladin_key_changes_with_the_prompt_and_the_model() {
     let port = Arc::new(EchoPort(AtomicU32::new(0)));
-    let e = WarEngine::new(InMemoryWaypointStore::new()).with_paladin_port(port.clone())
+    let e = WarEngine::new(InMemoryWaypointStore::new())
+        .with_paladin_port(port.clone())
         .with_node_cache(InMemoryNodeCache::new());
     let calls = || port.0.load(Ordering::SeqCst);
     let base = paladin_graph("m1", "Answer: {question}");

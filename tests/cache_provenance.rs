@@ -47,9 +47,19 @@ fn cached_paladin(
     )
     .unwrap();
     let port = Arc::new(PaladinExecutionService::new(chain));
-    let g = one_paladin(Aegis::new().with_retry(RetryPolicy::default().with_max_attempts(2).with_initial_interval(Duration::ZERO).with_jitter(false)).with_cache(policy));
+    let g = one_paladin(
+        Aegis::new()
+            .with_retry(
+                RetryPolicy::default()
+                    .with_max_attempts(2)
+                    .with_initial_interval(Duration::ZERO)
+                    .with_jitter(false),
+            )
+            .with_cache(policy),
+    );
     let sink = CollectingTraceSink::new();
-    let e = WarEngine::new(InMemoryWaypointStore::new()).with_paladin_port(port)
+    let e = WarEngine::new(InMemoryWaypointStore::new())
+        .with_paladin_port(port)
         .with_node_cache(cache)
         .with_trace_sink(sink.clone());
     (e, g, sink)
@@ -60,17 +70,12 @@ fn policy() -> CachePolicy {
 }
 
 fn origin(thread: &str, attempt: u32, provider: &str, position: u32) -> CacheOrigin {
-    CacheOrigin {
-        node_id: NodeId::new("answer"),
-        task_key: None,
-        thread_id: Some(thread.into()),
-        attempt,
-        served_by: Some(provider.into()),
-        model: Some("gpt-4o".into()),
-        chain_position: Some(position),
-        fallback: position > 0,
-        scope: CacheScope::Graph,
-    }
+    CacheOrigin::new(NodeId::new("answer"), attempt)
+        .with_thread_id(Some(thread))
+        .with_served_by(Some(provider))
+        .with_model(Some("gpt-4o"))
+        .with_chain_position(position)
+        .with_fallback(position > 0)
 }
 
 /// The `cache_origin` of every cache-hit `NodeFinished` event.
@@ -278,10 +283,7 @@ fn the_fallback_choice_is_part_of_the_fingerprint_only_when_on() {
         g.add_node("answer", write("answer", json!(1)))
             .add_edge(START, "answer")
             .add_edge("answer", END)
-            .set_aegis(
-                "answer",
-                Aegis::new().with_cache(policy),
-            );
+            .set_aegis("answer", Aegis::new().with_cache(policy));
         g.fingerprint()
     };
     let off = graph(policy());

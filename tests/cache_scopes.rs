@@ -95,7 +95,9 @@ async fn lookup(
 }
 
 fn policy(scope: CacheScope) -> Aegis {
-    Aegis::new().with_cache(CachePolicy::new(Duration::from_secs(15 * 60), CacheKeySpec::Default).with_scope(scope),)
+    Aegis::new().with_cache(
+        CachePolicy::new(Duration::from_secs(15 * 60), CacheKeySpec::Default).with_scope(scope),
+    )
 }
 
 const SCOPES: [CacheScope; 2] = [CacheScope::Graph, CacheScope::Node];
@@ -181,8 +183,8 @@ fn triage(classify: NodeSpec, scope: CacheScope, edit: Edit) -> WarGraph {
         g.set_aegis(
             "audit",
             Aegis::new().with_on_error(ErrorHandlerSpec::Absorb {
-                    fallback_delta: delta(&[("log", json!("audit unavailable"))]),
-                }),
+                fallback_delta: delta(&[("log", json!("audit unavailable"))]),
+            }),
         );
     }
     g
@@ -202,8 +204,9 @@ fn llm_engine(
     llm: &MockLlmAdapter,
     cache: &Arc<dyn NodeCache>,
 ) -> WarEngine<InMemoryWaypointStore> {
-    WarEngine::new(InMemoryWaypointStore::new()).with_llm(llm.clone())
-    .with_node_cache(cache.clone())
+    WarEngine::new(InMemoryWaypointStore::new())
+        .with_llm(llm.clone())
+        .with_node_cache(cache.clone())
 }
 
 const TICKETS: [&str; 3] = ["printer on fire", "password reset", "refund please"];

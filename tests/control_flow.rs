@@ -252,10 +252,10 @@ fn asker(seen_attempts: Arc<Mutex<Vec<u32>>>, request: ParleyRequest) -> NodeSpe
         let request = request.clone();
         Box::pin(async move {
             Ok(match answer {
-                None => Directive {
-                    delta: delta(&[("answer", json!("discarded"))]),
-                    next: NextStep::Parley(Box::new(request)),
-                },
+                None => Directive::new(
+                    delta(&[("answer", json!("discarded"))]),
+                    NextStep::Parley(Box::new(request)),
+                ),
                 Some(v) => delta(&[("answer", v)]).into(),
             })
         })
@@ -279,10 +279,7 @@ fn parley_graph(request: ParleyRequest, seen: Arc<Mutex<Vec<u32>>>) -> WarGraph 
         .add_edge("ask", "finish")
         .add_edge("finish", END)
         .add_edge("side", END)
-        .set_aegis(
-            "ask",
-            Aegis::new().with_retry(RetryPolicy::default()),
-        );
+        .set_aegis("ask", Aegis::new().with_retry(RetryPolicy::default()));
     g
 }
 
@@ -741,9 +738,16 @@ fn the_support_matrix_rejects_every_forbidden_combination() {
     )
     .add_edge("publish", "sub")
     .add_edge("sub", END);
-    let all = Aegis::new().with_retry(RetryPolicy::default()).with_timeout(TimeoutPolicy::run(Duration::from_secs(1))).with_on_error(ErrorHandlerSpec::Absorb {
+    let all = Aegis::new()
+        .with_retry(RetryPolicy::default())
+        .with_timeout(TimeoutPolicy::run(Duration::from_secs(1)))
+        .with_on_error(ErrorHandlerSpec::Absorb {
             fallback_delta: StateDelta::new(),
-        }).with_cache(CachePolicy::new(Duration::from_secs(1), CacheKeySpec::Default));
+        })
+        .with_cache(CachePolicy::new(
+            Duration::from_secs(1),
+            CacheKeySpec::Default,
+        ));
     g.set_aegis("approval", all.clone()).set_aegis("sub", all);
     let err = g.validate().unwrap_err();
     let offenders: Vec<String> = err
@@ -795,8 +799,8 @@ async fn worker_template_handlers_contribute_deltas_only() {
     g.set_aegis(
         "worker",
         Aegis::new().with_on_error(ErrorHandlerSpec::Absorb {
-                fallback_delta: delta(&[("items", json!("skipped"))]),
-            }),
+            fallback_delta: delta(&[("items", json!("skipped"))]),
+        }),
     );
     let state = run_to_state(&engine(), &g, "t", json!({})).await;
     assert_eq!(
@@ -825,16 +829,16 @@ async fn worker_template_handlers_contribute_deltas_only() {
     g.set_aegis(
         "worker",
         Aegis::new().with_on_error(ErrorHandlerSpec::Route {
-                to: NodeId::new("fix"),
-                error_field: FieldName::new("items").unwrap(),
-            }),
+            to: NodeId::new("fix"),
+            error_field: FieldName::new("items").unwrap(),
+        }),
     );
     g.set_aegis(
         "split",
         Aegis::new().with_on_error(ErrorHandlerSpec::Route {
-                to: NodeId::new("worker"),
-                error_field: FieldName::new("items").unwrap(),
-            }),
+            to: NodeId::new("worker"),
+            error_field: FieldName::new("items").unwrap(),
+        }),
     );
     let errs = g.validate().unwrap_err();
     let text = format!("{errs:?}");
@@ -876,7 +880,13 @@ async fn a_custom_handler_may_parley_and_the_rerun_is_a_fresh_attempt_one() {
     let mut g = chain(schema(&[("out", LastWrite)]), vec![("n", node)]);
     g.set_aegis(
         "n",
-        Aegis::new().with_retry(RetryPolicy::default().with_max_attempts(2).with_initial_interval(Duration::ZERO)).with_on_error(ErrorHandlerSpec::Custom("ask".into())),
+        Aegis::new()
+            .with_retry(
+                RetryPolicy::default()
+                    .with_max_attempts(2)
+                    .with_initial_interval(Duration::ZERO),
+            )
+            .with_on_error(ErrorHandlerSpec::Custom("ask".into())),
     );
     let store = Arc::new(InMemoryWaypointStore::new());
     let e = engine_on(&store).with_error_handler("ask", Arc::new(AskAHuman));
@@ -898,7 +908,10 @@ async fn battalion_children_are_validated_with_their_parent() {
     let mut child = child_graph(write("y", json!(1)));
     child.set_aegis(
         "double",
-        Aegis::new().with_cache(CachePolicy::new(Duration::from_secs(60), CacheKeySpec::Default)),
+        Aegis::new().with_cache(CachePolicy::new(
+            Duration::from_secs(60),
+            CacheKeySpec::Default,
+        )),
     );
     let g = parent_graph(child);
     // A cache policy inside the child needs the (inherited) backend too.

@@ -165,7 +165,9 @@ async fn retuning_policies_continues() {
     // timeout are not: both kinds of retune continue.
     v2.set_aegis(
         "draft",
-        Aegis::new().with_retry(RetryPolicy::default()).with_on_error(ErrorHandlerSpec::Absorb {
+        Aegis::new()
+            .with_retry(RetryPolicy::default())
+            .with_on_error(ErrorHandlerSpec::Absorb {
                 fallback_delta: StateDelta::new(),
             }),
     )

@@ -8,7 +8,6 @@ mod support;
 use aegis::prelude::*;
 use aegis::{AegisNodeFn, InMemoryWaypointStore};
 use serde_json::json;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 use support::fixtures::field_name;
@@ -30,7 +29,10 @@ async fn book(state: &Battlefield, ctx: &NodeContext) -> Result<StateDelta, Stat
 
 #[test]
 fn the_design_card_example_builds_the_guides_aegis() {
-    let expected = Aegis::new().with_retry(RetryPolicy::default().with_max_attempts(5)).with_timeout(TimeoutPolicy::idle(Duration::from_secs(10))).with_on_error(ErrorHandlerSpec::Route {
+    let expected = Aegis::new()
+        .with_retry(RetryPolicy::default().with_max_attempts(5))
+        .with_timeout(TimeoutPolicy::idle(Duration::from_secs(10)))
+        .with_on_error(ErrorHandlerSpec::Route {
             to: NodeId::new("cancel"),
             error_field: field_name("book_error"),
         });
@@ -89,20 +91,40 @@ async fn retry_custom(_: &Battlefield, _: &NodeContext) -> Result<StateDelta, St
 fn retry_keys_map_field_by_field_and_unset_ones_take_the_defaults() {
     assert_eq!(
         every_retry_key::aegis().retry,
-        Some(RetryPolicy::default().with_max_attempts(4).with_initial_interval(Duration::from_millis(250)).with_backoff_factor(3.0).with_max_interval(Duration::from_secs(90)).with_jitter(false).with_retry_on(RetryPredicate::TransientOrUnknown))
+        Some(
+            RetryPolicy::default()
+                .with_max_attempts(4)
+                .with_initial_interval(Duration::from_millis(250))
+                .with_backoff_factor(3.0)
+                .with_max_interval(Duration::from_secs(90))
+                .with_jitter(false)
+                .with_retry_on(RetryPredicate::TransientOrUnknown)
+        )
     );
     assert_eq!(bare_retry::aegis().retry, Some(RetryPolicy::default()));
     assert_eq!(
         retry_all::aegis().retry,
-        Some(RetryPolicy::default().with_retry_on(RetryPredicate::Always).with_backoff_factor(1.0))
+        Some(
+            RetryPolicy::default()
+                .with_retry_on(RetryPredicate::Always)
+                .with_backoff_factor(1.0)
+        )
     );
     assert_eq!(
         retry_never::aegis().retry,
-        Some(RetryPolicy::default().with_retry_on(RetryPredicate::Never).with_jitter(true))
+        Some(
+            RetryPolicy::default()
+                .with_retry_on(RetryPredicate::Never)
+                .with_jitter(true)
+        )
     );
     assert_eq!(
         retry_custom::aegis().retry,
-        Some(RetryPolicy::default().with_retry_on(RetryPredicate::Custom("rate-limit-only".into())).with_initial_interval(Duration::ZERO))
+        Some(
+            RetryPolicy::default()
+                .with_retry_on(RetryPredicate::Custom("rate-limit-only".into()))
+                .with_initial_interval(Duration::ZERO)
+        )
     );
     for aegis in [
         every_retry_key::aegis(),
@@ -130,7 +152,12 @@ async fn retry_after_default_cap(
 fn the_retry_after_floor_keys_map_to_the_policy() {
     assert_eq!(
         retry_after_floor::aegis().retry,
-        Some(RetryPolicy::default().with_max_attempts(4).with_respect_retry_after(true).with_max_retry_after(Duration::from_secs(45)))
+        Some(
+            RetryPolicy::default()
+                .with_max_attempts(4)
+                .with_respect_retry_after(true)
+                .with_max_retry_after(Duration::from_secs(45))
+        )
     );
     assert_eq!(
         retry_after_default_cap::aegis().retry,
@@ -162,7 +189,10 @@ async fn run_timeout_only(_: &Battlefield, _: &NodeContext) -> Result<StateDelta
 fn timeouts_are_exact_durations() {
     assert_eq!(
         both_timeouts::aegis().timeout,
-        Some(TimeoutPolicy::run(Duration::from_secs(120)).with_idle_timeout(Duration::from_millis(3_723_004)))
+        Some(
+            TimeoutPolicy::run(Duration::from_secs(120))
+                .with_idle_timeout(Duration::from_millis(3_723_004))
+        )
     );
     assert_eq!(
         run_timeout_only::aegis().timeout,
@@ -291,15 +321,24 @@ fn cache_policies_map_ttl_and_key() {
     );
     assert_eq!(
         cached_by_fields::aegis().cache,
-        Some(CachePolicy::new(Duration::from_secs(15 * 60), CacheKeySpec::Fields(vec![field_name("question"), field_name("locale")])))
+        Some(CachePolicy::new(
+            Duration::from_secs(15 * 60),
+            CacheKeySpec::Fields(vec![field_name("question"), field_name("locale")])
+        ))
     );
     assert_eq!(
         cached_by_default::aegis().cache,
-        Some(CachePolicy::new(Duration::from_secs(3600), CacheKeySpec::Default))
+        Some(CachePolicy::new(
+            Duration::from_secs(3600),
+            CacheKeySpec::Default
+        ))
     );
     assert_eq!(
         cached_briefly::aegis().cache,
-        Some(CachePolicy::new(Duration::from_millis(500), CacheKeySpec::Default))
+        Some(CachePolicy::new(
+            Duration::from_millis(500),
+            CacheKeySpec::Default
+        ))
     );
 }
 

@@ -8,7 +8,6 @@ mod support;
 use aegis::prelude::*;
 use aegis::{AegisNodeFn, InMemoryWaypointStore, Paladin};
 use serde_json::json;
-use std::sync::Arc;
 use std::time::Duration;
 use support::fixtures::field_name;
 
@@ -149,10 +148,16 @@ fn builder_graph() -> WarGraph {
     fallback_delta.set("draft", "n/a").unwrap();
     graph.set_aegis(
         "writer",
-        Aegis::new().with_timeout(TimeoutPolicy::idle(Duration::from_secs(5))).with_on_error(ErrorHandlerSpec::Absorb { fallback_delta }),
+        Aegis::new()
+            .with_timeout(TimeoutPolicy::idle(Duration::from_secs(5)))
+            .with_on_error(ErrorHandlerSpec::Absorb { fallback_delta }),
     );
     graph.set_aegis("quiet", Aegis::default());
-    graph.with_default_aegis(Aegis::new().with_retry(RetryPolicy::default().with_max_attempts(2)).with_timeout(TimeoutPolicy::run(Duration::from_secs(60))));
+    graph.with_default_aegis(
+        Aegis::new()
+            .with_retry(RetryPolicy::default().with_max_attempts(2))
+            .with_timeout(TimeoutPolicy::run(Duration::from_secs(60))),
+    );
     graph
         .add_edge(START, "book")
         .add_edge("book", "answer")
@@ -181,8 +186,8 @@ fn graph_macro_and_builder_have_the_same_fingerprint() {
     changed.set_aegis(
         "writer",
         Aegis::new().with_on_error(ErrorHandlerSpec::Absorb {
-                fallback_delta: other,
-            }),
+            fallback_delta: other,
+        }),
     );
     assert_ne!(dsl.fingerprint(), changed.fingerprint());
 }

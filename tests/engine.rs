@@ -103,7 +103,9 @@ fn self_loop(limits: EngineLimits) -> WarGraph {
 
 #[tokio::test]
 async fn recursion_limit_ends_the_run_through_a_failed_waypoint() {
-    let limits = EngineLimits::default().with_max_supersteps(5).with_max_node_visits(100);
+    let limits = EngineLimits::default()
+        .with_max_supersteps(5)
+        .with_max_node_visits(100);
     let e = engine();
     let out = e.start(&self_loop(limits), "t", json!({})).await.unwrap();
     assert!(matches!(
@@ -121,7 +123,9 @@ async fn recursion_limit_ends_the_run_through_a_failed_waypoint() {
 
 #[tokio::test]
 async fn visit_limit_ends_the_run() {
-    let limits = EngineLimits::default().with_max_supersteps(100).with_max_node_visits(3);
+    let limits = EngineLimits::default()
+        .with_max_supersteps(100)
+        .with_max_node_visits(3);
     let out = engine()
         .start(&self_loop(limits), "t", json!({}))
         .await
@@ -437,15 +441,14 @@ async fn resume_refuses_a_graph_whose_waiting_node_changed_but_not_a_retuned_one
     );
     retuned.set_aegis(
         "w",
-        Aegis::new().with_retry(RetryPolicy::default()).with_timeout(TimeoutPolicy::run(Duration::from_secs(1))),
+        Aegis::new()
+            .with_retry(RetryPolicy::default())
+            .with_timeout(TimeoutPolicy::run(Duration::from_secs(1))),
     );
     // Different node implementation type: a real graph change.
     assert_ne!(retuned.fingerprint(), g.fingerprint());
     let mut same_shape = g.clone();
-    same_shape.set_aegis(
-        "w",
-        Aegis::new().with_retry(RetryPolicy::default()),
-    );
+    same_shape.set_aegis("w", Aegis::new().with_retry(RetryPolicy::default()));
     assert_eq!(same_shape.fingerprint(), g.fingerprint());
     let stopped = CancellationToken::new();
     stopped.cancel();
@@ -541,12 +544,19 @@ fn fingerprint_changes_with_nodes_edges_schema_and_handlers() {
     let mut g = sample_graph(true);
     g.set_aegis(
         "x",
-        Aegis::new().with_cache(CachePolicy::new(Duration::from_secs(60), CacheKeySpec::Default)),
+        Aegis::new().with_cache(CachePolicy::new(
+            Duration::from_secs(60),
+            CacheKeySpec::Default,
+        )),
     );
     assert_ne!(g.fingerprint(), base, "cache is hashed");
 
     let mut g = sample_graph(true);
-    g.with_default_aegis(Aegis::new().with_retry(RetryPolicy::default().with_max_attempts(9)).with_timeout(TimeoutPolicy::run(Duration::from_secs(1))));
+    g.with_default_aegis(
+        Aegis::new()
+            .with_retry(RetryPolicy::default().with_max_attempts(9))
+            .with_timeout(TimeoutPolicy::run(Duration::from_secs(1))),
+    );
     g.set_limits(EngineLimits::default().with_max_supersteps(3));
     assert_eq!(
         g.fingerprint(),

@@ -3,7 +3,6 @@
 
 use aegis::prelude::*;
 use serde_json::json;
-use std::sync::Arc;
 
 #[aegis]
 async fn count(_: &Battlefield, _: &NodeContext) -> Result<StateDelta, StateNodeError> {
@@ -57,10 +56,7 @@ struct Fixed;
 #[async_trait]
 impl PaladinPort for Fixed {
     async fn execute(&self, _: &Paladin, _: &str) -> Result<PaladinResult, PaladinError> {
-        Ok(PaladinResult {
-            output: "fixed".into(),
-            ..PaladinResult::default()
-        })
+        Ok(PaladinResult::new("fixed"))
     }
 }
 

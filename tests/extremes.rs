@@ -34,15 +34,23 @@ fn graph(failures: u32, aegis: Aegis, limits: EngineLimits) -> (WarGraph, Arc<At
 type AtomicCount = std::sync::atomic::AtomicU32;
 
 fn retry(initial: Duration, max_interval: Duration, jitter: bool) -> Option<RetryPolicy> {
-    Some(RetryPolicy::default().with_initial_interval(initial).with_max_interval(max_interval).with_jitter(jitter))
+    Some(
+        RetryPolicy::default()
+            .with_initial_interval(initial)
+            .with_max_interval(max_interval)
+            .with_jitter(jitter),
+    )
 }
 
 #[tokio::test(start_paused = true)]
 async fn unbounded_timeouts_and_budget_let_a_node_finish() {
     let (g, attempts) = graph(
         0,
-        Aegis::new().with_timeout(TimeoutPolicy::run(Duration::MAX).with_idle_timeout(Duration::MAX)),
-        EngineLimits::default().with_run_timeout(Duration::MAX).with_shutdown_grace(Duration::MAX),
+        Aegis::new()
+            .with_timeout(TimeoutPolicy::run(Duration::MAX).with_idle_timeout(Duration::MAX)),
+        EngineLimits::default()
+            .with_run_timeout(Duration::MAX)
+            .with_shutdown_grace(Duration::MAX),
     );
     let state = run_to_state(&engine(), &g, "t", json!({})).await;
     assert_eq!(state.get("out"), Some(&json!("ok")));
@@ -210,7 +218,14 @@ fn policy() -> impl Strategy<Value = RetryPolicy> {
         prop_oneof![Just(1.0), Just(2.0), 1.0f64..1e300],
         any::<bool>(),
     )
-        .prop_map(|(max_attempts, a, b, backoff_factor, jitter)| RetryPolicy::default().with_max_attempts(max_attempts).with_initial_interval(a.min(b)).with_max_interval(a.max(b)).with_backoff_factor(backoff_factor).with_jitter(jitter))
+        .prop_map(|(max_attempts, a, b, backoff_factor, jitter)| {
+            RetryPolicy::default()
+                .with_max_attempts(max_attempts)
+                .with_initial_interval(a.min(b))
+                .with_max_interval(a.max(b))
+                .with_backoff_factor(backoff_factor)
+                .with_jitter(jitter)
+        })
 }
 
 fn non_zero() -> impl Strategy<Value = Duration> {

@@ -95,8 +95,8 @@ async fn an_absorbed_task_failure_is_listed_with_its_task_key() {
         .set_aegis(
             "worker",
             Aegis::new().with_on_error(ErrorHandlerSpec::Absorb {
-                    fallback_delta: delta(&[("items", json!("fallback"))]),
-                }),
+                fallback_delta: delta(&[("items", json!("fallback"))]),
+            }),
         );
     let e = engine();
     let out = e.start(&g, "t", json!({})).await.unwrap();
@@ -121,10 +121,7 @@ struct EndTheRun;
 #[async_trait]
 impl ErrorHandler for EndTheRun {
     async fn handle(&self, _: &NodeError, _: &Battlefield) -> Result<Directive, NodeError> {
-        Ok(Directive {
-            delta: delta(&[("note", json!("escalated"))]),
-            next: NextStep::End,
-        })
+        Ok(Directive::end(delta(&[("note", json!("escalated"))])))
     }
 }
 

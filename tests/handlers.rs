@@ -25,7 +25,11 @@ fn absorb(pairs: &[(&str, serde_json::Value)]) -> ErrorHandlerSpec {
 }
 
 fn quick_retry(max_attempts: u32) -> Option<RetryPolicy> {
-    Some(RetryPolicy::default().with_max_attempts(max_attempts).with_initial_interval(Duration::ZERO))
+    Some(
+        RetryPolicy::default()
+            .with_max_attempts(max_attempts)
+            .with_initial_interval(Duration::ZERO),
+    )
 }
 
 /// The guide's compensation chain: `book` calls a provider that rejects its
@@ -64,7 +68,9 @@ async fn the_compensation_chain_runs_cancel_after_one_attempt() {
     .add_edge("cancel", END)
     .set_aegis(
         "book",
-        Aegis::new().with_retry(RetryPolicy::default()).with_on_error(route("cancel", "booking_error")),
+        Aegis::new()
+            .with_retry(RetryPolicy::default())
+            .with_on_error(route("cancel", "booking_error")),
     );
     // `cancel` is reachable only through the route: no dynamic marking needed.
     g.validate().unwrap();
@@ -106,7 +112,9 @@ async fn the_handler_never_runs_while_retries_remain() {
     );
     g.set_aegis(
         "n",
-        Aegis::new().with_retry(quick_retry(3)).with_on_error(absorb(&[("out", json!("fallback"))])),
+        Aegis::new()
+            .with_retry(quick_retry(3))
+            .with_on_error(absorb(&[("out", json!("fallback"))])),
     );
     let state = run_to_state(&engine(), &g, "t", json!({})).await;
     assert_eq!(state.get("out"), Some(&json!("ok")));
@@ -128,7 +136,9 @@ async fn absorb_merges_its_delta_and_follows_the_static_edges() {
     );
     g.set_aegis(
         "summarize",
-        Aegis::new().with_retry(quick_retry(3)).with_on_error(absorb(&[("summary", json!("unavailable"))])),
+        Aegis::new()
+            .with_retry(quick_retry(3))
+            .with_on_error(absorb(&[("summary", json!("unavailable"))])),
     );
     let e = engine();
     let state = run_to_state(&e, &g, "t", json!({})).await;
@@ -159,10 +169,7 @@ impl ErrorHandler for EndTheRun {
             format!("{} failed; saw {:?}", err.node_id, state.get("note")),
         )
         .unwrap();
-        Ok(Directive {
-            delta: d,
-            next: NextStep::End,
-        })
+        Ok(Directive::end(d))
     }
 }
 
@@ -171,12 +178,11 @@ struct Refuses;
 #[async_trait]
 impl ErrorHandler for Refuses {
     async fn handle(&self, err: &NodeError, _: &Battlefield) -> Result<Directive, NodeError> {
-        Err(NodeError {
-            source: NodeErrorSource::Function {
-                message: "escalation desk closed".into(),
-            },
-            ..err.clone()
-        })
+        let mut refused = err.clone();
+        refused.source = NodeErrorSource::Function {
+            message: "escalation desk closed".into(),
+        };
+        Err(refused)
     }
 }
 
@@ -229,14 +235,8 @@ async fn a_compensation_loop_ends_at_the_visit_limit() {
         .add_edge(START, "a")
         .add_edge("a", END)
         .add_edge("b", END)
-        .set_aegis(
-            "a",
-            Aegis::new().with_on_error(route("b", "err")),
-        )
-        .set_aegis(
-            "b",
-            Aegis::new().with_on_error(route("a", "err")),
-        );
+        .set_aegis("a", Aegis::new().with_on_error(route("b", "err")))
+        .set_aegis("b", Aegis::new().with_on_error(route("a", "err")));
     let out = engine().start(&g, "t", json!({})).await.unwrap();
     assert!(matches!(
         out.into_result(),
@@ -276,26 +276,17 @@ fn handler_validation_lists_every_offender() {
             ("d", write("ok", json!(1))),
         ],
     );
-    g.set_aegis(
-        "a",
-        Aegis::new().with_on_error(route("ghost", "missing")),
-    )
-    .set_aegis(
-        "b",
-        Aegis::new().with_on_error(route("nowhere", "total")),
-    )
-    .set_aegis(
-        "c",
-        Aegis::new().with_on_error(absorb(&[
+    g.set_aegis("a", Aegis::new().with_on_error(route("ghost", "missing")))
+        .set_aegis("b", Aegis::new().with_on_error(route("nowhere", "total")))
+        .set_aegis(
+            "c",
+            Aegis::new().with_on_error(absorb(&[
                 ("undeclared", json!(1)),
                 ("total", json!("x")),
                 ("obj", json!(3)),
             ])),
-    )
-    .set_aegis(
-        "d",
-        Aegis::new().with_on_error(route("a", "obj")),
-    );
+        )
+        .set_aegis("d", Aegis::new().with_on_error(route("a", "obj")));
     let err = g.validate().unwrap_err();
     let errs = err.validation_errors();
     let offenders = |name: &str| -> Vec<String> {

@@ -287,13 +287,7 @@ async fn a_200_is_decoded_and_sent_to_the_endpoint_with_the_key() {
         assert_eq!(r.content, "hello", "{d:?}");
         assert_eq!(r.model, "served-model");
         assert_eq!(r.finish_reason, Some(FinishReason::Stop));
-        assert_eq!(
-            r.usage,
-            Some(LlmUsage {
-                prompt_tokens: 5,
-                completion_tokens: 2
-            })
-        );
+        assert_eq!(r.usage, Some(LlmUsage::new(5, 2)));
         let sent = &server.requests()[0];
         let (path, header, value) = d.endpoint();
         assert_eq!(sent.method, "POST");
@@ -777,9 +771,9 @@ fn tool_turns() -> LlmRequest {
             LlmMessage::tool("call_b", "snow"),
         ],
     )
-    .with_tools(vec![ToolDefinition {
-        name: "lookup".into(),
-        description: "weather by city".into(),
-        parameters: json!({"type": "object"}),
-    }])
+    .with_tools(vec![ToolDefinition::new(
+        "lookup",
+        "weather by city",
+        json!({"type": "object"}),
+    )])
 }

@@ -122,7 +122,9 @@ proptest! {
                 .with_response("up");
             let cb = CircuitBreaker::with_config(
                 Arc::new(inner.clone()),
-                CircuitBreakerConfig { failure_threshold: 1, cool_down },
+                CircuitBreakerConfig::default()
+                    .with_failure_threshold(1)
+                    .with_cool_down(cool_down),
             );
             cb.generate(&request()).await.unwrap_err();
             let until = match cb.state() {
@@ -148,10 +150,9 @@ async fn a_cool_down_too_long_for_an_instant_keeps_the_circuit_open() {
         .with_response("up");
     let cb = CircuitBreaker::with_config(
         Arc::new(inner.clone()),
-        CircuitBreakerConfig {
-            failure_threshold: 1,
-            cool_down: Duration::MAX,
-        },
+        CircuitBreakerConfig::default()
+            .with_failure_threshold(1)
+            .with_cool_down(Duration::MAX),
     );
     cb.generate(&request()).await.unwrap_err();
     assert_eq!(cb.state(), CircuitState::Open { until: None });

@@ -216,24 +216,13 @@ async fn all_providers_failed_lists_each_attempt_and_takes_the_last_transience()
     assert_eq!(
         attempts,
         &vec![
-            ProviderAttempt {
-                provider: "openai".into(),
-                error: overloaded("openai").to_string(),
-                transience: Transience::Transient,
-                retry_after: None,
-            },
-            ProviderAttempt {
-                provider: "anthropic".into(),
-                error: "rate limited".into(),
-                transience: Transience::Transient,
-                retry_after: None,
-            },
-            ProviderAttempt {
-                provider: "ollama".into(),
-                error: "network error: refused".into(),
-                transience: Transience::Transient,
-                retry_after: None,
-            },
+            ProviderAttempt::new(
+                "openai",
+                overloaded("openai").to_string(),
+                Transience::Transient
+            ),
+            ProviderAttempt::new("anthropic", "rate limited", Transience::Transient),
+            ProviderAttempt::new("ollama", "network error: refused", Transience::Transient),
         ]
     );
     assert_eq!(**last, LlmError::NetworkError("refused".into()));
@@ -428,10 +417,9 @@ fn a_breaker_is_configured_alike_by_struct_or_builder() {
     ] {
         let by_struct = CircuitBreaker::with_config(
             Arc::new(inner.clone()),
-            CircuitBreakerConfig {
-                failure_threshold: threshold,
-                cool_down,
-            },
+            CircuitBreakerConfig::default()
+                .with_failure_threshold(threshold)
+                .with_cool_down(cool_down),
         );
         let by_builder = breaker(&inner, threshold, cool_down);
         assert_eq!(by_struct.config(), by_builder.config());
@@ -606,11 +594,7 @@ async fn a_cancelled_probe_does_not_wedge_the_breaker() {
 #[tokio::test]
 async fn mock_scripts_run_in_order_then_fall_back_to_the_default() {
     let m = mock("m")
-        .with_llm_response(LlmResponse {
-            content: "scripted".into(),
-            model: "fixed".into(),
-            ..Default::default()
-        })
+        .with_llm_response(LlmResponse::text("scripted").with_model("fixed"))
         .with_default_response("default");
     assert_eq!(m.remaining(), 1);
     let r = m.generate(&request()).await.unwrap();

@@ -28,20 +28,37 @@ fn policy_graph() -> WarGraph {
         .add_edge("cancel", END)
         .set_aegis(
             "book",
-            Aegis::new().with_retry(RetryPolicy::default().with_max_attempts(5)).with_timeout(TimeoutPolicy::run(Duration::from_secs(30)).with_idle_timeout(Duration::from_secs(10))).with_on_error(ErrorHandlerSpec::Route {
+            Aegis::new()
+                .with_retry(RetryPolicy::default().with_max_attempts(5))
+                .with_timeout(
+                    TimeoutPolicy::run(Duration::from_secs(30))
+                        .with_idle_timeout(Duration::from_secs(10)),
+                )
+                .with_on_error(ErrorHandlerSpec::Route {
                     to: NodeId::from("cancel"),
                     error_field: field_name("err"),
-                }).with_cache(CachePolicy::new(Duration::from_secs(15 * 60), CacheKeySpec::Default)),
+                })
+                .with_cache(CachePolicy::new(
+                    Duration::from_secs(15 * 60),
+                    CacheKeySpec::Default,
+                )),
         )
         .set_aegis(
             "soak",
-            Aegis::new().with_timeout(TimeoutPolicy::run(Duration::from_millis(1500))).with_on_error(ErrorHandlerSpec::Absorb {
+            Aegis::new()
+                .with_timeout(TimeoutPolicy::run(Duration::from_millis(1500)))
+                .with_on_error(ErrorHandlerSpec::Absorb {
                     fallback_delta: delta(&[("a", json!(0))]),
                 }),
         )
         .set_aegis(
             "decide",
-            Aegis::new().with_on_error(ErrorHandlerSpec::Custom("triage".to_string())).with_cache(CachePolicy::new(Duration::from_secs(90), CacheKeySpec::Default)),
+            Aegis::new()
+                .with_on_error(ErrorHandlerSpec::Custom("triage".to_string()))
+                .with_cache(CachePolicy::new(
+                    Duration::from_secs(90),
+                    CacheKeySpec::Default,
+                )),
         );
     g
 }
@@ -79,7 +96,11 @@ fn each_node_label_carries_its_policy_badge() {
 #[test]
 fn the_graph_default_shows_on_nodes_without_their_own_aegis() {
     let mut g = policy_graph();
-    g.with_default_aegis(Aegis::new().with_retry(RetryPolicy::default()).with_timeout(TimeoutPolicy::idle(Duration::from_secs(10))));
+    g.with_default_aegis(
+        Aegis::new()
+            .with_retry(RetryPolicy::default())
+            .with_timeout(TimeoutPolicy::idle(Duration::from_secs(10))),
+    );
     let m = g.to_mermaid();
     assert!(
         node_line(&m, "plain").contains("plain<br/><small>retry ×3 · idle 10s</small>"),
@@ -107,9 +128,9 @@ fn hostile_names_are_escaped_in_labels_and_badges() {
         .set_aegis(
             hostile,
             Aegis::new().with_on_error(ErrorHandlerSpec::Route {
-                    to: NodeId::from("<b>fix</b>"),
-                    error_field: field_name("err"),
-                }),
+                to: NodeId::from("<b>fix</b>"),
+                error_field: field_name("err"),
+            }),
         );
     let m = g.to_mermaid();
     assert!(!m.contains("<script>"), "{m}");

@@ -67,14 +67,7 @@ async fn loops_through_tool_calls_until_a_final_answer() {
         .with_tool_calls(vec![ToolCall::new("c1", "lookup", json!({"city": "Oslo"}))])
         .with_stream(vec![
             Ok(LlmChunk::text("Bring ")),
-            Ok(LlmChunk {
-                content: "an umbrella".into(),
-                usage: Some(LlmUsage {
-                    prompt_tokens: 10,
-                    completion_tokens: 3,
-                }),
-                ..Default::default()
-            }),
+            Ok(LlmChunk::text("an umbrella").with_usage(LlmUsage::new(10, 3))),
         ]);
     let p = paladin().with_max_loops(3).with_armament(lookup.clone());
     let result = service(&mock)
@@ -83,19 +76,11 @@ async fn loops_through_tool_calls_until_a_final_answer() {
         .unwrap();
     assert_eq!(
         result,
-        PaladinResult {
-            output: "Bring an umbrella".into(),
-            served_by: None,
-            loops: 2,
-            usage: Some(LlmUsage {
-                prompt_tokens: 10,
-                completion_tokens: 3
-            }),
-            chain_position: None,
-            fallback: false,
+        PaladinResult::new("Bring an umbrella")
+            .with_loops(2)
+            .with_usage(LlmUsage::new(10, 3))
             // A stream reports no model: the requested one.
-            model: Some("test-model".into()),
-        }
+            .with_model(Some("test-model"))
     );
     assert_eq!(*lookup.seen.lock().unwrap(), vec![json!({"city": "Oslo"})]);
 
@@ -213,13 +198,10 @@ async fn beats_after_every_chunk_completion_and_armament_call() {
     let mock = MockLlmAdapter::new()
         .with_stream(vec![
             Ok(LlmChunk::default()),
-            Ok(LlmChunk {
-                tool_calls: vec![
-                    ToolCall::new("c1", "lookup", json!({"city": "A"})),
-                    ToolCall::new("c2", "lookup", json!({"city": "B"})),
-                ],
-                ..Default::default()
-            }),
+            Ok(LlmChunk::default().with_tool_calls(vec![
+                ToolCall::new("c1", "lookup", json!({"city": "A"})),
+                ToolCall::new("c2", "lookup", json!({"city": "B"})),
+            ])),
         ])
         .with_stream(vec![
             Ok(LlmChunk::text("x")),

@@ -111,10 +111,21 @@ async fn twenty_tasks_send_twenty_prompts_merged_in_task_order_and_cached_per_ta
     let mut g = fanout(20, per_task());
     g.declare_task_fields("answer", ["question"]).set_aegis(
         "answer",
-        Aegis::new().with_retry(RetryPolicy::default().with_max_attempts(2).with_initial_interval(Duration::from_millis(10)).with_jitter(false)).with_cache(CachePolicy::new(Duration::from_secs(3_600), CacheKeySpec::Default).with_cache_fallback_results(true)),
+        Aegis::new()
+            .with_retry(
+                RetryPolicy::default()
+                    .with_max_attempts(2)
+                    .with_initial_interval(Duration::from_millis(10))
+                    .with_jitter(false),
+            )
+            .with_cache(
+                CachePolicy::new(Duration::from_secs(3_600), CacheKeySpec::Default)
+                    .with_cache_fallback_results(true),
+            ),
     );
     g.validate().unwrap();
-    let e = WarEngine::new(InMemoryWaypointStore::new()).with_paladin_port(port)
+    let e = WarEngine::new(InMemoryWaypointStore::new())
+        .with_paladin_port(port)
         .with_node_cache(InMemoryNodeCache::new());
 
     let out = e

@@ -157,15 +157,21 @@ async fn a_typical_program_needs_only_the_prelude() {
 
 #[test]
 fn errors_and_policies_are_in_the_prelude() {
-    let aegis = Aegis::new().with_retry(RetryPolicy::default()).with_timeout(TimeoutPolicy::run(Duration::from_secs(1))).with_on_error(ErrorHandlerSpec::Custom("ignore".into())).with_cache(CachePolicy::new(Duration::from_secs(60), CacheKeySpec::Default));
+    let aegis = Aegis::new()
+        .with_retry(RetryPolicy::default())
+        .with_timeout(TimeoutPolicy::run(Duration::from_secs(1)))
+        .with_on_error(ErrorHandlerSpec::Custom("ignore".into()))
+        .with_cache(CachePolicy::new(
+            Duration::from_secs(60),
+            CacheKeySpec::Default,
+        ));
     assert!(aegis.retry.is_some());
-    let error: NodeError = NodeError {
-        node_id: NodeId::new("book"),
-        attempt: 1,
-        transience: Transience::Transient,
-        source: NodeErrorSource::Timeout(TimeoutKind::Run),
-        retry_after: None,
-    };
+    let error: NodeError = NodeError::new(
+        NodeId::new("book"),
+        1,
+        Transience::Transient,
+        NodeErrorSource::Timeout(TimeoutKind::Run),
+    );
     let engine_error: EngineError = EngineError::NodeFailed(error);
     assert!(engine_error.to_string().contains("book"));
     let _: Option<StoreError> = None;
@@ -208,13 +214,12 @@ fn event_lines() -> Vec<(TraceEvent, &'static str)> {
                 node_id: node(),
                 task_key: None,
                 attempt: 2,
-                status: AttemptStatus::Failed(NodeError {
-                    node_id: node(),
-                    attempt: 2,
-                    transience: Transience::Transient,
-                    source: NodeErrorSource::Timeout(TimeoutKind::Run),
-                    retry_after: None,
-                }),
+                status: AttemptStatus::Failed(NodeError::new(
+                    node(),
+                    2,
+                    Transience::Transient,
+                    NodeErrorSource::Timeout(TimeoutKind::Run),
+                )),
                 cache_hit: false,
                 duration: Duration::from_millis(3),
                 cache_origin: None,

@@ -11,7 +11,6 @@ use proptest::prelude::*;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use serde_json::{Value, json};
-use std::sync::Arc;
 use std::time::Duration;
 use support::fixtures::{field, field_name};
 
@@ -120,7 +119,15 @@ proptest! {
 
 fn policy() -> impl Strategy<Value = RetryPolicy> {
     (0u64..20_000, 1.0f64..6.0, 0u64..120_000, any::<bool>()).prop_map(
-        |(initial_ms, factor, extra_ms, jitter)| RetryPolicy::default().with_max_attempts(64).with_initial_interval(Duration::from_millis(initial_ms)).with_backoff_factor(factor).with_max_interval(Duration::from_millis(initial_ms + extra_ms)).with_jitter(jitter).with_retry_on(RetryPredicate::TransientOnly),
+        |(initial_ms, factor, extra_ms, jitter)| {
+            RetryPolicy::default()
+                .with_max_attempts(64)
+                .with_initial_interval(Duration::from_millis(initial_ms))
+                .with_backoff_factor(factor)
+                .with_max_interval(Duration::from_millis(initial_ms + extra_ms))
+                .with_jitter(jitter)
+                .with_retry_on(RetryPredicate::TransientOnly)
+        },
     )
 }
 
@@ -490,16 +497,19 @@ fn build(s: &Shape, node_order: &[usize], edge_order: &[usize], reverse_rest: bo
             (
                 a,
                 Aegis::new().with_on_error(ErrorHandlerSpec::Route {
-                        to: NodeId::new(id(to).as_str()),
-                        error_field: FieldName::new("err").unwrap(),
-                    }),
+                    to: NodeId::new(id(to).as_str()),
+                    error_field: FieldName::new("err").unwrap(),
+                }),
             )
         })
         .collect();
     aegis.extend(s.cached.iter().map(|&c| {
         (
             c,
-            Aegis::new().with_cache(CachePolicy::new(Duration::from_secs(60), CacheKeySpec::Default)),
+            Aegis::new().with_cache(CachePolicy::new(
+                Duration::from_secs(60),
+                CacheKeySpec::Default,
+            )),
         )
     }));
     // set_aegis replaces: keep the last entry per node in either order.

@@ -146,8 +146,7 @@ async fn runs_survive_a_paused_server_and_killed_connections() {
     cache.invalidate_all().await.unwrap();
     let executions = Arc::new(AtomicU32::new(0));
     let g = graph(&executions);
-    let engine = WarEngine::new(InMemoryWaypointStore::new())
-    .with_node_cache(cache.clone());
+    let engine = WarEngine::new(InMemoryWaypointStore::new()).with_node_cache(cache.clone());
 
     let mut runs: Vec<Run> = Vec::new();
     let mut outage_misses = 0;

@@ -4,7 +4,6 @@
 
 use aegis::*;
 use serde_json::json;
-use std::sync::Arc;
 use std::time::Duration;
 
 /// Chaos seed 15: cancellation suspended an attempt's idle window. An
@@ -43,8 +42,7 @@ async fn the_idle_window_still_cuts_an_attempt_inside_the_shutdown_grace() {
             Aegis::new().with_timeout(TimeoutPolicy::idle(Duration::from_millis(250))),
         );
     let token = CancellationToken::new();
-    let engine = WarEngine::new(InMemoryWaypointStore::new())
-    .with_cancellation(token.clone());
+    let engine = WarEngine::new(InMemoryWaypointStore::new()).with_cancellation(token.clone());
     tokio::spawn(async move {
         tokio::time::sleep(Duration::from_millis(100)).await;
         token.cancel();

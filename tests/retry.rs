@@ -13,7 +13,9 @@ use std::time::Duration;
 use support::fixtures::*;
 
 fn exact(max_attempts: u32) -> RetryPolicy {
-    RetryPolicy::default().with_max_attempts(max_attempts).with_jitter(false)
+    RetryPolicy::default()
+        .with_max_attempts(max_attempts)
+        .with_jitter(false)
 }
 
 /// A node that marks the clock on every attempt and fails transiently
@@ -60,7 +62,13 @@ async fn default_backoff_waits_exactly_500ms_1s_2s_4s() {
 #[tokio::test(start_paused = true)]
 async fn every_wait_is_capped_at_max_interval() {
     let clock = Clock::default();
-    let policy = RetryPolicy::default().with_max_attempts(5).with_initial_interval(Duration::from_millis(400)).with_backoff_factor(3.0).with_max_interval(Duration::from_secs(2)).with_jitter(false).with_retry_on(RetryPredicate::TransientOnly);
+    let policy = RetryPolicy::default()
+        .with_max_attempts(5)
+        .with_initial_interval(Duration::from_millis(400))
+        .with_backoff_factor(3.0)
+        .with_max_interval(Duration::from_secs(2))
+        .with_jitter(false)
+        .with_retry_on(RetryPredicate::TransientOnly);
     let g = one_node(marked(clock.clone(), 5), retry(policy));
     engine().start(&g, "t", json!({})).await.unwrap();
     assert_eq!(
@@ -72,7 +80,11 @@ async fn every_wait_is_capped_at_max_interval() {
 #[tokio::test(start_paused = true)]
 async fn jittered_waits_stay_within_delay_and_twice_delay() {
     let clock = Clock::default();
-    let policy = RetryPolicy::default().with_max_attempts(60).with_initial_interval(Duration::from_millis(100)).with_backoff_factor(1.0).with_jitter(true);
+    let policy = RetryPolicy::default()
+        .with_max_attempts(60)
+        .with_initial_interval(Duration::from_millis(100))
+        .with_backoff_factor(1.0)
+        .with_jitter(true);
     let sink = CollectingTraceSink::new();
     let g = one_node(marked(clock.clone(), 60), retry(policy));
     engine()
@@ -109,7 +121,10 @@ async fn jittered_waits_stay_within_delay_and_twice_delay() {
 /// The waits announced for a node failing 9 times under jittered backoff,
 /// on an engine built by `engine`.
 async fn jittered_waits(engine: WarEngine, thread: &str) -> Vec<Duration> {
-    let policy = RetryPolicy::default().with_max_attempts(10).with_initial_interval(Duration::from_millis(100)).with_jitter(true);
+    let policy = RetryPolicy::default()
+        .with_max_attempts(10)
+        .with_initial_interval(Duration::from_millis(100))
+        .with_jitter(true);
     let sink = CollectingTraceSink::new();
     let g = one_node(marked(Clock::default(), 10), retry(policy));
     engine
@@ -161,7 +176,11 @@ async fn attempts_for(transience: Transience, predicate: RetryPredicate) -> u32 
     let attempts = counter();
     let g = one_node(
         flaky(10, transience, attempts.clone(), "out"),
-        retry((exact(3)).with_retry_on(predicate).with_initial_interval(Duration::ZERO)),
+        retry(
+            (exact(3))
+                .with_retry_on(predicate)
+                .with_initial_interval(Duration::ZERO),
+        ),
     );
     let out = engine().start(&g, "t", json!({})).await.unwrap();
     let err = out.node_error().expect("the node fails finally");
@@ -213,7 +232,9 @@ impl RetryPredicateEvaluator for Seen {
 #[tokio::test]
 async fn a_custom_predicate_sees_the_structured_error_and_the_next_attempt() {
     let attempts = counter();
-    let policy = (exact(10)).with_retry_on(RetryPredicate::Custom("first-three".into())).with_initial_interval(Duration::ZERO);
+    let policy = (exact(10))
+        .with_retry_on(RetryPredicate::Custom("first-three".into()))
+        .with_initial_interval(Duration::ZERO);
     let g = one_node(
         flaky(10, Transience::Permanent, attempts.clone(), "out"),
         retry(policy),
@@ -427,7 +448,9 @@ async fn an_interceptor_failure_is_never_retried() {
         }
     }
     let attempts = counter();
-    let policy = (exact(5)).with_retry_on(RetryPredicate::Always).with_initial_interval(Duration::ZERO);
+    let policy = (exact(5))
+        .with_retry_on(RetryPredicate::Always)
+        .with_initial_interval(Duration::ZERO);
     let g = one_node(
         flaky(0, Transience::Transient, attempts.clone(), "out"),
         retry(policy),
@@ -513,7 +536,11 @@ fn a_nodes_own_aegis_wins_wholesale() {
     );
     g.add_node("writer", write("draft", json!("d")))
         .add_node("reviewer", write("review", json!("r")));
-    g.with_default_aegis(Aegis::default().with_retry(RetryPolicy::default()).with_timeout(TimeoutPolicy::run(Duration::from_secs(30))));
+    g.with_default_aegis(
+        Aegis::default()
+            .with_retry(RetryPolicy::default())
+            .with_timeout(TimeoutPolicy::run(Duration::from_secs(30))),
+    );
     g.set_aegis(
         "writer",
         Aegis::default().with_retry(RetryPolicy::default().with_max_attempts(5)),
@@ -545,18 +572,22 @@ fn policy_validation_lists_every_offender() {
             ("c", write("out", json!(3))),
         ],
     );
-    g.with_default_aegis(Aegis::default().with_retry(RetryPolicy::default().with_backoff_factor(f64::NAN)));
-    g.set_aegis(
-        "a",
-        retry(RetryPolicy::default().with_max_attempts(0)),
+    g.with_default_aegis(
+        Aegis::default().with_retry(RetryPolicy::default().with_backoff_factor(f64::NAN)),
     );
+    g.set_aegis("a", retry(RetryPolicy::default().with_max_attempts(0)));
     g.set_aegis(
         "b",
-        retry(RetryPolicy::default().with_backoff_factor(0.5).with_initial_interval(Duration::from_secs(90))),
+        retry(
+            RetryPolicy::default()
+                .with_backoff_factor(0.5)
+                .with_initial_interval(Duration::from_secs(90)),
+        ),
     );
     g.set_aegis(
         "c",
-        Aegis::default().with_timeout(TimeoutPolicy::run(Duration::ZERO).with_idle_timeout(Duration::ZERO)),
+        Aegis::default()
+            .with_timeout(TimeoutPolicy::run(Duration::ZERO).with_idle_timeout(Duration::ZERO)),
     );
     g.set_aegis("ghost", Aegis::default());
     g.set_aegis("phantom", Aegis::default());
@@ -620,7 +651,9 @@ async fn a_failed_attempts_partial_work_never_reaches_state() {
     });
     let g = one_node(
         node,
-        Aegis::default().with_retry((exact(2)).with_initial_interval(Duration::ZERO)).with_timeout(TimeoutPolicy::run(Duration::from_millis(10))),
+        Aegis::default()
+            .with_retry((exact(2)).with_initial_interval(Duration::ZERO))
+            .with_timeout(TimeoutPolicy::run(Duration::from_millis(10))),
     );
     let state = run_to_state(&engine(), &g, "t", json!({})).await;
     assert_eq!(state.get("log"), Some(&json!(["attempt 2"])));
@@ -659,7 +692,12 @@ async fn an_llm_error_raised_with_question_mark_keeps_its_transience() {
         );
         g.set_aegis(
             "n",
-            Aegis::default().with_retry(RetryPolicy::default().with_max_attempts(3).with_initial_interval(Duration::from_millis(1)).with_jitter(false)),
+            Aegis::default().with_retry(
+                RetryPolicy::default()
+                    .with_max_attempts(3)
+                    .with_initial_interval(Duration::from_millis(1))
+                    .with_jitter(false),
+            ),
         );
         let out = engine().start(&g, "t", json!({})).await.unwrap();
         let err = out.node_error().unwrap();

@@ -8,7 +8,6 @@ mod support;
 
 use aegis::*;
 use serde_json::{Value, json};
-use std::sync::Arc;
 use std::time::Duration;
 use support::fixtures::*;
 use support::http_server::{Reply, TestServer};
@@ -49,20 +48,21 @@ fn paladin_run(server: &TestServer, policy: RetryPolicy) -> (WarEngine, WarGraph
     )
     .add_edge(START, "writer")
     .add_edge("writer", END)
-    .set_aegis(
-        "writer",
-        Aegis::new().with_retry(policy),
-    );
+    .set_aegis("writer", Aegis::new().with_retry(policy));
     (engine, g)
 }
 
 /// Two attempts, an exact 500 ms backoff.
 fn exact() -> RetryPolicy {
-    RetryPolicy::default().with_max_attempts(2).with_jitter(false)
+    RetryPolicy::default()
+        .with_max_attempts(2)
+        .with_jitter(false)
 }
 
 fn floored(max_retry_after: Duration) -> RetryPolicy {
-    exact().with_respect_retry_after(true).with_max_retry_after(max_retry_after)
+    exact()
+        .with_respect_retry_after(true)
+        .with_max_retry_after(max_retry_after)
 }
 
 /// Runs the node against a 429 carrying `retry_after`, then a 200; returns
@@ -230,10 +230,7 @@ async fn a_zero_cap_with_the_floor_on_is_rejected_before_a_node_runs() {
         schema(&[("n", DispatchRule::Sum)]),
         vec![("a", bump("n", runs.clone()))],
     );
-    g.set_aegis(
-        "a",
-        Aegis::new().with_retry(floored(Duration::ZERO)),
-    );
+    g.set_aegis("a", Aegis::new().with_retry(floored(Duration::ZERO)));
     let err = engine().start(&g, "t", json!({})).await.unwrap_err();
     assert!(
         matches!(&err, EngineError::RetryPolicyInvalid { .. }),

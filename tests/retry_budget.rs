@@ -14,7 +14,10 @@ use support::fixtures::*;
 use tokio::time::Instant;
 
 fn exact(max_attempts: u32, initial: Duration) -> RetryPolicy {
-    RetryPolicy::default().with_max_attempts(max_attempts).with_initial_interval(initial).with_jitter(false)
+    RetryPolicy::default()
+        .with_max_attempts(max_attempts)
+        .with_initial_interval(initial)
+        .with_jitter(false)
 }
 
 /// `n` fails transiently once under `retry`, routing its final failure to
@@ -28,7 +31,9 @@ fn routed(retry: RetryPolicy, budget: Duration) -> WarGraph {
         .add_edge("compensate", END)
         .set_aegis(
             "n",
-            Aegis::new().with_retry(retry).with_on_error(ErrorHandlerSpec::Route {
+            Aegis::new()
+                .with_retry(retry)
+                .with_on_error(ErrorHandlerSpec::Route {
                     to: NodeId::new("compensate"),
                     error_field: field_name("err"),
                 }),
@@ -107,14 +112,10 @@ async fn a_backoff_past_the_run_budget_is_skipped_and_the_handler_runs_at_once()
     let n = rec.iter().find(|r| r.node_id.as_str() == "n").unwrap();
     assert_eq!(n.status, NodeStatus::Failed);
     assert_eq!(n.attempt, 1);
+    let skip = n.retry_skipped.expect("a skipped retry");
     assert_eq!(
-        n.retry_skipped,
-        Some(RetrySkip {
-            attempt: 2,
-            wait_ms: 30_000,
-            remaining_ms: 10_000,
-            bound: BudgetBound::RunBudget,
-        })
+        (skip.attempt, skip.wait_ms, skip.remaining_ms, skip.bound),
+        (2, 30_000, 10_000, BudgetBound::RunBudget)
     );
 }
 
@@ -184,7 +185,9 @@ async fn a_battalions_timeout_is_its_childs_enclosing_deadline() {
     );
     child.set_aegis(
         "inner",
-        Aegis::new().with_retry(exact(3, Duration::from_secs(5))).with_on_error(ErrorHandlerSpec::Absorb {
+        Aegis::new()
+            .with_retry(exact(3, Duration::from_secs(5)))
+            .with_on_error(ErrorHandlerSpec::Absorb {
                 fallback_delta: delta(&[("out", json!("absorbed"))]),
             }),
     );
@@ -283,7 +286,9 @@ async fn all_open_chain(budget: Option<Duration>) -> (WarEngine, WarGraph, MockL
     let mut g = chain_graph();
     g.set_aegis(
         "writer",
-        Aegis::new().with_retry((exact(2, Duration::from_millis(500))).with_respect_retry_after(true)).with_on_error(ErrorHandlerSpec::Route {
+        Aegis::new()
+            .with_retry((exact(2, Duration::from_millis(500))).with_respect_retry_after(true))
+            .with_on_error(ErrorHandlerSpec::Route {
                 to: NodeId::new("compensate"),
                 error_field: field_name("err"),
             }),
@@ -355,7 +360,9 @@ async fn a_failure_at_the_very_deadline_leaves_no_time_to_compensate() {
         .add_edge("compensate", END)
         .set_aegis(
             "n",
-            Aegis::new().with_retry(exact(3, Duration::ZERO)).with_on_error(ErrorHandlerSpec::Route {
+            Aegis::new()
+                .with_retry(exact(3, Duration::ZERO))
+                .with_on_error(ErrorHandlerSpec::Route {
                     to: NodeId::new("compensate"),
                     error_field: field_name("err"),
                 }),

@@ -171,21 +171,19 @@ fn worker_main(version: &str) {
         });
         let queue = connect(&spec).await;
         let ttl = Duration::from_secs(2);
-        WorkerPool::new(queue, |store| {
-            WarEngine::new(store)
-        })
-        .with_config(
-            WorkerConfig::default()
-                .with_worker_id(format!("{version}-{}", std::process::id()))
-                .with_lease_ttl(ttl)
-                .with_poll_interval(Duration::from_millis(100))
-                .with_shutdown_grace(Duration::from_secs(2)),
-        )
-        .register(GRAPH, graph(version))
-        .unwrap()
-        .run(stop)
-        .await
-        .unwrap();
+        WorkerPool::new(queue, |store| WarEngine::new(store))
+            .with_config(
+                WorkerConfig::default()
+                    .with_worker_id(format!("{version}-{}", std::process::id()))
+                    .with_lease_ttl(ttl)
+                    .with_poll_interval(Duration::from_millis(100))
+                    .with_shutdown_grace(Duration::from_secs(2)),
+            )
+            .register(GRAPH, graph(version))
+            .unwrap()
+            .run(stop)
+            .await
+            .unwrap();
     });
 }
 

@@ -56,7 +56,9 @@ fn looping(steps: u64) -> WarGraph {
             ("steps", DispatchRule::Sum),
             ("big", DispatchRule::LastWrite),
         ]),
-        EngineLimits::default().with_max_supersteps(20_000).with_max_node_visits(20_000),
+        EngineLimits::default()
+            .with_max_supersteps(20_000)
+            .with_max_node_visits(20_000),
     );
     g.add_node("step", node)
         .add_edge(START, "step")

@@ -163,7 +163,8 @@ async fn run_one(order: [Dialect; 2], path: Path, streaming: bool) {
     let dir = stores::TempDir::new("secrets");
     let store = Arc::new(SqliteWaypointStore::open(dir.db()).await.unwrap());
     let thread = format!("{order:?}-{path:?}-{streaming}");
-    let outcome = WarEngine::new(store.clone()).with_paladin_port(service)
+    let outcome = WarEngine::new(store.clone())
+        .with_paladin_port(service)
         .with_trace_sink(sink.clone())
         .start(&graph(), &thread, json!({"question": "q"}))
         .await

@@ -149,7 +149,10 @@ fn graph(aegis: Aegis) -> WarGraph {
 }
 
 fn retry(max_attempts: u32) -> RetryPolicy {
-    RetryPolicy::default().with_max_attempts(max_attempts).with_initial_interval(Duration::from_millis(100)).with_jitter(false)
+    RetryPolicy::default()
+        .with_max_attempts(max_attempts)
+        .with_initial_interval(Duration::from_millis(100))
+        .with_jitter(false)
 }
 
 fn retrying() -> Aegis {
@@ -221,7 +224,9 @@ async fn a_timeout_after_two_tokens_abandons_them_at_the_deadline() {
             MockStreamStep::Stall,
         ])
         .with_stream(vec![text("Hi")]);
-    let aegis = Aegis::new().with_retry(retry(2)).with_timeout(TimeoutPolicy::run(Duration::from_secs(1)));
+    let aegis = Aegis::new()
+        .with_retry(retry(2))
+        .with_timeout(TimeoutPolicy::run(Duration::from_secs(1)));
     let started = tokio::time::Instant::now();
     let mut stream =
         engine_over(Arc::new(mock)).stream(&graph(aegis), "t", json!({"question": "hi?"}));

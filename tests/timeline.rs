@@ -16,7 +16,10 @@ use support::fixtures::{delta, field_name, schema};
 use DispatchRule::{Append, LastWrite};
 
 fn retry(max_attempts: u32) -> RetryPolicy {
-    RetryPolicy::default().with_max_attempts(max_attempts).with_initial_interval(Duration::from_millis(100)).with_jitter(false)
+    RetryPolicy::default()
+        .with_max_attempts(max_attempts)
+        .with_initial_interval(Duration::from_millis(100))
+        .with_jitter(false)
 }
 
 /// `flaky` fails twice (transient), `slow` times out once, `lookup` is
@@ -101,22 +104,21 @@ fn graph() -> WarGraph {
     .add_edge("lookup", "plan")
     .add_edge("work", "ask")
     .add_edge("ask", END)
-    .set_aegis(
-        "flaky",
-        Aegis::new().with_retry(retry(3)),
-    )
+    .set_aegis("flaky", Aegis::new().with_retry(retry(3)))
     .set_aegis(
         "slow",
-        Aegis::new().with_retry(retry(2)).with_timeout(TimeoutPolicy::run(Duration::from_millis(200))),
+        Aegis::new()
+            .with_retry(retry(2))
+            .with_timeout(TimeoutPolicy::run(Duration::from_millis(200))),
     )
     .set_aegis(
         "lookup",
-        Aegis::new().with_cache(CachePolicy::new(Duration::from_secs(60), CacheKeySpec::Fields(vec![field_name("topic")]))),
+        Aegis::new().with_cache(CachePolicy::new(
+            Duration::from_secs(60),
+            CacheKeySpec::Fields(vec![field_name("topic")]),
+        )),
     )
-    .set_aegis(
-        "work",
-        Aegis::new().with_retry(retry(2)),
-    );
+    .set_aegis("work", Aegis::new().with_retry(retry(2)));
     g
 }
 
@@ -139,9 +141,10 @@ async fn page() -> String {
         .unwrap()
         .with_trace_sink(trace.clone());
     let store = Arc::new(InMemoryWaypointStore::new());
-    let engine = WarEngine::new(store.clone()).with_llm(chain)
-    .with_node_cache(InMemoryNodeCache::new())
-    .with_trace_sink(trace.clone());
+    let engine = WarEngine::new(store.clone())
+        .with_llm(chain)
+        .with_node_cache(InMemoryNodeCache::new())
+        .with_trace_sink(trace.clone());
     let g = graph();
     for thread in ["t1", "t2"] {
         engine
@@ -249,10 +252,7 @@ async fn without_the_trace_the_last_attempt_includes_its_wait() {
         g.add_node("flaky", graph_node("flaky"))
             .add_edge(START, "flaky")
             .add_edge("flaky", END)
-            .set_aegis(
-                "flaky",
-                Aegis::new().with_retry(retry(2)),
-            );
+            .set_aegis("flaky", Aegis::new().with_retry(retry(2)));
         engine.start(&g, "t", json!({})).await.unwrap();
         timeline(&store.history("t").await.unwrap())
     };
@@ -314,8 +314,8 @@ async fn hostile_names_errors_and_prompts_are_escaped() {
     .set_aegis(
         evil,
         Aegis::new().with_on_error(ErrorHandlerSpec::Absorb {
-                fallback_delta: delta(&[("x", json!(0))]),
-            }),
+            fallback_delta: delta(&[("x", json!(0))]),
+        }),
     );
     let store = Arc::new(InMemoryWaypointStore::new());
     let engine = WarEngine::new(store.clone());

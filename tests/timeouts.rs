@@ -42,7 +42,11 @@ fn timed(spec: NodeSpec, run: Option<u64>, idle: Option<u64>) -> WarGraph {
     let mut g = chain(schema(&[("out", LastWrite)]), vec![("n", spec)]);
     g.set_aegis(
         "n",
-        Aegis::new().with_timeout(TimeoutPolicy::default().with_run_timeout(run.map(Duration::from_millis)).with_idle_timeout(idle.map(Duration::from_millis))),
+        Aegis::new().with_timeout(
+            TimeoutPolicy::default()
+                .with_run_timeout(run.map(Duration::from_millis))
+                .with_idle_timeout(idle.map(Duration::from_millis)),
+        ),
     );
     g
 }
@@ -169,7 +173,9 @@ async fn the_engine_budget_is_tightest_names_engine_run_and_is_never_retried() {
     let mut g = chain(schema(&[("out", LastWrite)]), vec![("n", node)]);
     g.set_aegis(
         "n",
-        Aegis::new().with_retry(RetryPolicy::default().with_retry_on(RetryPredicate::Always)).with_timeout(TimeoutPolicy::run(Duration::from_secs(10))),
+        Aegis::new()
+            .with_retry(RetryPolicy::default().with_retry_on(RetryPredicate::Always))
+            .with_timeout(TimeoutPolicy::run(Duration::from_secs(10))),
     );
     g.set_limits(EngineLimits::default().with_run_timeout(Duration::from_secs(3)));
     let e = engine();
@@ -211,7 +217,11 @@ async fn a_backoff_past_the_budget_is_not_begun_and_the_node_reruns_on_resume() 
     );
     g.set_aegis(
         "n",
-        Aegis::new().with_retry(RetryPolicy::default().with_initial_interval(Duration::from_secs(10)).with_jitter(false)),
+        Aegis::new().with_retry(
+            RetryPolicy::default()
+                .with_initial_interval(Duration::from_secs(10))
+                .with_jitter(false),
+        ),
     );
     g.set_limits(EngineLimits::default().with_run_timeout(Duration::from_secs(4)));
     let store = std::sync::Arc::new(InMemoryWaypointStore::new());
@@ -297,7 +307,9 @@ async fn a_late_result_is_retried_like_any_timeout_and_a_timely_one_merges() {
     let mut g = timed(node, Some(1000), None);
     g.set_aegis(
         "n",
-        Aegis::new().with_retry(RetryPolicy::default().with_initial_interval(Duration::ZERO)).with_timeout(TimeoutPolicy::run(Duration::from_secs(1))),
+        Aegis::new()
+            .with_retry(RetryPolicy::default().with_initial_interval(Duration::ZERO))
+            .with_timeout(TimeoutPolicy::run(Duration::from_secs(1))),
     );
     let state = run_to_state(&engine(), &g, "t", json!({})).await;
     assert_eq!(state.get("out"), Some(&json!(1)));

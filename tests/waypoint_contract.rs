@@ -9,8 +9,7 @@ use support::stores;
 use aegis::prelude::*;
 use aegis::{
     Activation, Chronicle, EngineError, InMemoryWaypointStore, MAX_THREAD_ID_BYTES, StoreError,
-    ThreadIdError, Waypoint, WaypointStatus, WaypointStore, Writer,
-    initial_state, merge,
+    ThreadIdError, Waypoint, WaypointStatus, WaypointStore, Writer, initial_state, merge,
 };
 use futures::StreamExt;
 use serde_json::{Value, json};
@@ -600,23 +599,17 @@ contract!(
 fn a_waypoint_reads_its_visits_and_completed_activations_through_accessors() {
     let w = Waypoint::new("t", 3, WaypointStatus::Running, Battlefield::new())
         .with_visits([(NodeId::new("b"), 1), (NodeId::new("a"), 2)])
-        .with_completed([aegis::CompletedActivation {
-            activation: Activation::node("a"),
-            directive: StateDelta::new().into(),
-            record: aegis::NodeExecutionRecord {
-                node_id: NodeId::new("a"),
-                task_key: None,
-                status: aegis::NodeStatus::Succeeded,
-                attempt: 1,
-                attempts: Vec::new(),
-                cache_hit: false,
-                started_at: SystemTime::UNIX_EPOCH,
-                duration_ms: 0,
-                retry_skipped: None,
-                cache_origin: None,
-            },
-            handled: None,
-        }]);
+        .with_completed([aegis::CompletedActivation::new(
+            Activation::node("a"),
+            StateDelta::new().into(),
+            aegis::NodeExecutionRecord::new(
+                NodeId::new("a"),
+                aegis::NodeStatus::Succeeded,
+                1,
+                SystemTime::UNIX_EPOCH,
+                0,
+            ),
+        )]);
     assert_eq!(w.visit_count(&NodeId::new("a")), 2);
     assert_eq!(w.visit_count(&NodeId::new("never")), 0);
     let visits: Vec<(&str, u32)> = w.visits().map(|(n, c)| (n.as_str(), c)).collect();

@@ -289,10 +289,7 @@ async fn sigterm_releases_the_lease_and_exits_0() {
         ["halted"]
     );
     // Claimable at once by another worker, not after the 30 s lease.
-    let probe = WorkerInfo {
-        worker_id: "probe".into(),
-        graphs: vec![GraphKey::of("chain", &chain_graph(10, work))],
-    };
+    let probe = WorkerInfo::new("probe", vec![GraphKey::of("chain", &chain_graph(10, work))]);
     queue.register(&probe, ttl).await.unwrap();
     let claims = queue.claim(&probe, 1, ttl).await.unwrap();
     assert_eq!(claims.len(), 1, "the halted run was not claimable");

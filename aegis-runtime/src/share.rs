@@ -5,7 +5,9 @@
 use std::sync::Arc;
 
 use crate::cache::NodeCache;
-use crate::engine::{EdgeConditionEvaluator, ErrorHandler, NodeInterceptor, RetryPredicateEvaluator};
+use crate::engine::{
+    EdgeConditionEvaluator, ErrorHandler, NodeInterceptor, RetryPredicateEvaluator,
+};
 use crate::graph::Armament;
 use crate::llm::LlmPort;
 use crate::paladin::PaladinPort;

@@ -93,7 +93,7 @@ pub struct CacheOrigin {
 }
 
 impl CacheOrigin {
-/// Sets [`task_key`](Self::task_key): the task key, when it ran as a mustered
+    /// Sets [`task_key`](Self::task_key): the task key, when it ran as a mustered
     /// task.
     #[must_use]
     pub fn with_task_key(mut self, task_key: Option<impl Into<String>>) -> Self {
@@ -101,7 +101,7 @@ impl CacheOrigin {
         self
     }
 
-/// Sets [`thread_id`](Self::thread_id): the thread the producing run belonged
+    /// Sets [`thread_id`](Self::thread_id): the thread the producing run belonged
     /// to.
     #[must_use]
     pub fn with_thread_id(mut self, thread_id: Option<impl Into<String>>) -> Self {
@@ -109,7 +109,7 @@ impl CacheOrigin {
         self
     }
 
-/// Sets [`served_by`](Self::served_by): the provider that served it, as a
+    /// Sets [`served_by`](Self::served_by): the provider that served it, as a
     /// fallback chain stamped it.
     #[must_use]
     pub fn with_served_by(mut self, served_by: Option<impl Into<String>>) -> Self {
@@ -117,7 +117,7 @@ impl CacheOrigin {
         self
     }
 
-/// Sets [`model`](Self::model): the model that produced it (as the provider
+    /// Sets [`model`](Self::model): the model that produced it (as the provider
     /// reported it, else the one requested).
     #[must_use]
     pub fn with_model(mut self, model: Option<impl Into<String>>) -> Self {
@@ -125,7 +125,7 @@ impl CacheOrigin {
         self
     }
 
-/// Sets [`chain_position`](Self::chain_position): the serving provider's
+    /// Sets [`chain_position`](Self::chain_position): the serving provider's
     /// position in its fallback chain (0 = primary).
     #[must_use]
     pub fn with_chain_position(mut self, chain_position: impl Into<Option<u32>>) -> Self {
@@ -133,7 +133,7 @@ impl CacheOrigin {
         self
     }
 
-/// Sets [`fallback`](Self::fallback): whether a fallback provider (not a
+    /// Sets [`fallback`](Self::fallback): whether a fallback provider (not a
     /// chain's first) served it.
     #[must_use]
     pub fn with_fallback(mut self, fallback: bool) -> Self {
@@ -141,7 +141,7 @@ impl CacheOrigin {
         self
     }
 
-/// Sets [`scope`](Self::scope): the scope of the key the entry was stored (and
+    /// Sets [`scope`](Self::scope): the scope of the key the entry was stored (and
     /// so served) under: a hit on a node-scoped key ([`CacheScope::Node`]) may
     /// serve an entry another graph stored.
     #[must_use]

@@ -189,7 +189,13 @@ fn random_retry(rng: &mut StdRng, endless: bool) -> RetryPolicy {
         15 => RetryPredicate::Never,
         _ => RetryPredicate::Custom(CUSTOM_PREDICATE.to_string()),
     };
-    RetryPolicy::default().with_max_attempts(rng.random_range(1..=5)).with_initial_interval(initial).with_backoff_factor(pick(rng, &[1.0, 1.5, 2.0, 3.0])).with_max_interval(max_interval).with_jitter(rng.random_bool(0.5)).with_retry_on(retry_on)
+    RetryPolicy::default()
+        .with_max_attempts(rng.random_range(1..=5))
+        .with_initial_interval(initial)
+        .with_backoff_factor(pick(rng, &[1.0, 1.5, 2.0, 3.0]))
+        .with_max_interval(max_interval)
+        .with_jitter(rng.random_bool(0.5))
+        .with_retry_on(retry_on)
 }
 
 /// Timeouts end in 50 ms and attempt work is whole 100 ms steps, so an
@@ -203,7 +209,11 @@ fn random_timeout(rng: &mut StdRng) -> Option<TimeoutPolicy> {
     let idle = rng
         .random_bool(0.5)
         .then(|| pick(rng, &[ms(250), ms(1050), ms(2550), Duration::MAX]));
-    (run.is_some() || idle.is_some()).then_some(TimeoutPolicy::default().with_run_timeout(run).with_idle_timeout(idle))
+    (run.is_some() || idle.is_some()).then_some(
+        TimeoutPolicy::default()
+            .with_run_timeout(run)
+            .with_idle_timeout(idle),
+    )
 }
 
 fn absorb(token: &str) -> ErrorHandlerSpec {
@@ -236,11 +246,20 @@ fn random_aegis(
         },
         _ => ErrorHandlerSpec::Custom(CUSTOM_HANDLER.to_string()),
     });
-    Aegis::new().with_retry(rng.random_bool(0.7).then(|| random_retry(rng, endless))).with_timeout(if rng.random_bool(0.5) {
+    Aegis::new()
+        .with_retry(rng.random_bool(0.7).then(|| random_retry(rng, endless)))
+        .with_timeout(if rng.random_bool(0.5) {
             random_timeout(rng)
         } else {
             None
-        }).with_on_error(on_error).with_cache(rng.random_bool(0.3).then(|| CachePolicy::new(pick(rng, &[ms(300), Duration::from_secs(3600)]), CacheKeySpec::Default)))
+        })
+        .with_on_error(on_error)
+        .with_cache(rng.random_bool(0.3).then(|| {
+            CachePolicy::new(
+                pick(rng, &[ms(300), Duration::from_secs(3600)]),
+                CacheKeySpec::Default,
+            )
+        }))
 }
 
 /// What a root-graph node is.
@@ -270,7 +289,10 @@ fn node_body(rng: &mut StdRng) -> Body {
 fn child(rng: &mut StdRng, parent: &str) -> GraphDef {
     let shape = pick(rng, &[Shape::Chain, Shape::Layered]);
     let n = rng.random_range(1..=4);
-    let limits = EngineLimits::default().with_max_concurrency(pick(rng, &[1, 2, 64])).with_shutdown_grace(random_grace(rng)).with_run_timeout(match rng.random_range(0..20) {
+    let limits = EngineLimits::default()
+        .with_max_concurrency(pick(rng, &[1, 2, 64]))
+        .with_shutdown_grace(random_grace(rng))
+        .with_run_timeout(match rng.random_range(0..20) {
             0..15 => None,
             15..18 => Some(Duration::MAX),
             _ => Some(Duration::ZERO),
@@ -311,7 +333,10 @@ pub(crate) fn generate(seed: u64) -> GraphDef {
     } else {
         pick(&mut rng, &[1, 2, 64])
     };
-    let limits = EngineLimits::default().with_max_concurrency(max_concurrency).with_shutdown_grace(random_grace(&mut rng)).with_run_timeout(run_timeout);
+    let limits = EngineLimits::default()
+        .with_max_concurrency(max_concurrency)
+        .with_shutdown_grace(random_grace(&mut rng))
+        .with_run_timeout(run_timeout);
     layered(&mut rng, "n", shape, n, limits, true)
 }
 

@@ -437,6 +437,7 @@ impl Model<'_> {
                 };
                 c(vec![custom_token(id, error.attempt)], Vec::new(), route)
             }
+            other => unreachable!("the generator makes no {other:?} handler"),
         })
     }
 

@@ -159,7 +159,15 @@ pub fn graph(work: Duration) -> WarGraph {
     .add_edge("task", "check")
     .add_edge("check", "finish")
     .add_edge("finish", END);
-    let fast_retry = Aegis::new().with_retry(RetryPolicy::default().with_max_attempts(3).with_initial_interval(Duration::from_millis(5)).with_backoff_factor(1.0).with_max_interval(Duration::from_millis(5)).with_jitter(false).with_retry_on(RetryPredicate::TransientOnly));
+    let fast_retry = Aegis::new().with_retry(
+        RetryPolicy::default()
+            .with_max_attempts(3)
+            .with_initial_interval(Duration::from_millis(5))
+            .with_backoff_factor(1.0)
+            .with_max_interval(Duration::from_millis(5))
+            .with_jitter(false)
+            .with_retry_on(RetryPredicate::TransientOnly),
+    );
     g.set_aegis("start", fast_retry.clone());
     g.set_aegis("task", fast_retry);
     g
@@ -354,20 +362,18 @@ pub fn worker_main() {
             ("fleet", graph(Duration::from_millis(work_ms)))
         };
         let ttl = Duration::from_millis(ttl_ms);
-        let pool = WorkerPool::new(queue, |store| {
-            WarEngine::new(store)
-        })
-        .with_config(
-            WorkerConfig::default()
-                .with_worker_id(id)
-                .with_max_runs(16)
-                .with_lease_ttl(ttl)
-                .with_heartbeat_interval(ttl / 4)
-                .with_poll_interval(Duration::from_millis(200))
-                .with_shutdown_grace(Duration::from_secs(2)),
-        )
-        .register(name, graph)
-        .unwrap();
+        let pool = WorkerPool::new(queue, |store| WarEngine::new(store))
+            .with_config(
+                WorkerConfig::default()
+                    .with_worker_id(id)
+                    .with_max_runs(16)
+                    .with_lease_ttl(ttl)
+                    .with_heartbeat_interval(ttl / 4)
+                    .with_poll_interval(Duration::from_millis(200))
+                    .with_shutdown_grace(Duration::from_secs(2)),
+            )
+            .register(name, graph)
+            .unwrap();
         pool.run(stop).await.unwrap();
     });
 }

@@ -161,9 +161,9 @@ pub fn routed_to_compensate() -> WarGraph {
         .set_aegis(
             "fails",
             Aegis::new().with_on_error(ErrorHandlerSpec::Route {
-                    to: NodeId::new("compensate"),
-                    error_field: field_name("err"),
-                }),
+                to: NodeId::new("compensate"),
+                error_field: field_name("err"),
+            }),
         );
     g
 }

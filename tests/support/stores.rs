@@ -144,7 +144,9 @@ pub(crate) fn counting_graph(supersteps: u32, hook: Hook) -> WarGraph {
             false,
         ),
     ]);
-    let limits = EngineLimits::default().with_max_supersteps(supersteps + 10).with_max_node_visits(supersteps + 10);
+    let limits = EngineLimits::default()
+        .with_max_supersteps(supersteps + 10)
+        .with_max_node_visits(supersteps + 10);
     let mut graph = WarGraph::new(schema, limits);
     graph.add_node(
         "tick",

@@ -147,7 +147,11 @@ mod tests {
 
     #[test]
     fn whole_factors_are_exact_at_any_size() {
-        let p = RetryPolicy::default().with_initial_interval(Duration::new(1, 1)).with_backoff_factor(3.0).with_max_interval(Duration::MAX).with_jitter(false);
+        let p = RetryPolicy::default()
+            .with_initial_interval(Duration::new(1, 1))
+            .with_backoff_factor(3.0)
+            .with_max_interval(Duration::MAX)
+            .with_jitter(false);
         // 3^20 × (1 s + 1 ns), to the nanosecond.
         assert_eq!(p.base_delay(22), Duration::new(3_486_784_404, 486_784_401));
         // Past Duration::MAX: the cap.
@@ -167,7 +171,11 @@ mod tests {
             (Duration::from_secs(1), f64::MAX, Duration::MAX),
             (Duration::from_nanos(1), 1.000_000_1, Duration::MAX),
         ] {
-            let p = RetryPolicy::default().with_initial_interval(initial).with_backoff_factor(factor).with_max_interval(max).with_jitter(true);
+            let p = RetryPolicy::default()
+                .with_initial_interval(initial)
+                .with_backoff_factor(factor)
+                .with_max_interval(max)
+                .with_jitter(true);
             for attempt in [2, 3, 64, 65, 1_000, u32::MAX] {
                 let base = p.base_delay(attempt);
                 assert!(base <= max, "{initial:?} {factor} {attempt}");
@@ -176,7 +184,9 @@ mod tests {
             }
         }
         // NaN gives the cap; a negative factor never waits on odd powers.
-        let nan = RetryPolicy::default().with_backoff_factor(f64::NAN).with_max_interval(Duration::from_secs(7));
+        let nan = RetryPolicy::default()
+            .with_backoff_factor(f64::NAN)
+            .with_max_interval(Duration::from_secs(7));
         assert_eq!(nan.base_delay(3), Duration::from_secs(7));
         assert_eq!(jittered(Duration::MAX, &mut rng), Duration::MAX);
     }

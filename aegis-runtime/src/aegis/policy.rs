@@ -45,8 +45,13 @@ pub struct Aegis {
 impl Aegis {
     /// No policy at all (the same as `Aegis::default()`): one attempt, no
     /// bound, no handler, no cache.
-    pub fn new() -> Self {
-        Aegis::default()
+    pub const fn new() -> Self {
+        Aegis {
+            retry: None,
+            timeout: None,
+            on_error: None,
+            cache: None,
+        }
     }
 
     /// Retries failed attempts under `retry`.

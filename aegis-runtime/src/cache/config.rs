@@ -85,7 +85,7 @@ pub struct NodeCacheConfig {
 }
 
 impl NodeCacheConfig {
-/// Sets [`enabled`](Self::enabled): whether the engine gets a node cache at all
+    /// Sets [`enabled`](Self::enabled): whether the engine gets a node cache at all
     /// (default `false`).
     #[must_use]
     pub fn with_enabled(mut self, enabled: bool) -> Self {
@@ -93,14 +93,14 @@ impl NodeCacheConfig {
         self
     }
 
-/// Sets [`backend`](Self::backend): which backend.
+    /// Sets [`backend`](Self::backend): which backend.
     #[must_use]
     pub fn with_backend(mut self, backend: NodeCacheBackend) -> Self {
         self.backend = backend;
         self
     }
 
-/// Sets [`redis_url`](Self::redis_url): the Redis server, for
+    /// Sets [`redis_url`](Self::redis_url): the Redis server, for
     /// [`NodeCacheBackend::Redis`].
     #[must_use]
     pub fn with_redis_url(mut self, redis_url: Option<impl Into<String>>) -> Self {
@@ -108,14 +108,14 @@ impl NodeCacheConfig {
         self
     }
 
-/// Sets [`key_prefix`](Self::key_prefix): redis keys are `{key_prefix}:{key}`.
+    /// Sets [`key_prefix`](Self::key_prefix): redis keys are `{key_prefix}:{key}`.
     #[must_use]
     pub fn with_key_prefix(mut self, key_prefix: impl Into<String>) -> Self {
         self.key_prefix = key_prefix.into();
         self
     }
 
-/// Sets [`redis_password`](Self::redis_password): the Redis password,
+    /// Sets [`redis_password`](Self::redis_password): the Redis password,
     /// overriding one in the URL.
     #[must_use]
     pub fn with_redis_password(mut self, redis_password: Option<impl Into<String>>) -> Self {
@@ -123,7 +123,7 @@ impl NodeCacheConfig {
         self
     }
 
-/// Sets [`max_ttl`](Self::max_ttl): the TTL ceiling: no entry outlives this,
+    /// Sets [`max_ttl`](Self::max_ttl): the TTL ceiling: no entry outlives this,
     /// whatever its node asked.
     #[must_use]
     pub fn with_max_ttl(mut self, max_ttl: impl Into<Option<Duration>>) -> Self {
@@ -131,7 +131,7 @@ impl NodeCacheConfig {
         self
     }
 
-/// Sets [`max_entries`](Self::max_entries): the in-memory backend's bound on
+    /// Sets [`max_entries`](Self::max_entries): the in-memory backend's bound on
     /// entries.
     #[must_use]
     pub fn with_max_entries(mut self, max_entries: usize) -> Self {
@@ -139,7 +139,7 @@ impl NodeCacheConfig {
         self
     }
 
-/// Sets [`command_timeout`](Self::command_timeout): the bound on each Redis
+    /// Sets [`command_timeout`](Self::command_timeout): the bound on each Redis
     /// command; a lookup slower than this is a miss.
     #[must_use]
     pub fn with_command_timeout(mut self, command_timeout: Duration) -> Self {

@@ -37,7 +37,7 @@ pub struct EngineConfig {
 }
 
 impl EngineConfig {
-/// Sets [`run_timeout_secs`](Self::run_timeout_secs):
+    /// Sets [`run_timeout_secs`](Self::run_timeout_secs):
     /// `APP_ENGINE_RUN_TIMEOUT_SECS`.
     #[must_use]
     pub fn with_run_timeout_secs(mut self, run_timeout_secs: impl Into<Option<u64>>) -> Self {
@@ -45,14 +45,14 @@ impl EngineConfig {
         self
     }
 
-/// Sets [`max_supersteps`](Self::max_supersteps): `APP_ENGINE_MAX_SUPERSTEPS`.
+    /// Sets [`max_supersteps`](Self::max_supersteps): `APP_ENGINE_MAX_SUPERSTEPS`.
     #[must_use]
     pub fn with_max_supersteps(mut self, max_supersteps: impl Into<Option<u32>>) -> Self {
         self.max_supersteps = max_supersteps.into();
         self
     }
 
-/// Sets [`max_node_visits`](Self::max_node_visits):
+    /// Sets [`max_node_visits`](Self::max_node_visits):
     /// `APP_ENGINE_MAX_NODE_VISITS`.
     #[must_use]
     pub fn with_max_node_visits(mut self, max_node_visits: impl Into<Option<u32>>) -> Self {
@@ -60,7 +60,7 @@ impl EngineConfig {
         self
     }
 
-/// Sets [`max_concurrency`](Self::max_concurrency):
+    /// Sets [`max_concurrency`](Self::max_concurrency):
     /// `APP_ENGINE_MAX_CONCURRENCY`.
     #[must_use]
     pub fn with_max_concurrency(mut self, max_concurrency: impl Into<Option<usize>>) -> Self {
@@ -68,7 +68,7 @@ impl EngineConfig {
         self
     }
 
-/// Sets [`shutdown_grace_secs`](Self::shutdown_grace_secs):
+    /// Sets [`shutdown_grace_secs`](Self::shutdown_grace_secs):
     /// `APP_ENGINE_SHUTDOWN_GRACE_SECS`.
     #[must_use]
     pub fn with_shutdown_grace_secs(mut self, shutdown_grace_secs: impl Into<Option<u64>>) -> Self {

@@ -285,7 +285,8 @@ impl<S: WaypointStore> WarEngine<S> {
         name: impl Into<String>,
         handler: impl IntoShared<dyn ErrorHandler>,
     ) -> Self {
-        self.error_handlers.insert(name.into(), handler.into_shared());
+        self.error_handlers
+            .insert(name.into(), handler.into_shared());
         self
     }
 

@@ -23,7 +23,7 @@ pub struct ProviderAttempt {
 }
 
 impl ProviderAttempt {
-/// Sets [`retry_after`](Self::retry_after): that error's typed retry hint
+    /// Sets [`retry_after`](Self::retry_after): that error's typed retry hint
     /// ([`LlmError::retry_after`]): a 429's `Retry-After`, an open circuit's
     /// remaining cool-down.
     #[must_use]
@@ -35,7 +35,11 @@ impl ProviderAttempt {
 
 impl ProviderAttempt {
     /// `provider` failed with `error`, classified `transience`.
-    pub fn new(provider: impl Into<String>, error: impl Into<String>, transience: Transience) -> Self {
+    pub fn new(
+        provider: impl Into<String>,
+        error: impl Into<String>,
+        transience: Transience,
+    ) -> Self {
         ProviderAttempt {
             provider: provider.into(),
             error: error.into(),

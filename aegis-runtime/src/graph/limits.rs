@@ -20,7 +20,7 @@ pub struct EngineLimits {
 }
 
 impl EngineLimits {
-/// Sets [`max_supersteps`](Self::max_supersteps): the most supersteps a thread
+    /// Sets [`max_supersteps`](Self::max_supersteps): the most supersteps a thread
     /// may take (`RecursionLimitExceeded`).
     #[must_use]
     pub fn with_max_supersteps(mut self, max_supersteps: u32) -> Self {
@@ -28,7 +28,7 @@ impl EngineLimits {
         self
     }
 
-/// Sets [`max_node_visits`](Self::max_node_visits): the most activations of one
+    /// Sets [`max_node_visits`](Self::max_node_visits): the most activations of one
     /// node in a thread (`NodeVisitLimitExceeded`).
     #[must_use]
     pub fn with_max_node_visits(mut self, max_node_visits: u32) -> Self {
@@ -36,7 +36,7 @@ impl EngineLimits {
         self
     }
 
-/// Sets [`run_timeout`](Self::run_timeout): the budget of one `start`/`resume`
+    /// Sets [`run_timeout`](Self::run_timeout): the budget of one `start`/`resume`
     /// call (`RunTimeoutExceeded`); it nests outside every per-attempt bound.
     #[must_use]
     pub fn with_run_timeout(mut self, run_timeout: impl Into<Option<Duration>>) -> Self {
@@ -44,7 +44,7 @@ impl EngineLimits {
         self
     }
 
-/// Sets [`max_concurrency`](Self::max_concurrency): the most activations of one
+    /// Sets [`max_concurrency`](Self::max_concurrency): the most activations of one
     /// superstep running at once.
     #[must_use]
     pub fn with_max_concurrency(mut self, max_concurrency: usize) -> Self {
@@ -52,7 +52,7 @@ impl EngineLimits {
         self
     }
 
-/// Sets [`shutdown_grace`](Self::shutdown_grace): how long in-flight attempts
+    /// Sets [`shutdown_grace`](Self::shutdown_grace): how long in-flight attempts
     /// may finish after cancellation.
     #[must_use]
     pub fn with_shutdown_grace(mut self, shutdown_grace: Duration) -> Self {

@@ -65,6 +65,12 @@ pub struct Directive {
 }
 
 impl Directive {
+    /// A directive writing `delta` and going where `next` says (the
+    /// constructors below name the common cases).
+    pub fn new(delta: StateDelta, next: NextStep) -> Self {
+        Directive { delta, next }
+    }
+
     /// A directive that follows the edges.
     pub fn edges(delta: StateDelta) -> Self {
         Directive {

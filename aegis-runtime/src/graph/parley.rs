@@ -32,7 +32,7 @@ pub struct ParleyRequest {
 }
 
 impl ParleyRequest {
-/// Sets [`on_expire`](Self::on_expire): what an expired parley does.
+    /// Sets [`on_expire`](Self::on_expire): what an expired parley does.
     #[must_use]
     pub fn with_on_expire(mut self, on_expire: ParleyExpiry) -> Self {
         self.on_expire = on_expire;

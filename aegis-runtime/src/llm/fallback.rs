@@ -13,8 +13,8 @@ use super::{
     SERVED_BY_KEY,
 };
 use crate::error::{KnownSecrets, LlmError, ProviderAttempt, Transience};
-use crate::trace::{TraceEvent, TraceSink};
 use crate::share::IntoShared;
+use crate::trace::{TraceEvent, TraceSink};
 
 /// The provider name of every [`FallbackLlmAdapter`].
 pub const FALLBACK_PROVIDER_NAME: &str = "fallback";

@@ -268,21 +268,21 @@ pub struct LlmResponse {
 }
 
 impl LlmResponse {
-/// Sets [`content`](Self::content): the generated text.
+    /// Sets [`content`](Self::content): the generated text.
     #[must_use]
     pub fn with_content(mut self, content: impl Into<String>) -> Self {
         self.content = content.into();
         self
     }
 
-/// Sets [`usage`](Self::usage): token counts, when the provider reported them.
+    /// Sets [`usage`](Self::usage): token counts, when the provider reported them.
     #[must_use]
     pub fn with_usage(mut self, usage: impl Into<Option<LlmUsage>>) -> Self {
         self.usage = usage.into();
         self
     }
 
-/// Sets [`model`](Self::model): the model that answered, as the provider named
+    /// Sets [`model`](Self::model): the model that answered, as the provider named
     /// it.
     #[must_use]
     pub fn with_model(mut self, model: impl Into<String>) -> Self {
@@ -290,7 +290,7 @@ impl LlmResponse {
         self
     }
 
-/// Sets [`finish_reason`](Self::finish_reason): why the model stopped, when the
+    /// Sets [`finish_reason`](Self::finish_reason): why the model stopped, when the
     /// provider said.
     #[must_use]
     pub fn with_finish_reason(mut self, finish_reason: impl Into<Option<FinishReason>>) -> Self {
@@ -298,7 +298,7 @@ impl LlmResponse {
         self
     }
 
-/// Sets [`metadata`](Self::metadata): free-form facts about the call; a
+    /// Sets [`metadata`](Self::metadata): free-form facts about the call; a
     /// fallback chain stamps [`SERVED_BY_KEY`] here.
     #[must_use]
     pub fn with_metadata(mut self, metadata: Map<String, Value>) -> Self {

@@ -32,7 +32,7 @@ pub struct PaladinResult {
 }
 
 impl PaladinResult {
-/// Sets [`served_by`](Self::served_by): the provider that served it, when a
+    /// Sets [`served_by`](Self::served_by): the provider that served it, when a
     /// fallback chain stamped it (observability, not attestation).
     #[must_use]
     pub fn with_served_by(mut self, served_by: Option<impl Into<String>>) -> Self {
@@ -40,7 +40,7 @@ impl PaladinResult {
         self
     }
 
-/// Sets [`chain_position`](Self::chain_position): the serving provider's
+    /// Sets [`chain_position`](Self::chain_position): the serving provider's
     /// position in its fallback chain (0 = the primary), when a chain stamped
     /// it.
     #[must_use]
@@ -49,7 +49,7 @@ impl PaladinResult {
         self
     }
 
-/// Sets [`fallback`](Self::fallback): whether a fallback chain served the
+    /// Sets [`fallback`](Self::fallback): whether a fallback chain served the
     /// answer from a provider other than its first (a node's cache then skips
     /// it by default, see [`CachePolicy`](crate::CachePolicy)).
     #[must_use]
@@ -58,7 +58,7 @@ impl PaladinResult {
         self
     }
 
-/// Sets [`model`](Self::model): the model that produced the answer, when the
+    /// Sets [`model`](Self::model): the model that produced the answer, when the
     /// port knows it.
     #[must_use]
     pub fn with_model(mut self, model: Option<impl Into<String>>) -> Self {
@@ -66,14 +66,14 @@ impl PaladinResult {
         self
     }
 
-/// Sets [`loops`](Self::loops): how many completion rounds it took.
+    /// Sets [`loops`](Self::loops): how many completion rounds it took.
     #[must_use]
     pub fn with_loops(mut self, loops: u32) -> Self {
         self.loops = loops;
         self
     }
 
-/// Sets [`usage`](Self::usage): token counts over every completion, when the
+    /// Sets [`usage`](Self::usage): token counts over every completion, when the
     /// provider reported them.
     #[must_use]
     pub fn with_usage(mut self, usage: impl Into<Option<crate::llm::LlmUsage>>) -> Self {

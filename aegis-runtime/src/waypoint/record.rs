@@ -79,21 +79,21 @@ pub struct NodeExecutionRecord {
 }
 
 impl NodeExecutionRecord {
-/// Sets [`task_key`](Self::task_key): the task key, for a mustered task.
+    /// Sets [`task_key`](Self::task_key): the task key, for a mustered task.
     #[must_use]
     pub fn with_task_key(mut self, task_key: Option<impl Into<String>>) -> Self {
         self.task_key = task_key.map(Into::into);
         self
     }
 
-/// Sets [`attempts`](Self::attempts): every failed attempt, in order.
+    /// Sets [`attempts`](Self::attempts): every failed attempt, in order.
     #[must_use]
     pub fn with_attempts(mut self, attempts: Vec<AttemptRecord>) -> Self {
         self.attempts = attempts;
         self
     }
 
-/// Sets [`cache_hit`](Self::cache_hit): whether the result came from the node
+    /// Sets [`cache_hit`](Self::cache_hit): whether the result came from the node
     /// cache.
     #[must_use]
     pub fn with_cache_hit(mut self, cache_hit: bool) -> Self {
@@ -101,16 +101,19 @@ impl NodeExecutionRecord {
         self
     }
 
-/// Sets [`cache_origin`](Self::cache_origin): on a cache hit, who produced the
+    /// Sets [`cache_origin`](Self::cache_origin): on a cache hit, who produced the
     /// served entry (`None` otherwise, and for an entry stored before entries
     /// recorded it).
     #[must_use]
-    pub fn with_cache_origin(mut self, cache_origin: impl Into<Option<std::sync::Arc<CacheOrigin>>>) -> Self {
+    pub fn with_cache_origin(
+        mut self,
+        cache_origin: impl Into<Option<std::sync::Arc<CacheOrigin>>>,
+    ) -> Self {
         self.cache_origin = cache_origin.into();
         self
     }
 
-/// Sets [`retry_skipped`](Self::retry_skipped): set when a retry was skipped
+    /// Sets [`retry_skipped`](Self::retry_skipped): set when a retry was skipped
     /// because its wait would overrun a deadline (the node then failed with its
     /// last attempt's error).
     #[must_use]

@@ -100,7 +100,7 @@ pub struct CompletedActivation {
 }
 
 impl CompletedActivation {
-/// Sets [`handled`](Self::handled): set when the node failed and its `on_error`
+    /// Sets [`handled`](Self::handled): set when the node failed and its `on_error`
     /// handler supplied `directive` (absent in rows written before it existed).
     #[must_use]
     pub fn with_handled(mut self, handled: impl Into<Option<Box<HandledFailure>>>) -> Self {
@@ -238,7 +238,7 @@ impl Waypoint {
 }
 
 impl Waypoint {
-/// Sets [`superstep`](Self::superstep): the superstep this waypoint closes (or
+    /// Sets [`superstep`](Self::superstep): the superstep this waypoint closes (or
     /// interrupts); 0 for the input.
     #[must_use]
     pub fn with_superstep(mut self, superstep: u32) -> Self {
@@ -246,14 +246,14 @@ impl Waypoint {
         self
     }
 
-/// Sets [`vanguard`](Self::vanguard): the activations due.
+    /// Sets [`vanguard`](Self::vanguard): the activations due.
     #[must_use]
     pub fn with_vanguard(mut self, vanguard: Arc<[Activation]>) -> Self {
         self.vanguard = vanguard;
         self
     }
 
-/// Sets [`interrupted`](Self::interrupted): whether this waypoint was written
+    /// Sets [`interrupted`](Self::interrupted): whether this waypoint was written
     /// mid-superstep.
     #[must_use]
     pub fn with_interrupted(mut self, interrupted: bool) -> Self {
@@ -261,14 +261,14 @@ impl Waypoint {
         self
     }
 
-/// Sets [`records`](Self::records): the node records of this superstep.
+    /// Sets [`records`](Self::records): the node records of this superstep.
     #[must_use]
     pub fn with_records(mut self, records: Vec<NodeExecutionRecord>) -> Self {
         self.records = records;
         self
     }
 
-/// Sets [`parley`](Self::parley): a parley answer to hand to the next
+    /// Sets [`parley`](Self::parley): a parley answer to hand to the next
     /// superstep's activations.
     #[must_use]
     pub fn with_parley(mut self, parley: impl Into<Option<Arc<ParleyDelivery>>>) -> Self {
@@ -276,7 +276,7 @@ impl Waypoint {
         self
     }
 
-/// Sets [`fingerprint`](Self::fingerprint): the fingerprint of the graph that
+    /// Sets [`fingerprint`](Self::fingerprint): the fingerprint of the graph that
     /// wrote it.
     #[must_use]
     pub fn with_fingerprint(mut self, fingerprint: GraphFingerprint) -> Self {
@@ -284,7 +284,7 @@ impl Waypoint {
         self
     }
 
-/// Sets [`manifest`](Self::manifest): the shape of the graph that wrote it
+    /// Sets [`manifest`](Self::manifest): the shape of the graph that wrote it
     /// (node kinds, field rules), so a resume on a changed graph can tell what
     /// changed.
     #[must_use]
@@ -293,16 +293,19 @@ impl Waypoint {
         self
     }
 
-/// Sets [`previous_graph`](Self::previous_graph): set on every waypoint written
+    /// Sets [`previous_graph`](Self::previous_graph): set on every waypoint written
     /// since a resume moved the thread onto this graph from another one (a
     /// compatible change or a migration).
     #[must_use]
-    pub fn with_previous_graph(mut self, previous_graph: impl Into<Option<Arc<PreviousGraph>>>) -> Self {
+    pub fn with_previous_graph(
+        mut self,
+        previous_graph: impl Into<Option<Arc<PreviousGraph>>>,
+    ) -> Self {
         self.previous_graph = previous_graph.into();
         self
     }
 
-/// Sets [`created_at`](Self::created_at): when it was written.
+    /// Sets [`created_at`](Self::created_at): when it was written.
     #[must_use]
     pub fn with_created_at(mut self, created_at: SystemTime) -> Self {
         self.created_at = created_at;

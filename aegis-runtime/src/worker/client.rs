@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use super::{AttemptInfo, PinnedRun, RunQueue, RunState, RunStatus, Submitted, WorkerError};
 use crate::graph::ParleyResponse;
-use crate::waypoint::Waypoint;
 use crate::share::IntoShared;
+use crate::waypoint::Waypoint;
 
 /// The caller's side of a worker fleet: submit runs, answer their parleys,
 /// cancel them, read their status and wait for their outcome. Needs no

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use super::{Lease, RunQueue};
 use crate::error::StoreError;
-use crate::waypoint::{Waypoint, WaypointStore};
 use crate::share::IntoShared;
+use crate::waypoint::{Waypoint, WaypointStore};
 
 /// A waypoint store whose every write is fenced by one lease: it succeeds
 /// only while the lease's epoch is still its thread's (checked by the

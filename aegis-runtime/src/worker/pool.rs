@@ -19,8 +19,8 @@ use crate::engine::{RunOutcome, WarEngine};
 use crate::error::EngineError;
 use crate::error::StoreError;
 use crate::graph::WarGraph;
-use crate::waypoint::{WaypointStatus, WaypointStore};
 use crate::share::IntoShared;
+use crate::waypoint::{WaypointStatus, WaypointStore};
 
 /// Builds the engine a run executes on, around the run's fenced store: the
 /// place to register a Paladin port, evaluators, handlers, caches, trace

@@ -840,18 +840,16 @@ async fn a_lease_expires_exactly_at_its_ttl_unless_renewed() {
 }
 
 fn pool(q: &Arc<dyn RunQueue>, id: &str, graph: WarGraph, ttl: Duration) -> WorkerPool {
-    WorkerPool::new(q.clone(), |store| {
-        WarEngine::new(store)
-    })
-    .with_config(
-        WorkerConfig::default()
-            .with_worker_id(id)
-            .with_lease_ttl(ttl)
-            .with_poll_interval(Duration::from_millis(100))
-            .with_shutdown_grace(Duration::from_secs(1)),
-    )
-    .register("counter", graph)
-    .unwrap()
+    WorkerPool::new(q.clone(), |store| WarEngine::new(store))
+        .with_config(
+            WorkerConfig::default()
+                .with_worker_id(id)
+                .with_lease_ttl(ttl)
+                .with_poll_interval(Duration::from_millis(100))
+                .with_shutdown_grace(Duration::from_secs(1)),
+        )
+        .register("counter", graph)
+        .unwrap()
 }
 
 /// A gate between two counter nodes.
@@ -1472,18 +1470,16 @@ async fn a_worker_whose_queue_goes_dark_gives_its_lease_up_when_it_runs_out() {
     let dropped = Arc::new(std::sync::Mutex::new(None));
     let ttl = Duration::from_secs(30);
     let stop = tokio_util::sync::CancellationToken::new();
-    let worker_pool = WorkerPool::new(q.clone(), |store| {
-        WarEngine::new(store)
-    })
-    .with_config(
-        WorkerConfig::default()
-            .with_worker_id("dark")
-            .with_max_runs(1)
-            .with_lease_ttl(ttl)
-            .with_poll_interval(Duration::from_millis(100)),
-    )
-    .register("counter", endless_graph(dropped.clone()))
-    .unwrap();
+    let worker_pool = WorkerPool::new(q.clone(), |store| WarEngine::new(store))
+        .with_config(
+            WorkerConfig::default()
+                .with_worker_id("dark")
+                .with_max_runs(1)
+                .with_lease_ttl(ttl)
+                .with_poll_interval(Duration::from_millis(100)),
+        )
+        .register("counter", endless_graph(dropped.clone()))
+        .unwrap();
     let running = tokio::spawn(worker_pool.run(stop.clone()));
     q.submit("counter", "t1", json!({})).await.unwrap();
     let client = Client::new(inner.clone());

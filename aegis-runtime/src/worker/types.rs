@@ -551,7 +551,7 @@ pub struct RunStatus {
 }
 
 impl RunStatus {
-/// Sets [`worker_id`](Self::worker_id): the worker holding the lease, while one
+    /// Sets [`worker_id`](Self::worker_id): the worker holding the lease, while one
     /// does.
     #[must_use]
     pub fn with_worker_id(mut self, worker_id: Option<impl Into<String>>) -> Self {
@@ -559,7 +559,7 @@ impl RunStatus {
         self
     }
 
-/// Sets [`fingerprint`](Self::fingerprint): the graph fingerprint the thread is
+    /// Sets [`fingerprint`](Self::fingerprint): the graph fingerprint the thread is
     /// bound to (set at its first claim: afterwards only a worker with this
     /// exact graph resumes it).
     #[must_use]
@@ -568,14 +568,14 @@ impl RunStatus {
         self
     }
 
-/// Sets [`error`](Self::error): why a failed run failed.
+    /// Sets [`error`](Self::error): why a failed run failed.
     #[must_use]
     pub fn with_error(mut self, error: Option<impl Into<String>>) -> Self {
         self.error = error.map(Into::into);
         self
     }
 
-/// Sets [`waiting_reason`](Self::waiting_reason): why a queued run is not being
+    /// Sets [`waiting_reason`](Self::waiting_reason): why a queued run is not being
     /// picked up (no live worker runs its graph, or none with its fingerprint
     /// and no live graph of its name can continue it, with the reason each
     /// gave).
@@ -585,16 +585,19 @@ impl RunStatus {
         self
     }
 
-/// Sets [`previous_fingerprint`](Self::previous_fingerprint): the fingerprint
+    /// Sets [`previous_fingerprint`](Self::previous_fingerprint): the fingerprint
     /// the thread ran on before its latest move onto another graph (a rolling
     /// deploy): `None` while it never moved.
     #[must_use]
-    pub fn with_previous_fingerprint(mut self, previous_fingerprint: Option<impl Into<String>>) -> Self {
+    pub fn with_previous_fingerprint(
+        mut self,
+        previous_fingerprint: Option<impl Into<String>>,
+    ) -> Self {
         self.previous_fingerprint = previous_fingerprint.map(Into::into);
         self
     }
 
-/// Sets [`migration`](Self::migration): the migration that carried its latest
+    /// Sets [`migration`](Self::migration): the migration that carried its latest
     /// move, when one did.
     #[must_use]
     pub fn with_migration(mut self, migration: Option<impl Into<String>>) -> Self {
@@ -602,7 +605,7 @@ impl RunStatus {
         self
     }
 
-/// Sets [`fault`](Self::fault): why the latest claims could not run the thread
+    /// Sets [`fault`](Self::fault): why the latest claims could not run the thread
     /// as stored, while they could not (cleared by a claim that could, and by
     /// [`Client::requeue`](super::Client::requeue)).
     #[must_use]

@@ -7,9 +7,9 @@
 //! differ between the two builds.
 
 use aegis::{
-    Aegis, BattlefieldSchema, CacheKeySpec, CacheMarker, CachePolicy, CacheScope, DispatchRule,
-    END, EngineLimits, ErrorHandlerSpec, FieldName, FieldSpec, InputMapping, NodeId, NodeSpec,
-    Paladin, ParleyExpiry, START, StateDelta, WarGraph, Writer, derive_key, initial_state, merge,
+    Aegis, BattlefieldSchema, CacheKeySpec, CacheMarker, CachePolicy, DispatchRule, END,
+    EngineLimits, ErrorHandlerSpec, FieldName, FieldSpec, InputMapping, NodeId, NodeSpec, Paladin,
+    ParleyExpiry, START, StateDelta, WarGraph, Writer, derive_key, initial_state, merge,
 };
 use serde_json::json;
 use std::time::Duration;
@@ -107,15 +107,20 @@ pub fn golden_graph() -> WarGraph {
     g.set_aegis(
         "plan",
         Aegis::new().with_on_error(ErrorHandlerSpec::Absorb {
-                fallback_delta: fallback,
-            }),
+            fallback_delta: fallback,
+        }),
     );
     g.set_aegis(
         "answer",
-        Aegis::new().with_on_error(ErrorHandlerSpec::Route {
+        Aegis::new()
+            .with_on_error(ErrorHandlerSpec::Route {
                 to: "fix".into(),
                 error_field: field("error"),
-            }).with_cache(CachePolicy::new(Duration::from_secs(3_600), CacheKeySpec::Fields(vec![field("question")]))),
+            })
+            .with_cache(CachePolicy::new(
+                Duration::from_secs(3_600),
+                CacheKeySpec::Fields(vec![field("question")]),
+            )),
     );
 
     g.add_edge(START, "plan")

@@ -98,7 +98,15 @@ pub fn retry(
     retry_on: Option<crate::aegis::RetryPredicate>,
 ) -> RetryPolicy {
     let d = RetryPolicy::default();
-    d.with_max_attempts(max_attempts.unwrap_or(d.max_attempts)).with_initial_interval(initial_interval.unwrap_or(d.initial_interval)).with_backoff_factor(backoff_factor.unwrap_or(d.backoff_factor)).with_max_interval(max_interval.unwrap_or(d.max_interval)).with_jitter(jitter.unwrap_or(d.jitter)).with_retry_on(retry_on.unwrap_or(d.retry_on))
+    RetryPolicy {
+        max_attempts: max_attempts.unwrap_or(d.max_attempts),
+        initial_interval: initial_interval.unwrap_or(d.initial_interval),
+        backoff_factor: backoff_factor.unwrap_or(d.backoff_factor),
+        max_interval: max_interval.unwrap_or(d.max_interval),
+        jitter: jitter.unwrap_or(d.jitter),
+        retry_on: retry_on.unwrap_or(d.retry_on),
+        ..d
+    }
 }
 
 /// `policy` with its Retry-After floor keys (`respect_retry_after`,
@@ -108,7 +116,11 @@ pub fn retry_after_floor(
     respect_retry_after: Option<bool>,
     max_retry_after: Option<Duration>,
 ) -> RetryPolicy {
-    policy.with_respect_retry_after(respect_retry_after.unwrap_or(policy.respect_retry_after)).with_max_retry_after(max_retry_after.unwrap_or(policy.max_retry_after))
+    RetryPolicy {
+        respect_retry_after: respect_retry_after.unwrap_or(policy.respect_retry_after),
+        max_retry_after: max_retry_after.unwrap_or(policy.max_retry_after),
+        ..policy
+    }
 }
 
 /// `RetryPredicate::Custom(name)`.
@@ -270,7 +282,15 @@ mod tests {
         );
         assert_eq!(
             p,
-            RetryPolicy::default().with_max_attempts(5).with_initial_interval(Duration::from_millis(100)).with_backoff_factor(3.0).with_max_interval(Duration::from_secs(9)).with_jitter(false).with_retry_on(RetryPredicate::Custom("only-429".into()))
+            RetryPolicy {
+                max_attempts: 5,
+                initial_interval: Duration::from_millis(100),
+                backoff_factor: 3.0,
+                max_interval: Duration::from_secs(9),
+                jitter: false,
+                retry_on: RetryPredicate::Custom("only-429".into()),
+                ..RetryPolicy::default()
+            }
         );
         let floored = retry_after_floor(p.clone(), Some(true), Some(Duration::from_secs(30)));
         assert!(floored.respect_retry_after);
