@@ -130,6 +130,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .with_retry(RetryPolicy::default())
             .with_timeout(
                 TimeoutPolicy::run(Duration::from_secs(120))
+                    // Streamed chunks beat the heartbeat, so only silence counts.
                     .with_idle_timeout(Duration::from_secs(10)),
             ),
     );

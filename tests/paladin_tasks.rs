@@ -120,6 +120,8 @@ async fn twenty_tasks_send_twenty_prompts_merged_in_task_order_and_cached_per_ta
             )
             .with_cache(
                 CachePolicy::new(Duration::from_secs(3_600), CacheKeySpec::Default)
+                    // Tasks 3 and 17 are answered by the backup: cache those
+                    // too, so the second run asks nothing.
                     .with_cache_fallback_results(true),
             ),
     );

@@ -194,6 +194,8 @@ fn random_retry(rng: &mut StdRng, endless: bool) -> RetryPolicy {
         .with_initial_interval(initial)
         .with_backoff_factor(pick(rng, &[1.0, 1.5, 2.0, 3.0]))
         .with_max_interval(max_interval)
+        // Waits move instants, never outcomes: the model needs no time. The
+        // engine's jitter seed keeps a seed's instants reproducible.
         .with_jitter(rng.random_bool(0.5))
         .with_retry_on(retry_on)
 }
@@ -292,6 +294,7 @@ fn child(rng: &mut StdRng, parent: &str) -> GraphDef {
     let limits = EngineLimits::default()
         .with_max_concurrency(pick(rng, &[1, 2, 64]))
         .with_shutdown_grace(random_grace(rng))
+        // Never the finite BUDGET: the parent's would cut the child first.
         .with_run_timeout(match rng.random_range(0..20) {
             0..15 => None,
             15..18 => Some(Duration::MAX),
