@@ -171,7 +171,7 @@ fn worker_main(version: &str) {
         });
         let queue = connect(&spec).await;
         let ttl = Duration::from_secs(2);
-        WorkerPool::new(queue, |store| WarEngine::new(store))
+        WorkerPool::new(queue, WarEngine::new)
             .with_config(
                 WorkerConfig::default()
                     .with_worker_id(format!("{version}-{}", std::process::id()))

@@ -36,7 +36,10 @@ fn schema() -> Result<BattlefieldSchema, BenchError> {
 }
 
 fn limits(supersteps: u32) -> EngineLimits {
-    EngineLimits::default().with_max_supersteps(supersteps + 10).with_max_node_visits(10).with_max_concurrency(2048)
+    EngineLimits::default()
+        .with_max_supersteps(supersteps + 10)
+        .with_max_node_visits(10)
+        .with_max_concurrency(2048)
 }
 
 /// A trivial node: adds 1 to the counter.
@@ -80,12 +83,20 @@ fn chain(n: u32, node: fn() -> NodeSpec) -> Result<WarGraph, BenchError> {
 
 /// (c): a retry policy and a timeout policy on every node.
 fn guarded() -> Aegis {
-    Aegis::new().with_retry(RetryPolicy::default()).with_timeout(TimeoutPolicy::run(Duration::from_secs(30)))
+    Aegis::new()
+        .with_retry(RetryPolicy::default())
+        .with_timeout(TimeoutPolicy::run(Duration::from_secs(30)))
 }
 
 /// (d): retry transient failures with no backoff.
 fn zero_backoff() -> Aegis {
-    Aegis::new().with_retry(RetryPolicy::default().with_max_attempts(3).with_initial_interval(Duration::ZERO).with_max_interval(Duration::ZERO).with_jitter(false))
+    Aegis::new().with_retry(
+        RetryPolicy::default()
+            .with_max_attempts(3)
+            .with_initial_interval(Duration::ZERO)
+            .with_max_interval(Duration::ZERO)
+            .with_jitter(false),
+    )
 }
 
 /// (b): one node musters `n` tasks to one worker, which appends its payload.
@@ -165,9 +176,9 @@ impl Runner {
 
 fn cached(mut g: WarGraph) -> WarGraph {
     g.with_default_aegis(Aegis::new().with_cache(CachePolicy::new(
-            Duration::from_secs(3600),
-            CacheKeySpec::Default,
-        )));
+        Duration::from_secs(3600),
+        CacheKeySpec::Default,
+    )));
     g
 }
 
