@@ -62,7 +62,7 @@ fn pool(
     id: &str,
     max_runs: usize,
 ) -> Result<WorkerPool, Box<dyn std::error::Error>> {
-    Ok(WorkerPool::new(queue, |store| WarEngine::new(store))
+    Ok(WorkerPool::new(queue, WarEngine::new)
         .with_config(
             WorkerConfig::default()
                 .with_worker_id(id)

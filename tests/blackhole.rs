@@ -123,7 +123,7 @@ fn worker_main(schema: &str) {
             log: admin().await,
             schema: schema.to_string(),
         });
-        WorkerPool::new(queue, |store| WarEngine::new(store))
+        WorkerPool::new(queue, WarEngine::new)
             .with_config(
                 WorkerConfig::default()
                     .with_worker_id(id)

@@ -362,7 +362,7 @@ pub fn worker_main() {
             ("fleet", graph(Duration::from_millis(work_ms)))
         };
         let ttl = Duration::from_millis(ttl_ms);
-        let pool = WorkerPool::new(queue, |store| WarEngine::new(store))
+        let pool = WorkerPool::new(queue, WarEngine::new)
             .with_config(
                 WorkerConfig::default()
                     .with_worker_id(id)

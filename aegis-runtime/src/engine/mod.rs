@@ -60,7 +60,7 @@ use run::Cursor;
 /// `ConfigurationError` naming `with_llm`.
 ///
 /// **Value or `Arc`.** Everything the engine keeps — its store, cache, LLM,
-/// port, sinks and hooks — is taken as [`IntoShared`](crate::IntoShared):
+/// port, sinks and hooks — is taken as [`IntoShared`]:
 /// pass the value, or an `Arc` of it when you keep a handle of your own (to
 /// read the store's history beside the engine, or share one cache between
 /// engines). The same holds for [`Chronicle`], the worker's
@@ -151,7 +151,7 @@ impl<S> fmt::Debug for WarEngine<S> {
 
 impl<S: WaypointStore> WarEngine<S> {
     /// An engine writing waypoints to `store` (the store itself, or an
-    /// `Arc` of it to keep a handle: see [`IntoShared`](crate::IntoShared)),
+    /// `Arc` of it to keep a handle: see [`IntoShared`]),
     /// with no LLM: Paladin nodes fail with a `ConfigurationError` until
     /// [`WarEngine::with_llm`] or [`WarEngine::with_paladin_port`] gives it
     /// one. Every other node kind runs as is.

@@ -840,7 +840,7 @@ async fn a_lease_expires_exactly_at_its_ttl_unless_renewed() {
 }
 
 fn pool(q: &Arc<dyn RunQueue>, id: &str, graph: WarGraph, ttl: Duration) -> WorkerPool {
-    WorkerPool::new(q.clone(), |store| WarEngine::new(store))
+    WorkerPool::new(q.clone(), WarEngine::new)
         .with_config(
             WorkerConfig::default()
                 .with_worker_id(id)
@@ -1470,7 +1470,7 @@ async fn a_worker_whose_queue_goes_dark_gives_its_lease_up_when_it_runs_out() {
     let dropped = Arc::new(std::sync::Mutex::new(None));
     let ttl = Duration::from_secs(30);
     let stop = tokio_util::sync::CancellationToken::new();
-    let worker_pool = WorkerPool::new(q.clone(), |store| WarEngine::new(store))
+    let worker_pool = WorkerPool::new(q.clone(), WarEngine::new)
         .with_config(
             WorkerConfig::default()
                 .with_worker_id("dark")
