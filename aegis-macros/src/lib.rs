@@ -228,7 +228,7 @@ pub fn aegis(args: TokenStream, item: TokenStream) -> TokenStream {
 /// ```text
 /// graph! {
 ///     crate = "::aegis";                       // optional
-///     limits = EngineLimits { .. };            // optional, any expression
+///     limits = EngineLimits::default().with_max_supersteps(50);  // optional, any expression
 ///     schema {                                 // fields, `,`-separated; modifiers in any order
 ///         name: LastWrite | Append | Sum | Merge  [= <JSON literal>]  [required]  [cache = deny | allow]
 ///     }

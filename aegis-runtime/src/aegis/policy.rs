@@ -16,8 +16,9 @@ use crate::state::{FieldName, StateDelta};
 /// `WarGraph::with_default_aegis`; a node's own entry wins wholesale.
 ///
 /// Build one from [`Aegis::new`] (or `default()`) and its `with_*`
-/// builders; the fields stay public to read. The type is
-/// `#[non_exhaustive]`: a policy kind added later is not a breaking change.
+/// builders, each taking the policy or an `Option` of it (`None` unsets
+/// it); the fields stay public to read. The type is `#[non_exhaustive]`: a
+/// policy kind added later is not a breaking change.
 ///
 /// ```
 /// use aegis_runtime::*;

@@ -8,6 +8,12 @@ use serde::{Deserialize, Serialize};
 /// fields (a variant, an HTTP status as a `u16`), never by parsing a message.
 /// The [`RetryPredicate`](crate::RetryPredicate) of a node's policy then decides
 /// which classes it retries.
+///
+/// Deliberately exhaustive (not `#[non_exhaustive]`): the guide's
+/// classification is three-valued by definition (may succeed later, cannot,
+/// nobody knows), every retry predicate and handler matches on all three,
+/// and a fourth class would change what every such `match` means — a
+/// breaking change that should break the build, not fall into a `_` arm.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Transience {
     /// The same request may well succeed later: an overloaded upstream, a

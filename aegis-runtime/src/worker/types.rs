@@ -507,6 +507,10 @@ impl Renewal {
 }
 
 /// Whether `submit` created the run.
+///
+/// Deliberately exhaustive (not `#[non_exhaustive]`): a submission either
+/// created the run or found it there already (submitting is idempotent per
+/// thread); there is no third answer to add.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Submitted {
     /// A new run was queued.
