@@ -71,13 +71,19 @@ use run::Cursor;
 /// use aegis_runtime::*;
 /// use std::sync::Arc;
 ///
-/// let llm = MockLlmAdapter::new();
-/// llm.push_response(LlmResponse::new("hello"));
+/// // The engine owns the cache; the caller keeps handles on the store
+/// // (to read its history) and on the mock (to inspect its calls).
+/// let llm = Arc::new(MockLlmAdapter::new().with_default_response("hello"));
 /// let store = Arc::new(InMemoryWaypointStore::new());
 /// let engine = WarEngine::new(store.clone())
-///     .with_llm(llm)
+///     .with_llm(llm.clone())
 ///     .with_node_cache(InMemoryNodeCache::new());
-/// # let _ = engine;
+/// assert!(Arc::ptr_eq(engine.store(), &store));
+///
+/// // A worker pool's engine factory is `WarEngine::new` itself, or a
+/// // closure adding what its runs need.
+/// let factory = move |store| WarEngine::new(store).with_llm(llm.clone());
+/// # let _: &dyn Fn(Arc<aegis_runtime::worker::LeasedStore>) -> WarEngine<aegis_runtime::worker::LeasedStore> = &factory;
 /// ```
 ///
 /// Extension points (retry predicates, edge evaluators, interceptors, trace
