@@ -1,5 +1,6 @@
-//! The one-call engines: `WarEngine::in_memory()`, `from_store(..)`,
-//! `with_llm(..)` and `with_paladin_port(..)`.
+//! The one way to build an engine: `WarEngine::new(store)` (or
+//! `WarEngine::in_memory()`), then `with_llm(..)`, `with_paladin_port(..)`
+//! and `with_node_cache(..)`, each taking a value or an `Arc` of it.
 
 use aegis::prelude::*;
 use serde_json::json;
@@ -85,6 +86,36 @@ async fn in_memory_has_no_llm_until_one_is_given() {
         error.to_string().contains("no PaladinPort is configured"),
         "{error}"
     );
+    assert!(error.to_string().contains("WarEngine::with_llm"), "{error}");
+}
+
+#[tokio::test]
+async fn new_takes_a_store_by_value_or_by_arc() {
+    // By value: the engine owns its store.
+    let owned = WarEngine::new(InMemoryWaypointStore::new());
+    owned
+        .start(&counting_graph(), "t-1", json!({}))
+        .await
+        .unwrap()
+        .into_result()
+        .unwrap();
+    assert!(owned.store().latest("t-1").await.unwrap().is_some());
+
+    // By Arc: the caller keeps reading the very same store, and a second
+    // engine over it resumes what the first wrote; the LLM is shared too.
+    let store = std::sync::Arc::new(InMemoryWaypointStore::new());
+    let llm = std::sync::Arc::new(Echo);
+    let first = WarEngine::new(store.clone()).with_llm(llm.clone());
+    assert!(std::sync::Arc::ptr_eq(first.store(), &store));
+    first
+        .start(&paladin_graph(), "t-2", json!({ "question": "hi" }))
+        .await
+        .unwrap()
+        .into_result()
+        .unwrap();
+    let second = WarEngine::new(store.clone()).with_llm(llm);
+    assert!(store.latest("t-2").await.unwrap().is_some());
+    assert_eq!(second.chronicle().history("t-2").await.unwrap().len(), 2);
 }
 
 #[tokio::test]
@@ -116,7 +147,7 @@ async fn with_paladin_port_replaces_the_port() {
 }
 
 #[tokio::test]
-async fn from_store_writes_to_the_given_store() {
+async fn new_writes_to_the_given_store() {
     let path = std::env::temp_dir().join(format!(
         "aegis-engine-presets-{}.sqlite",
         std::process::id()
