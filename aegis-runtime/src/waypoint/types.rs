@@ -246,10 +246,11 @@ impl Waypoint {
         self
     }
 
-    /// Sets [`vanguard`](Self::vanguard): the activations due.
+    /// Sets [`vanguard`](Self::vanguard): the activations due (a `Vec`, or
+    /// the shared slice itself).
     #[must_use]
-    pub fn with_vanguard(mut self, vanguard: Arc<[Activation]>) -> Self {
-        self.vanguard = vanguard;
+    pub fn with_vanguard(mut self, vanguard: impl Into<Arc<[Activation]>>) -> Self {
+        self.vanguard = vanguard.into();
         self
     }
 
