@@ -12,7 +12,13 @@
 //! ```
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
-use aegis::*;
+use aegis::graph::EngineLimits;
+use aegis::graph::NodeSpec;
+use aegis::paladin::UnconfiguredPaladinPort;
+use aegis::policy::CacheKeySpec;
+use aegis::policy::CacheScope;
+use aegis::prelude::*;
+use aegis::waypoint::WaypointStatus;
 use criterion::{Criterion, Throughput};
 use serde_json::json;
 use std::sync::Arc;

@@ -5,8 +5,17 @@
 
 #[allow(clippy::pedantic)]
 mod support;
+use aegis::graph::EngineLimits;
+use aegis::graph::InputMapping;
+use aegis::graph::NodeSpec;
+use aegis::graph::StateNode;
+use aegis::policy::ErrorHandlerSpec;
 use aegis::prelude::*;
-use aegis::{AegisNodeFn, InMemoryWaypointStore, Paladin, UnconfiguredPaladinPort};
+use aegis::{
+    graph::{AegisNodeFn, Paladin},
+    paladin::UnconfiguredPaladinPort,
+    waypoint::InMemoryWaypointStore,
+};
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
@@ -119,7 +128,7 @@ fn builder_graph() -> WarGraph {
             Some(json!([])),
             false,
         )
-        .with_cache(aegis::CacheMarker::Deny),
+        .with_cache(aegis::state::CacheMarker::Deny),
         FieldSpec::new(
             field_name("total"),
             DispatchRule::Sum,

@@ -7,8 +7,12 @@ use support::stores;
 
 use aegis::prelude::*;
 use aegis::{
-    CancellationToken, EngineError, InMemoryWaypointStore, NodeStatus, SqliteWaypointStore,
-    UnconfiguredPaladinPort, WaypointStatus, WaypointStore,
+    engine::CancellationToken,
+    error::EngineError,
+    paladin::UnconfiguredPaladinPort,
+    waypoint::{
+        InMemoryWaypointStore, NodeStatus, SqliteWaypointStore, WaypointStatus, WaypointStore,
+    },
 };
 use serde_json::json;
 use std::sync::Arc;

@@ -1,7 +1,17 @@
 //! The one-call engines: `WarEngine::in_memory()`, `from_store(..)`,
 //! `with_llm(..)` and `with_paladin_port(..)`.
 
+use aegis::error::LlmError;
+use aegis::error::PaladinError;
+use aegis::graph::Paladin;
+use aegis::llm::LlmPort;
+use aegis::llm::LlmRequest;
+use aegis::llm::LlmResponse;
+use aegis::paladin::PaladinPort;
+use aegis::paladin::PaladinResult;
 use aegis::prelude::*;
+use aegis::waypoint::SqliteWaypointStore;
+use aegis::waypoint::WaypointStatus;
 use serde_json::json;
 use std::sync::Arc;
 

@@ -6,12 +6,18 @@
 mod support;
 use support::stores;
 
+use aegis::graph::EngineLimits;
+use aegis::graph::NodeSpec;
 use aegis::prelude::*;
 use aegis::{
-    Activation, Chronicle, EngineError, InMemoryWaypointStore, MAX_THREAD_ID_BYTES, StoreError,
-    ThreadIdError, UnconfiguredPaladinPort, Waypoint, WaypointStatus, WaypointStore, Writer,
-    initial_state, merge,
+    error::{EngineError, StoreError},
+    id::{MAX_THREAD_ID_BYTES, ThreadIdError},
+    paladin::UnconfiguredPaladinPort,
+    waypoint::{
+        Activation, Chronicle, InMemoryWaypointStore, Waypoint, WaypointStatus, WaypointStore,
+    },
 };
+use aegis_runtime::__internal::{Writer, initial_state, merge};
 use futures::StreamExt;
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -379,7 +385,7 @@ mod suite {
     /// Ids no store holds, and the error every store refuses them with.
     fn refused_ids() -> Vec<(String, ThreadIdError)> {
         let too_long = |id: String| {
-            let err = aegis::validate_thread_id(&id).unwrap_err();
+            let err = aegis::id::validate_thread_id(&id).unwrap_err();
             assert!(matches!(err, ThreadIdError::TooLong { .. }), "{err}");
             (id, err)
         };
@@ -464,7 +470,7 @@ mod suite {
         let mut refused = refused_ids();
         refused.push((
             "orders>checkout".to_string(),
-            aegis::validate_root_thread_id("orders>checkout").unwrap_err(),
+            aegis::id::validate_root_thread_id("orders>checkout").unwrap_err(),
         ));
         for (id, expected) in refused {
             let want = EngineError::InvalidThreadId(expected);
@@ -575,7 +581,9 @@ contract!(
     sqlite,
     |label| {
         let dir = stores::TempDir::new(label);
-        let store = aegis::SqliteWaypointStore::open(dir.db()).await.unwrap();
+        let store = aegis::waypoint::SqliteWaypointStore::open(dir.db())
+            .await
+            .unwrap();
         (Arc::new(store), dir)
     },
     |dir| {
@@ -600,13 +608,13 @@ contract!(
 fn a_waypoint_reads_its_visits_and_completed_activations_through_accessors() {
     let w = Waypoint::new("t", 3, WaypointStatus::Running, Battlefield::new())
         .with_visits([(NodeId::new("b"), 1), (NodeId::new("a"), 2)])
-        .with_completed([aegis::CompletedActivation {
+        .with_completed([aegis::waypoint::CompletedActivation {
             activation: Activation::node("a"),
             directive: StateDelta::new().into(),
-            record: aegis::NodeExecutionRecord {
+            record: aegis::waypoint::NodeExecutionRecord {
                 node_id: NodeId::new("a"),
                 task_key: None,
-                status: aegis::NodeStatus::Succeeded,
+                status: aegis::waypoint::NodeStatus::Succeeded,
                 attempt: 1,
                 attempts: Vec::new(),
                 cache_hit: false,

@@ -24,8 +24,10 @@
 #[path = "fleet/mod.rs"]
 mod fleet;
 
+use aegis::graph::ParleyResponse;
+use aegis::prelude::*;
+use aegis::waypoint::WaypointStatus;
 use aegis::worker::{Client, GraphKey, RunQueue, RunState, WorkerInfo};
-use aegis::*;
 use fleet::*;
 use rand::Rng;
 use serde_json::{Value, json};

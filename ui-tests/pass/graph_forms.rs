@@ -3,7 +3,7 @@
 #![deny(warnings)]
 
 use aegis::prelude::*;
-use aegis::Paladin;
+use aegis::graph::Paladin;
 
 mod nodes {
     use aegis::prelude::*;

@@ -6,10 +6,10 @@ use std::borrow::Cow;
 use std::fmt;
 use std::sync::{Arc, OnceLock};
 
-use crate::aegis::{CacheKeySpec, CacheScope};
 use crate::canon::{Canon, Digest32, inline_in_key, write_hex};
 use crate::graph::{NodeSpec, TemplateError};
 use crate::id::NodeId;
+use crate::policy::{CacheKeySpec, CacheScope};
 use crate::state::{Battlefield, FieldName, FieldPart};
 
 /// The key scheme's version, the first segment of every [`CacheKey`].

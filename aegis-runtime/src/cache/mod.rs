@@ -112,8 +112,8 @@ mod ceiling;
 mod clock;
 mod config;
 mod entry;
-mod handle;
-mod key;
+pub(crate) mod handle;
+pub(crate) mod key;
 mod memory;
 #[cfg(feature = "redis-cache")]
 mod redis;
@@ -130,10 +130,10 @@ pub use ceiling::TtlCeiling;
 pub use clock::{CacheClock, ManualClock};
 pub use config::{NodeCacheBackend, NodeCacheConfig};
 pub use entry::CacheEntry;
-pub use handle::{CacheLookup, NodeCacheHandle, StoreOutcome};
-pub use key::{CACHE_KEY_VERSION, CacheKey, CacheKeyError, derive_key};
+pub(crate) use handle::{CacheLookup, NodeCacheHandle};
+pub use key::{CACHE_KEY_VERSION, CacheKey, CacheKeyError};
 pub(crate) use key::{GraphKeySeed, KeySeed, derive_key_seeded};
 pub use memory::InMemoryNodeCache;
 #[cfg(feature = "redis-cache")]
 pub use redis::{RedisNodeCache, RedisNodeCacheBuilder};
-pub use validate::{EntryMisfit, delta_is_cacheable};
+pub use validate::EntryMisfit;

@@ -21,13 +21,10 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 
 use super::{Directive, NodeSpec, StateNode, WarGraph};
-use crate::aegis::Aegis;
 use crate::error::StateNodeError;
 use crate::graph::NodeContext;
+use crate::policy::Aegis;
 use crate::state::Battlefield;
-
-#[doc(hidden)]
-pub mod __macro_support;
 
 /// A node function annotated with `#[aegis(...)]`, seen through its marker
 /// struct.
@@ -384,10 +381,10 @@ impl WarGraph {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::aegis::{RetryPolicy, TimeoutPolicy};
+    use crate::graph::{EngineLimits, NextStep};
     use crate::id::{END, NodeId, START};
+    use crate::policy::{RetryPolicy, TimeoutPolicy};
     use crate::state::{BattlefieldSchema, DispatchRule, FieldName, FieldSpec, StateDelta};
-    use crate::{EngineLimits, NextStep};
     use std::time::Duration;
 
     async fn double(state: &Battlefield, _: &NodeContext) -> Result<StateDelta, &'static str> {
@@ -418,7 +415,7 @@ mod tests {
             ctx: &'a NodeContext,
         ) -> BoxFuture<'a, Result<Directive, StateNodeError>> {
             Box::pin(async move {
-                __macro_support::NodeReturn::into_node_result(double(state, ctx).await)
+                crate::__macro_support::NodeReturn::into_node_result(double(state, ctx).await)
             })
         }
     }

@@ -19,9 +19,7 @@ mod task_input;
 mod validate;
 mod war_graph;
 
-pub use aegis_node::{
-    __macro_support, AegisDepsFn, AegisDepsNode, AegisFnNode, AegisNode, AegisNodeFn,
-};
+pub use aegis_node::{AegisDepsFn, AegisDepsNode, AegisFnNode, AegisNode, AegisNodeFn};
 pub(crate) use cache_rules::{cached_nodes, missing_backend_error};
 pub use context::{HeartbeatHandle, IdleHold, NodeContext};
 pub(crate) use context::{Served, ServedSlot, TaskRef, TaskSource};

@@ -6,10 +6,10 @@ use std::fmt;
 use std::sync::{Arc, OnceLock};
 
 use super::{GraphManifest, NodeSpec};
-use crate::aegis::Aegis;
 use crate::error::EngineError;
 use crate::graph::EngineLimits;
 use crate::id::NodeId;
+use crate::policy::Aegis;
 use crate::state::BattlefieldSchema;
 
 /// Conditional edges: after `from`, the evaluator registered on the engine
@@ -306,8 +306,8 @@ impl WarGraph {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::aegis::RetryPolicy;
     use crate::id::{END, START};
+    use crate::policy::RetryPolicy;
     use crate::state::{DispatchRule, FieldName, FieldSpec};
 
     fn base() -> WarGraph {

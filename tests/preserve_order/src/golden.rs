@@ -7,10 +7,12 @@
 //! differ between the two builds.
 
 use aegis::{
-    Aegis, BattlefieldSchema, CacheKeySpec, CacheMarker, CachePolicy, CacheScope, DispatchRule,
-    END, EngineLimits, ErrorHandlerSpec, FieldName, FieldSpec, InputMapping, NodeId, NodeSpec,
-    Paladin, ParleyExpiry, START, StateDelta, WarGraph, Writer, derive_key, initial_state, merge,
+    graph::{EngineLimits, InputMapping, NodeSpec, Paladin, ParleyExpiry, WarGraph},
+    id::{END, NodeId, START},
+    policy::{Aegis, CacheKeySpec, CachePolicy, CacheScope, ErrorHandlerSpec},
+    state::{BattlefieldSchema, CacheMarker, DispatchRule, FieldName, FieldSpec, StateDelta},
 };
+use aegis_runtime::__internal::{Writer, derive_key, initial_state, merge};
 use serde_json::json;
 use std::time::Duration;
 
