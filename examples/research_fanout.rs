@@ -20,8 +20,8 @@
 
 use aegis::error::PaladinError;
 use aegis::graph::HeartbeatHandle;
-use aegis::graph::Paladin;
 use aegis::llm::{FallbackLlmAdapter, MockLlmAdapter, OpenAiCompatibleLlmAdapter};
+use aegis::paladin::Paladin;
 use aegis::paladin::PaladinExecutionService;
 use aegis::paladin::PaladinPort;
 use aegis::paladin::PaladinResult;

@@ -25,7 +25,9 @@ pub mod prelude {
     pub use aegis_runtime::cache::InMemoryNodeCache;
     pub use aegis_runtime::engine::{RunOutcome, StreamEvent, WarEngine};
     pub use aegis_runtime::error::{EngineError, NodeError, StateNodeError};
-    pub use aegis_runtime::graph::{Directive, NextStep, NodeContext, WarGraph};
+    pub use aegis_runtime::graph::{
+        Directive, EngineLimits, NextStep, NodeContext, NodeSpec, WarGraph,
+    };
     pub use aegis_runtime::id::{END, NodeId, START};
     pub use aegis_runtime::policy::{Aegis, CachePolicy, RetryPolicy, TimeoutPolicy};
     pub use aegis_runtime::state::{
@@ -39,6 +41,24 @@ pub mod prelude {
 #[cfg(doctest)]
 #[doc = include_str!("../docs/DEPLOYING.md")]
 struct DeployingGuide;
+#[cfg(doctest)]
+#[doc = include_str!("../docs/POLICIES.md")]
+struct PoliciesGuide;
+#[cfg(doctest)]
+#[doc = include_str!("../docs/RUNNING_AT_SCALE.md")]
+struct RunningAtScaleGuide;
+#[cfg(doctest)]
+#[doc = include_str!("../docs/THREADS.md")]
+struct ThreadsGuide;
+#[cfg(doctest)]
+#[doc = include_str!("../docs/PERFORMANCE.md")]
+struct PerformanceGuide;
+#[cfg(doctest)]
+#[doc = include_str!("../docs/ARCHITECTURE.md")]
+struct ArchitectureGuide;
+#[cfg(doctest)]
+#[doc = include_str!("../RELIABILITY.md")]
+struct ReliabilityGuide;
 
 /// What the code `#[aegis]` and `graph!` generate names, and nothing else
 /// should: it changes with the macros. `crate = "path"` in either macro

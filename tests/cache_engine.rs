@@ -18,7 +18,7 @@ use aegis::error::PaladinError;
 use aegis::graph::EngineLimits;
 use aegis::graph::InputMapping;
 use aegis::graph::NodeSpec;
-use aegis::graph::Paladin;
+use aegis::paladin::Paladin;
 use aegis::paladin::PaladinPort;
 use aegis::paladin::PaladinResult;
 use aegis::policy::CacheKeySpec;

@@ -12,8 +12,7 @@ use aegis::graph::StateNode;
 use aegis::policy::ErrorHandlerSpec;
 use aegis::prelude::*;
 use aegis::{
-    graph::{AegisNodeFn, Paladin},
-    paladin::UnconfiguredPaladinPort,
+    graph::AegisNodeFn, paladin::Paladin, paladin::UnconfiguredPaladinPort,
     waypoint::InMemoryWaypointStore,
 };
 use serde_json::json;

@@ -3,10 +3,10 @@
 
 use aegis::error::LlmError;
 use aegis::error::PaladinError;
-use aegis::graph::Paladin;
 use aegis::llm::LlmPort;
 use aegis::llm::LlmRequest;
 use aegis::llm::LlmResponse;
+use aegis::paladin::Paladin;
 use aegis::paladin::PaladinPort;
 use aegis::paladin::PaladinResult;
 use aegis::prelude::*;

@@ -10,7 +10,7 @@ use aegis::cache::CacheKey;
 use aegis::graph::EngineLimits;
 use aegis::graph::InputMapping;
 use aegis::graph::NodeSpec;
-use aegis::graph::Paladin;
+use aegis::paladin::Paladin;
 use aegis::paladin::UnconfiguredPaladinPort;
 use aegis::policy::CacheKeySpec;
 use aegis::policy::CacheScope;

@@ -14,9 +14,10 @@ use support::stores;
 
 use aegis::{
     engine::WarEngine,
-    graph::{EngineLimits, InputMapping, NodeSpec, Paladin, WarGraph},
+    graph::{EngineLimits, InputMapping, NodeSpec, WarGraph},
     id::{END, START},
     llm::{AnthropicLlmAdapter, FallbackLlmAdapter, LlmPort, OpenAiCompatibleLlmAdapter},
+    paladin::Paladin,
     paladin::PaladinExecutionService,
     state::{BattlefieldSchema, DispatchRule, FieldName, FieldSpec},
     trace::CollectingTraceSink,

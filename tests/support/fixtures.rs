@@ -5,7 +5,7 @@ use aegis::error::Transience;
 use aegis::graph::EngineLimits;
 use aegis::graph::InputMapping;
 use aegis::graph::NodeSpec;
-use aegis::graph::Paladin;
+use aegis::paladin::Paladin;
 use aegis::paladin::UnconfiguredPaladinPort;
 use aegis::policy::ErrorHandlerSpec;
 use aegis::prelude::*;

@@ -132,7 +132,8 @@ impl CacheKey {
     /// version, configuration or input: `v4:{node scope}:{node}:`.
     ///
     /// ```
-    /// use aegis_runtime::*;
+    /// use aegis_runtime::cache::CacheKey;
+    /// use aegis_runtime::id::NodeId;
     ///
     /// let node = NodeId::new("answer");
     /// let prefix = CacheKey::node_scope_prefix(&node);
@@ -577,7 +578,12 @@ impl fmt::Debug for KeySeed {
 /// The key's text is `v4:{graph}:{node}:{digest}` ([`CacheKey`]).
 ///
 /// ```
-/// use aegis_runtime::*;
+/// use aegis_runtime::__internal::{derive_key, initial_state};
+/// use aegis_runtime::graph::{InputMapping, NodeSpec};
+/// use aegis_runtime::id::NodeId;
+/// use aegis_runtime::paladin::Paladin;
+/// use aegis_runtime::policy::CacheKeySpec;
+/// use aegis_runtime::state::{Battlefield, BattlefieldSchema, DispatchRule, FieldName, FieldSpec};
 /// use serde_json::json;
 ///
 /// let question = FieldName::new("question")?;

@@ -45,11 +45,18 @@
 //!
 //! Before attempt 1 of a cached node, outside the interceptor chain; after a
 //! successful attempt of the node itself (not a handler's outcome). The
-//! key derivation and the handle are internals, public (and hidden) only for
-//! the property tests and benches; this is what they do:
+//! key derivation and the handle are internals, reachable only through the
+//! `__internal` feature for the property tests and benches; this is what
+//! they do:
 //!
 //! ```
-//! use aegis_runtime::*;
+//! use aegis_runtime::__internal::{StoreOutcome, NodeCacheHandle, derive_key, initial_state};
+//! use aegis_runtime::cache::{CacheKey, InMemoryNodeCache};
+//! use aegis_runtime::graph::{Directive, InputMapping, NodeSpec};
+//! use aegis_runtime::id::NodeId;
+//! use aegis_runtime::paladin::Paladin;
+//! use aegis_runtime::policy::{CacheKeySpec, CachePolicy};
+//! use aegis_runtime::state::{BattlefieldSchema, DispatchRule, FieldName, FieldSpec, StateDelta};
 //! use serde_json::json;
 //! use std::sync::Arc;
 //! use std::time::Duration;

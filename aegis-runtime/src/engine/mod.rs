@@ -201,7 +201,8 @@ impl<S: WaypointStore> WarEngine<S> {
     /// tenant id must not share the engine-wide key space silently).
     ///
     /// ```
-    /// use aegis_runtime::*;
+    /// use aegis_runtime::cache::{InMemoryNodeCache, NodeCache};
+    /// use aegis_runtime::engine::WarEngine;
     /// use std::sync::Arc;
     ///
     /// let shared: Arc<dyn NodeCache> = Arc::new(InMemoryNodeCache::new());

@@ -33,7 +33,11 @@ use crate::state::Battlefield;
 /// example shows what the attribute generates) but rarely useful.
 ///
 /// ```
-/// use aegis_runtime::*;
+/// use aegis_runtime::error::StateNodeError;
+/// use aegis_runtime::graph::{AegisNodeFn, Directive, EngineLimits, NodeContext, WarGraph};
+/// use aegis_runtime::id::{END, NodeId, START};
+/// use aegis_runtime::policy::{Aegis, TimeoutPolicy};
+/// use aegis_runtime::state::{Battlefield, BattlefieldSchema, DispatchRule, FieldName, FieldSpec, StateDelta};
 /// use futures::future::BoxFuture;
 ///
 /// async fn hello(_: &Battlefield, _: &NodeContext) -> Result<StateDelta, StateNodeError> {
@@ -169,7 +173,11 @@ pub trait AegisDepsFn: Send + Sync + 'static {
 /// instance.
 ///
 /// ```
-/// use aegis_runtime::*;
+/// use aegis_runtime::error::StateNodeError;
+/// use aegis_runtime::graph::{AegisDepsFn, AegisDepsNode, Directive, EngineLimits, NodeContext, WarGraph};
+/// use aegis_runtime::id::{END, START};
+/// use aegis_runtime::policy::Aegis;
+/// use aegis_runtime::state::{Battlefield, BattlefieldSchema, DispatchRule, FieldName, FieldSpec, StateDelta};
 /// use futures::future::BoxFuture;
 /// use std::sync::atomic::{AtomicU32, Ordering};
 ///

@@ -30,7 +30,10 @@ pub struct ConditionalEdges {
 /// `WarEngine::start`/`resume`) reports every problem at once.
 ///
 /// ```
-/// use aegis_runtime::*;
+/// use aegis_runtime::error::StateNodeError;
+/// use aegis_runtime::graph::{Directive, EngineLimits, NodeContext, NodeSpec, StateNode, WarGraph};
+/// use aegis_runtime::id::{END, START};
+/// use aegis_runtime::state::{Battlefield, BattlefieldSchema, DispatchRule, FieldName, FieldSpec, StateDelta};
 /// use serde_json::json;
 ///
 /// struct Hello;

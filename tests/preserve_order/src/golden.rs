@@ -7,8 +7,9 @@
 //! differ between the two builds.
 
 use aegis::{
-    graph::{EngineLimits, InputMapping, NodeSpec, Paladin, ParleyExpiry, WarGraph},
+    graph::{EngineLimits, InputMapping, NodeSpec, ParleyExpiry, WarGraph},
     id::{END, NodeId, START},
+    paladin::Paladin,
     policy::{Aegis, CacheKeySpec, CachePolicy, CacheScope, ErrorHandlerSpec},
     state::{BattlefieldSchema, CacheMarker, DispatchRule, FieldName, FieldSpec, StateDelta},
 };
