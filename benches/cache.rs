@@ -6,6 +6,28 @@
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
 use ::aegis::*;
+use aegis::cache::InMemoryNodeCache;
+use aegis::cache::NodeCache;
+use aegis::cache::RedisNodeCache;
+use aegis::error::StateNodeError;
+use aegis::graph::Directive;
+use aegis::graph::InputMapping;
+use aegis::graph::NodeContext;
+use aegis::graph::NodeSpec;
+use aegis::graph::StateNode;
+use aegis::id::NodeId;
+use aegis::paladin::Paladin;
+use aegis::policy::CacheKeySpec;
+use aegis::state::Battlefield;
+use aegis::state::BattlefieldSchema;
+use aegis::state::DispatchRule;
+use aegis::state::FieldName;
+use aegis::state::FieldSpec;
+use aegis::state::StateDelta;
+use aegis_runtime::__internal::NodeCacheHandle;
+use aegis_runtime::__internal::StoreOutcome;
+use aegis_runtime::__internal::derive_key;
+use aegis_runtime::__internal::initial_state;
 use criterion::{Criterion, black_box, criterion_group, criterion_main};
 use serde_json::json;
 use std::sync::Arc;

@@ -16,7 +16,10 @@
 //! ```
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
-use aegis::*;
+use aegis::graph::EngineLimits;
+use aegis::graph::NodeSpec;
+use aegis::policy::CacheKeySpec;
+use aegis::prelude::*;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group};
 use futures::StreamExt;
 use serde_json::json;

@@ -3,9 +3,11 @@
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
 use aegis::{
-    AnthropicStreamParser, FallbackLlmAdapter, LlmChunk, LlmError, LlmMessage, LlmPort, LlmRequest,
-    LlmResponse, OpenAiStreamParser, StreamParser, async_trait,
+    async_trait,
+    error::LlmError,
+    llm::{FallbackLlmAdapter, LlmChunk, LlmMessage, LlmPort, LlmRequest, LlmResponse},
 };
+use aegis_runtime::__internal::{AnthropicStreamParser, OpenAiStreamParser, StreamParser};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use futures::StreamExt;
 use std::hint::black_box;

@@ -12,7 +12,11 @@
 //! ```
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
-use aegis::*;
+use aegis::graph::EngineLimits;
+use aegis::graph::NodeSpec;
+use aegis::policy::CacheKeySpec;
+use aegis::prelude::*;
+use aegis::waypoint::WaypointStatus;
 use criterion::{Criterion, Throughput};
 use serde_json::json;
 use std::sync::Arc;

@@ -9,7 +9,9 @@
 //! `cargo bench --bench scaling`
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
-use aegis::*;
+use aegis::graph::EngineLimits;
+use aegis::graph::NodeSpec;
+use aegis::prelude::*;
 use serde_json::{Value, json};
 use std::process::Command;
 use std::time::Instant;

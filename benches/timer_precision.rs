@@ -18,7 +18,15 @@
 //! `cargo bench --bench timer_precision`
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
-use aegis::*;
+use aegis::engine::CancellationToken;
+use aegis::error::NodeErrorSource;
+use aegis::error::TimeoutKind;
+use aegis::graph::EngineLimits;
+use aegis::graph::NodeSpec;
+use aegis::policy::RetryPredicate;
+use aegis::prelude::*;
+use aegis::trace::TraceEvent;
+use aegis::trace::TraceSink;
 use serde_json::json;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

@@ -7,7 +7,8 @@
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
-use aegis::{AnthropicStreamParser, LlmChunk, OpenAiStreamParser, StreamParser};
+use aegis::llm::LlmChunk;
+use aegis_runtime::__internal::{AnthropicStreamParser, OpenAiStreamParser, StreamParser};
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use std::hint::black_box;
 

@@ -10,11 +10,15 @@
 //! test server), in a schema of its own that is dropped afterwards.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+use aegis::graph::EngineLimits;
+use aegis::graph::NodeSpec;
+use aegis::graph::StateNode;
 use aegis::prelude::*;
-use aegis::{
+use aegis::waypoint::{
     Activation, InMemoryWaypointStore, SqliteOptions, SqliteSynchronous, SqliteWaypointStore,
-    Waypoint, WaypointStatus, WaypointStore, Writer, initial_state, merge,
+    Waypoint, WaypointStatus, WaypointStore,
 };
+use aegis_runtime::__internal::{Writer, initial_state, merge};
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use serde_json::json;
 use std::path::PathBuf;
@@ -184,8 +188,11 @@ mod postgres {
 
     pub(super) fn bench(c: &mut Criterion, rt: &Runtime, group: &str) {
         let schema = unique("aegis_bench");
-        let options = aegis::PostgresOptions::default().with_schema(&schema);
-        let store = match rt.block_on(aegis::PostgresWaypointStore::connect_with(&url(), options)) {
+        let options = aegis::waypoint::PostgresOptions::default().with_schema(&schema);
+        let store = match rt.block_on(aegis::waypoint::PostgresWaypointStore::connect_with(
+            &url(),
+            options,
+        )) {
             Ok(s) => Arc::new(s),
             Err(e) => {
                 eprintln!("skipping the PostgreSQL benchmarks: {e}");
@@ -309,7 +316,7 @@ fn run_1000(c: &mut Criterion) {
         engine.start(&graph, &thread, json!({})).await.unwrap();
         let rows = store.row_stats(&thread).await.unwrap();
         let (snapshots, deltas): (Vec<_>, Vec<_>) = rows.iter().partition(|r| r.snapshot);
-        let sum = |rows: &[&aegis::WaypointRowStats]| -> u64 {
+        let sum = |rows: &[&aegis::waypoint::WaypointRowStats]| -> u64 {
             rows.iter().map(|r| r.payload_bytes).sum()
         };
         let total = sum(&snapshots) + sum(&deltas);

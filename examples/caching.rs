@@ -5,8 +5,15 @@
 //! Uses the in-memory cache, or Redis when `REDIS_URL` is set (build with
 //! `--features redis-cache`). Run it with `cargo run --example caching`.
 
-use aegis::MockLlmAdapter;
+use aegis::cache::NodeCache;
+use aegis::graph::EngineLimits;
+use aegis::graph::InputMapping;
+use aegis::graph::NodeSpec;
+use aegis::llm::MockLlmAdapter;
+use aegis::paladin::Paladin;
+use aegis::policy::CacheKeySpec;
 use aegis::prelude::*;
+use aegis::state::CacheMarker;
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
@@ -47,7 +54,7 @@ async fn backend() -> Result<Arc<dyn NodeCache>, Box<dyn std::error::Error>> {
     #[cfg(feature = "redis-cache")]
     if let Ok(url) = std::env::var("REDIS_URL") {
         println!("cache: Redis at {url}");
-        let cache = aegis::RedisNodeCache::connect(&url, "aegis-example-caching").await?;
+        let cache = aegis::cache::RedisNodeCache::connect(&url, "aegis-example-caching").await?;
         cache.invalidate_all().await?;
         return Ok(Arc::new(cache));
     }

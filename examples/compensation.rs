@@ -5,7 +5,14 @@
 //!
 //! Run it with `cargo run --example compensation`.
 
-use aegis::MockLlmAdapter;
+use aegis::error::LlmError;
+use aegis::graph::EngineLimits;
+use aegis::graph::InputMapping;
+use aegis::graph::NodeSpec;
+use aegis::graph::StateNode;
+use aegis::llm::MockLlmAdapter;
+use aegis::paladin::Paladin;
+use aegis::policy::ErrorHandlerSpec;
 use aegis::prelude::*;
 use serde_json::json;
 use std::sync::Arc;

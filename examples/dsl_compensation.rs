@@ -7,7 +7,12 @@
 //!
 //! Run: `cargo run --example dsl_compensation`
 
+use aegis::graph::EngineLimits;
+use aegis::policy::ErrorHandlerSpec;
 use aegis::prelude::*;
+use aegis::trace::AttemptStatus;
+use aegis::trace::TraceEvent;
+use aegis::trace::TraceSink;
 use serde_json::json;
 
 /// Books the trip. A declined card is `Permanent`, so under the default

@@ -6,7 +6,11 @@
 //!
 //! Run: `cargo run --example dsl_graph`
 
+use aegis::engine::EdgeConditionEvaluator;
 use aegis::prelude::*;
+use aegis::trace::AttemptStatus;
+use aegis::trace::TraceEvent;
+use aegis::trace::TraceSink;
 use serde_json::json;
 use std::sync::Arc;
 

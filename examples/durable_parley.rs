@@ -10,7 +10,11 @@
 //! with it, it opens the same file and resumes. `--db PATH` picks the file
 //! (default: `aegis-durable-parley.sqlite` in the system temp dir).
 
+use aegis::graph::EngineLimits;
+use aegis::graph::NodeSpec;
+use aegis::graph::ParleyResponse;
 use aegis::prelude::*;
+use aegis::waypoint::SqliteWaypointStore;
 use serde_json::json;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -39,7 +43,7 @@ fn graph() -> Result<WarGraph, Box<dyn std::error::Error>> {
                     false,
                 ))
             })
-            .collect::<Result<Vec<_>, aegis::StateError>>()?,
+            .collect::<Result<Vec<_>, aegis::state::StateError>>()?,
     );
     let mut g = WarGraph::new(schema, EngineLimits::default());
     g.add_node("draft", node("draft", "draft", "release notes for 7.0"))

@@ -15,7 +15,12 @@
 //! `--db PATH` picks the file (default: `aegis-durable-resume.sqlite` in the
 //! system temp dir).
 
+use aegis::engine::CancellationToken;
+use aegis::graph::EngineLimits;
+use aegis::graph::NodeSpec;
+use aegis::graph::StateNode;
 use aegis::prelude::*;
+use aegis::waypoint::SqliteWaypointStore;
 use serde_json::json;
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -15,8 +15,22 @@
 //! cargo run --example fallback
 //! ```
 
+use aegis::error::LlmError;
+use aegis::error::PaladinError;
+use aegis::graph::EngineLimits;
+use aegis::graph::HeartbeatHandle;
+use aegis::graph::InputMapping;
+use aegis::graph::NodeSpec;
+use aegis::llm::LlmChunk;
+use aegis::llm::LlmPort;
+use aegis::llm::{FallbackLlmAdapter, MockLlmAdapter, OpenAiCompatibleLlmAdapter};
+use aegis::paladin::Paladin;
+use aegis::paladin::PaladinExecutionService;
+use aegis::paladin::PaladinPort;
+use aegis::paladin::PaladinResult;
 use aegis::prelude::*;
-use aegis::{FallbackLlmAdapter, MockLlmAdapter, OpenAiCompatibleLlmAdapter};
+use aegis::trace::CollectingTraceSink;
+use aegis::trace::TraceEvent;
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;

@@ -4,6 +4,10 @@
 //!
 //! Run it with `cargo run --example muster_and_parley`.
 
+use aegis::graph::EngineLimits;
+use aegis::graph::NodeSpec;
+use aegis::graph::ParleyResponse;
+use aegis::graph::StateNode;
 use aegis::prelude::*;
 use serde_json::json;
 use std::sync::Arc;

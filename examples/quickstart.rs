@@ -5,7 +5,9 @@
 //! Run it with `cargo run --example quickstart`. The same graph through the
 //! builder API is `cargo run --example quickstart_builder`.
 
+use aegis::engine::EdgeConditionEvaluator;
 use aegis::prelude::*;
+use aegis::trace::TraceEvent;
 use serde_json::json;
 use std::sync::Arc;
 

@@ -6,7 +6,13 @@
 //!
 //! Run it with `cargo run --example quickstart_builder`.
 
+use aegis::engine::EdgeConditionEvaluator;
+use aegis::graph::EngineLimits;
+use aegis::graph::NodeSpec;
+use aegis::graph::StateNode;
 use aegis::prelude::*;
+use aegis::trace::CollectingTraceSink;
+use aegis::trace::TraceEvent;
 use serde_json::json;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};

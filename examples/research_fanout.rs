@@ -18,8 +18,14 @@
 //! cargo run --example research_fanout
 //! ```
 
+use aegis::error::PaladinError;
+use aegis::graph::HeartbeatHandle;
+use aegis::llm::{FallbackLlmAdapter, MockLlmAdapter, OpenAiCompatibleLlmAdapter};
+use aegis::paladin::Paladin;
+use aegis::paladin::PaladinExecutionService;
+use aegis::paladin::PaladinPort;
+use aegis::paladin::PaladinResult;
 use aegis::prelude::*;
-use aegis::{FallbackLlmAdapter, MockLlmAdapter, OpenAiCompatibleLlmAdapter};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};

@@ -4,7 +4,12 @@
 //!
 //! Run it with `cargo run --example retry_and_timeouts`.
 
+use aegis::graph::EngineLimits;
+use aegis::graph::NodeSpec;
+use aegis::graph::StateNode;
 use aegis::prelude::*;
+use aegis::trace::CollectingTraceSink;
+use aegis::trace::TraceEvent;
 use serde_json::json;
 use std::time::Duration;
 
@@ -82,7 +87,7 @@ fn graph(node: NodeSpec, aegis: Aegis) -> Result<WarGraph, Box<dyn std::error::E
                     false,
                 ))
             })
-            .collect::<Result<Vec<_>, aegis::StateError>>()?,
+            .collect::<Result<Vec<_>, aegis::state::StateError>>()?,
     );
     let mut g = WarGraph::new(schema, EngineLimits::default());
     g.add_node("node", node)

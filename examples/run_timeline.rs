@@ -16,9 +16,19 @@
 //! It writes `aegis-timeline.html` into the current directory and prints its
 //! path; open it in a browser and hover any bar for its details.
 
+use aegis::error::LlmError;
+use aegis::graph::EngineLimits;
+use aegis::graph::InputMapping;
+use aegis::graph::NodeSpec;
+use aegis::llm::LlmChunk;
+use aegis::llm::{FallbackLlmAdapter, MockLlmAdapter};
+use aegis::paladin::Paladin;
+use aegis::paladin::PaladinExecutionService;
+use aegis::policy::CacheKeySpec;
+use aegis::policy::RetryPredicate;
 use aegis::prelude::*;
 use aegis::render::Timeline;
-use aegis::{FallbackLlmAdapter, MockLlmAdapter};
+use aegis::trace::CollectingTraceSink;
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;

@@ -13,8 +13,16 @@
 //! cargo run --example stream_tokens
 //! ```
 
-use aegis::OpenAiCompatibleLlmAdapter;
+use aegis::engine::StreamMode;
+use aegis::engine::StreamOptions;
+use aegis::graph::EngineLimits;
+use aegis::graph::InputMapping;
+use aegis::graph::NodeSpec;
+use aegis::llm::OpenAiCompatibleLlmAdapter;
+use aegis::paladin::Paladin;
+use aegis::paladin::PaladinExecutionService;
 use aegis::prelude::*;
+use aegis::trace::TraceEvent;
 use futures::StreamExt;
 use serde_json::json;
 use std::io::Write;

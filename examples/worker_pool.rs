@@ -15,8 +15,10 @@
 //! `host=127.0.0.1 user=postgres dbname=test`); one is SIGKILLed mid-run,
 //! and the others stop on SIGTERM at the end (`shutdown_signal`).
 
-use aegis::FieldName;
+use aegis::graph::EngineLimits;
+use aegis::graph::NodeSpec;
 use aegis::prelude::*;
+use aegis::state::FieldName;
 use aegis::worker::{Client, RunQueue, RunState, SqliteRunQueue, WorkerConfig, WorkerPool};
 use serde_json::json;
 use std::sync::Arc;
@@ -156,7 +158,7 @@ async fn embedded() -> Result<(), Box<dyn std::error::Error>> {
 #[cfg(feature = "postgres")]
 mod fleet {
     use super::*;
-    use aegis::PostgresOptions;
+    use aegis::waypoint::PostgresOptions;
     use aegis::worker::PostgresRunQueue;
     use std::io::Read;
     use std::process::{Child, Command, Stdio};

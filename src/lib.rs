@@ -2,77 +2,38 @@
 #![doc = include_str!("../README.md")]
 
 pub use aegis_macros::{aegis, graph};
-// Every type at the crate root, and the same types grouped by module with
-// each module's overview.
-pub use aegis_runtime::*;
+pub use aegis_runtime::async_trait;
+// Every item lives at one path, in the module of its concept; the prelude
+// is the one shortcut.
 pub use aegis_runtime::{
-    cache, engine, error, graph, id, llm, render, state, trace, waypoint, worker,
+    cache, engine, error, graph, id, llm, paladin, policy, render, state, trace, waypoint, worker,
 };
 
-/// What a typical program needs, in one import: `use aegis::prelude::*;`.
+/// What the first fifty lines of a typical program need, in one import:
+/// `use aegis::prelude::*;`.
 ///
-/// The macros, the state and graph types, the Aegis policy types, the engine
-/// and its extension traits (edge evaluators, error handlers, interceptors,
-/// retry predicates, trace sinks), run streams, the stores and caches, the errors, the
-/// Paladin types and the provider-neutral LLM boundary. Provider adapters
-/// (`OpenAiCompatibleLlmAdapter`, `AnthropicLlmAdapter`, the mock, the fallback
-/// chain, the circuit breaker) and tuning constants stay out: import them
-/// by name from `aegis`.
+/// The macros, the state and graph types, the four policy types, the
+/// engine, the in-memory store and cache, and the errors a node or a run
+/// returns. Everything else is imported from the module of its concept:
+/// [`llm`] (provider adapters, the fallback chain), [`paladin`],
+/// [`engine`] (extension traits, streaming), [`waypoint`] (durable stores),
+/// [`cache`], [`trace`], [`worker`], [`render`].
 pub mod prelude {
     pub use aegis_macros::{aegis, graph};
-    pub use aegis_runtime::{CancellationToken, async_trait};
+    pub use aegis_runtime::async_trait;
 
-    // State and graphs.
-    pub use aegis_runtime::{
-        Battlefield, BattlefieldSchema, CacheMarker, Directive, DispatchRule, END, FieldName,
-        FieldSpec, InputMapping, MusterTask, NextStep, NodeId, NodeSpec, ParleyExpiry,
-        ParleyRequest, ParleyResponse, START, StateDelta, StateNode, WarGraph,
+    pub use aegis_runtime::cache::InMemoryNodeCache;
+    pub use aegis_runtime::engine::{RunOutcome, StreamEvent, WarEngine};
+    pub use aegis_runtime::error::{EngineError, NodeError, StateNodeError};
+    pub use aegis_runtime::graph::{
+        Directive, EngineLimits, NextStep, NodeContext, NodeSpec, WarGraph,
     };
-
-    // Policies.
-    pub use aegis_runtime::{
-        Aegis, CacheKeySpec, CachePolicy, CacheScope, ErrorHandlerSpec, RetryPolicy,
-        RetryPredicate, TimeoutPolicy,
+    pub use aegis_runtime::id::{END, NodeId, START};
+    pub use aegis_runtime::policy::{Aegis, CachePolicy, RetryPolicy, TimeoutPolicy};
+    pub use aegis_runtime::state::{
+        Battlefield, BattlefieldSchema, DispatchRule, FieldName, FieldSpec, StateDelta,
     };
-
-    // The engine and what plugs into it.
-    pub use aegis_runtime::{
-        EdgeConditionEvaluator, EngineConfig, EngineLimits, ErrorHandler, HeartbeatHandle,
-        InterceptorDecision, NodeContext, NodeInterceptor, RetryPredicateError,
-        RetryPredicateEvaluator, RunOutcome, WarEngine,
-    };
-
-    // Streaming a run to its caller.
-    pub use aegis_runtime::{NodeUpdate, RunStream, StreamEvent, StreamMode, StreamOptions};
-
-    // Traces.
-    pub use aegis_runtime::{
-        AttemptStatus, BudgetBound, CollectingTraceSink, TraceEvent, TraceSink,
-    };
-
-    // Waypoints and the node cache.
-    #[cfg(feature = "redis-cache")]
-    pub use aegis_runtime::RedisNodeCache;
-    pub use aegis_runtime::{
-        Chronicle, InMemoryNodeCache, InMemoryWaypointStore, NodeCache, StoreError, Waypoint,
-        WaypointStatus, WaypointStore,
-    };
-    #[cfg(feature = "postgres")]
-    pub use aegis_runtime::{PostgresOptions, PostgresWaypointStore};
-    #[cfg(feature = "sqlite")]
-    pub use aegis_runtime::{SqliteOptions, SqliteWaypointStore};
-
-    // Errors.
-    pub use aegis_runtime::{
-        EngineError, LlmError, NodeError, NodeErrorSource, PaladinError, StateError,
-        StateNodeError, TimeoutKind, Transience,
-    };
-
-    // Paladins and the provider-neutral LLM boundary.
-    pub use aegis_runtime::{
-        Armament, LlmChunk, LlmMessage, LlmPort, LlmRequest, LlmResponse, Paladin,
-        PaladinExecutionService, PaladinPort, PaladinResult,
-    };
+    pub use aegis_runtime::waypoint::{InMemoryWaypointStore, WaypointStore};
 }
 
 // The longer guides in docs/ are doctested as the README is: every Rust
@@ -80,6 +41,24 @@ pub mod prelude {
 #[cfg(doctest)]
 #[doc = include_str!("../docs/DEPLOYING.md")]
 struct DeployingGuide;
+#[cfg(doctest)]
+#[doc = include_str!("../docs/POLICIES.md")]
+struct PoliciesGuide;
+#[cfg(doctest)]
+#[doc = include_str!("../docs/RUNNING_AT_SCALE.md")]
+struct RunningAtScaleGuide;
+#[cfg(doctest)]
+#[doc = include_str!("../docs/THREADS.md")]
+struct ThreadsGuide;
+#[cfg(doctest)]
+#[doc = include_str!("../docs/PERFORMANCE.md")]
+struct PerformanceGuide;
+#[cfg(doctest)]
+#[doc = include_str!("../docs/ARCHITECTURE.md")]
+struct ArchitectureGuide;
+#[cfg(doctest)]
+#[doc = include_str!("../RELIABILITY.md")]
+struct ReliabilityGuide;
 
 /// What the code `#[aegis]` and `graph!` generate names, and nothing else
 /// should: it changes with the macros. `crate = "path"` in either macro
@@ -88,9 +67,12 @@ struct DeployingGuide;
 pub mod __private {
     pub use aegis_macros::__graph_node;
     pub use aegis_runtime::__macro_support::*;
-    pub use aegis_runtime::{
-        Aegis, AegisDepsFn, AegisDepsNode, AegisNodeFn, Battlefield, BattlefieldSchema, Directive,
-        DispatchRule, END, EngineLimits, InputMapping, NodeContext, NodeId, NodeSpec,
-        RetryPredicate, START, StateNodeError, WarGraph,
+    pub use aegis_runtime::error::StateNodeError;
+    pub use aegis_runtime::graph::{
+        AegisDepsFn, AegisDepsNode, AegisNodeFn, Directive, EngineLimits, InputMapping,
+        NodeContext, NodeSpec, WarGraph,
     };
+    pub use aegis_runtime::id::{END, NodeId, START};
+    pub use aegis_runtime::policy::{Aegis, RetryPredicate};
+    pub use aegis_runtime::state::{Battlefield, BattlefieldSchema, DispatchRule};
 }

@@ -9,7 +9,15 @@ mod support;
 use support::logs::Logs;
 
 use DispatchRule::*;
-use aegis::*;
+use aegis::engine::CancellationToken;
+use aegis::error::Transience;
+use aegis::graph::EngineLimits;
+use aegis::graph::NodeSpec;
+use aegis::id::MAX_THREAD_ID_BYTES;
+use aegis::id::ThreadIdError;
+use aegis::id::battalion_thread_id;
+use aegis::prelude::*;
+use aegis::waypoint::WaypointStatus;
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};

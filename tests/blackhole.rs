@@ -17,8 +17,11 @@
 #[path = "fleet/mod.rs"]
 mod fleet;
 
+use aegis::graph::EngineLimits;
+use aegis::graph::NodeSpec;
+use aegis::prelude::*;
+use aegis::waypoint::PostgresOptions;
 use aegis::worker::{Client, PostgresRunQueue, RunQueue, RunState, WorkerConfig, WorkerPool};
-use aegis::*;
 use fleet::{Recording, SchemaGuard, admin, prepare_write_log, unique_schema, url};
 use serde_json::json;
 use std::io::{BufRead, BufReader, Read};

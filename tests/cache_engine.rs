@@ -6,7 +6,27 @@
 mod support;
 
 use DispatchRule::*;
-use aegis::*;
+use aegis::cache::CacheClock;
+use aegis::cache::CacheEntry;
+use aegis::cache::CacheKey;
+use aegis::cache::NodeCache;
+use aegis::cache::NodeCacheError;
+use aegis::cache::RedisNodeCache;
+use aegis::engine::InterceptorDecision;
+use aegis::engine::NodeInterceptor;
+use aegis::error::PaladinError;
+use aegis::graph::EngineLimits;
+use aegis::graph::InputMapping;
+use aegis::graph::NodeSpec;
+use aegis::paladin::Paladin;
+use aegis::paladin::PaladinPort;
+use aegis::paladin::PaladinResult;
+use aegis::policy::CacheKeySpec;
+use aegis::prelude::*;
+use aegis::state::CacheMarker;
+use aegis::trace::CollectingTraceSink;
+use aegis::trace::TraceEvent;
+use aegis::waypoint::NodeStatus;
 use serde_json::json;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};

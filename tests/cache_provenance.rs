@@ -9,7 +9,24 @@
 mod support;
 
 use DispatchRule::*;
-use aegis::*;
+use aegis::cache::CacheEntry;
+use aegis::cache::NodeCache;
+use aegis::cache::RedisNodeCache;
+use aegis::error::LlmError;
+use aegis::graph::EngineLimits;
+use aegis::llm::FallbackLlmAdapter;
+use aegis::llm::LlmPort;
+use aegis::llm::MockLlmAdapter;
+use aegis::paladin::PaladinExecutionService;
+use aegis::policy::CacheKeySpec;
+use aegis::prelude::*;
+use aegis::trace::CacheOrigin;
+use aegis::trace::CollectingTraceSink;
+use aegis::trace::TraceEvent;
+use aegis::waypoint::NodeExecutionRecord;
+use aegis_runtime::__internal::NodeCacheHandle;
+use aegis_runtime::__internal::derive_key;
+use aegis_runtime::__internal::initial_state;
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;

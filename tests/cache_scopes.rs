@@ -13,7 +13,22 @@
 mod support;
 
 use DispatchRule::*;
-use aegis::*;
+use aegis::cache::CacheKey;
+use aegis::cache::NodeCache;
+use aegis::cache::RedisNodeCache;
+use aegis::graph::AegisNode;
+use aegis::graph::AegisNodeFn;
+use aegis::graph::EngineLimits;
+use aegis::graph::FnNode;
+use aegis::graph::InputMapping;
+use aegis::graph::NodeSpec;
+use aegis::llm::MockLlmAdapter;
+use aegis::paladin::Paladin;
+use aegis::policy::CacheKeySpec;
+use aegis::policy::CacheScope;
+use aegis::policy::ErrorHandlerSpec;
+use aegis::prelude::*;
+use aegis::waypoint::NodeExecutionRecord;
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Duration;

@@ -35,7 +35,7 @@ mod generate;
 mod model;
 
 mod support;
-use aegis::*;
+use aegis::prelude::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::json;
@@ -46,6 +46,22 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use support::fixtures::field;
 
+use aegis::engine::CancellationToken;
+use aegis::engine::EdgeConditionEvaluator;
+use aegis::engine::ErrorHandler;
+use aegis::engine::InterceptorDecision;
+use aegis::engine::NodeInterceptor;
+use aegis::engine::RetryPredicateError;
+use aegis::engine::RetryPredicateEvaluator;
+use aegis::graph::NodeSpec;
+use aegis::graph::ParleyResponse;
+use aegis::id::BATTALION_SEPARATOR;
+use aegis::trace::AttemptStatus;
+use aegis::trace::CollectingTraceSink;
+use aegis::trace::TraceEvent;
+use aegis::waypoint::NodeStatus;
+use aegis::waypoint::Waypoint;
+use aegis::waypoint::WaypointStatus;
 use check::{Exec, Observed, Segment};
 use faults::{End, FaultyCache, PANIC_MARK, Plan, Scope, Site};
 use generate::{

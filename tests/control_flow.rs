@@ -5,7 +5,22 @@
 mod support;
 
 use DispatchRule::*;
-use aegis::*;
+use aegis::engine::CancellationToken;
+use aegis::engine::ErrorHandler;
+use aegis::error::NodeErrorSource;
+use aegis::error::TimeoutKind;
+use aegis::graph::EngineLimits;
+use aegis::graph::NodeSpec;
+use aegis::graph::ParleyExpiry;
+use aegis::graph::ParleyRequest;
+use aegis::graph::ParleyResponse;
+use aegis::policy::CacheKeySpec;
+use aegis::policy::ErrorHandlerSpec;
+use aegis::prelude::*;
+use aegis::trace::AttemptStatus;
+use aegis::trace::CollectingTraceSink;
+use aegis::trace::TraceEvent;
+use aegis::waypoint::WaypointStatus;
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -9,7 +9,21 @@
 mod support;
 use support::stores;
 
-use aegis::*;
+use aegis::engine::CancellationToken;
+use aegis::error::GraphChange;
+use aegis::error::Incompatibility;
+use aegis::error::MigrationError;
+use aegis::graph::EngineLimits;
+use aegis::graph::Migration;
+use aegis::graph::NodeSpec;
+use aegis::graph::ParleyRequest;
+use aegis::graph::ParleyResponse;
+use aegis::policy::ErrorHandlerSpec;
+use aegis::prelude::*;
+use aegis::trace::TraceEvent;
+use aegis::trace::TraceSink;
+use aegis::waypoint::PreviousGraph;
+use aegis::waypoint::SqliteWaypointStore;
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Duration;

@@ -5,8 +5,14 @@
 
 #[allow(clippy::pedantic)]
 mod support;
+use aegis::error::Transience;
+use aegis::graph::EngineLimits;
+use aegis::graph::NodeSpec;
+use aegis::policy::CacheKeySpec;
+use aegis::policy::ErrorHandlerSpec;
+use aegis::policy::RetryPredicate;
 use aegis::prelude::*;
-use aegis::{AegisNodeFn, InMemoryWaypointStore};
+use aegis::{graph::AegisNodeFn, waypoint::InMemoryWaypointStore};
 use serde_json::json;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
@@ -50,7 +56,8 @@ async fn the_function_stays_callable_as_written() {
         None,
         false,
     )]);
-    let state = aegis::initial_state(&schema, &json!({"request": "LHR-JFK"})).unwrap();
+    let state =
+        aegis_runtime::__internal::initial_state(&schema, &json!({"request": "LHR-JFK"})).unwrap();
     let out = book(&state, &NodeContext::detached("book")).await.unwrap();
     assert_eq!(out.get("booking"), Some(&json!("LHR-JFK")));
 }

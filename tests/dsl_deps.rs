@@ -7,8 +7,10 @@
 
 mod support;
 
+use aegis::graph::EngineLimits;
+use aegis::graph::NodeSpec;
+use aegis::graph::{AegisDepsFn, AegisDepsNode};
 use aegis::prelude::*;
-use aegis::{AegisDepsFn, AegisDepsNode};
 use serde_json::json;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};

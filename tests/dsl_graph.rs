@@ -5,8 +5,13 @@
 
 #[allow(clippy::pedantic)]
 mod support;
+use aegis::graph::EngineLimits;
+use aegis::graph::InputMapping;
+use aegis::graph::NodeSpec;
+use aegis::graph::StateNode;
+use aegis::policy::ErrorHandlerSpec;
 use aegis::prelude::*;
-use aegis::{AegisNodeFn, InMemoryWaypointStore, Paladin};
+use aegis::{graph::AegisNodeFn, paladin::Paladin, waypoint::InMemoryWaypointStore};
 use serde_json::json;
 use std::time::Duration;
 use support::fixtures::field_name;
@@ -115,7 +120,7 @@ fn builder_graph() -> WarGraph {
             Some(json!([])),
             false,
         )
-        .with_cache(aegis::CacheMarker::Deny),
+        .with_cache(aegis::state::CacheMarker::Deny),
         FieldSpec::new(
             field_name("total"),
             DispatchRule::Sum,

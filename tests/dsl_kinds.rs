@@ -2,8 +2,11 @@
 //! build the same graph as the builder API, and run.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use aegis::graph::EngineLimits;
+use aegis::graph::NodeSpec;
+use aegis::graph::ParleyResponse;
 use aegis::prelude::*;
-use aegis::{AegisNodeFn, InMemoryWaypointStore};
+use aegis::{graph::AegisNodeFn, waypoint::InMemoryWaypointStore};
 use serde_json::json;
 use std::sync::Arc;
 

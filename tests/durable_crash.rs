@@ -11,7 +11,7 @@ mod support;
 use support::stores;
 
 use aegis::prelude::*;
-use aegis::{NodeStatus, SqliteWaypointStore, WaypointStore};
+use aegis::waypoint::{NodeStatus, SqliteWaypointStore, WaypointStore};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::json;
@@ -64,7 +64,7 @@ async fn crash_child_or_reference_run() {
         assert!(outcome.is_completed());
         return;
     }
-    let store = Arc::new(aegis::InMemoryWaypointStore::new());
+    let store = Arc::new(aegis::waypoint::InMemoryWaypointStore::new());
     let outcome = WarEngine::new(store)
         .start(
             &counting_graph(SUPERSTEPS, stores::no_hook()),
@@ -138,7 +138,7 @@ fn sigkill_at_twenty_random_supersteps_then_resume() {
         .build()
         .unwrap();
     let reference = runtime.block_on(async {
-        let store = Arc::new(aegis::InMemoryWaypointStore::new());
+        let store = Arc::new(aegis::waypoint::InMemoryWaypointStore::new());
         WarEngine::new(store)
             .start(
                 &counting_graph(SUPERSTEPS, stores::no_hook()),

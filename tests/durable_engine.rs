@@ -7,8 +7,11 @@ use support::stores;
 
 use aegis::prelude::*;
 use aegis::{
-    CancellationToken, EngineError, InMemoryWaypointStore, NodeStatus, SqliteWaypointStore,
-    WaypointStatus, WaypointStore,
+    engine::CancellationToken,
+    error::EngineError,
+    waypoint::{
+        InMemoryWaypointStore, NodeStatus, SqliteWaypointStore, WaypointStatus, WaypointStore,
+    },
 };
 use serde_json::json;
 use std::sync::Arc;

@@ -5,7 +5,24 @@
 mod support;
 
 use DispatchRule::*;
-use aegis::*;
+use aegis::engine::CancellationToken;
+use aegis::engine::InterceptorDecision;
+use aegis::engine::NodeInterceptor;
+use aegis::error::Incompatibility;
+use aegis::error::NodeErrorSource;
+use aegis::error::TimeoutKind;
+use aegis::error::Transience;
+use aegis::graph::EngineLimits;
+use aegis::graph::FINGERPRINT_VERSION;
+use aegis::graph::NodeSpec;
+use aegis::policy::CacheKeySpec;
+use aegis::policy::ErrorHandlerSpec;
+use aegis::prelude::*;
+use aegis::state::MergeError;
+use aegis::trace::CollectingTraceSink;
+use aegis::waypoint::Activation;
+use aegis::waypoint::NodeStatus;
+use aegis::waypoint::WaypointStatus;
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;

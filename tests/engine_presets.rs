@@ -2,7 +2,17 @@
 //! `WarEngine::in_memory()`), then `with_llm(..)`, `with_paladin_port(..)`
 //! and `with_node_cache(..)`, each taking a value or an `Arc` of it.
 
+use aegis::error::LlmError;
+use aegis::error::PaladinError;
+use aegis::llm::LlmPort;
+use aegis::llm::LlmRequest;
+use aegis::llm::LlmResponse;
+use aegis::paladin::Paladin;
+use aegis::paladin::PaladinPort;
+use aegis::paladin::PaladinResult;
 use aegis::prelude::*;
+use aegis::waypoint::SqliteWaypointStore;
+use aegis::waypoint::WaypointStatus;
 use serde_json::json;
 
 #[aegis]

@@ -6,7 +6,11 @@
 mod support;
 
 use DispatchRule::*;
-use aegis::*;
+use aegis::engine::CancellationToken;
+use aegis::error::Transience;
+use aegis::graph::EngineLimits;
+use aegis::graph::NodeSpec;
+use aegis::prelude::*;
 use proptest::prelude::*;
 use rand::SeedableRng;
 use rand::rngs::StdRng;

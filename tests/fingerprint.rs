@@ -8,7 +8,7 @@
 #[path = "preserve_order/src/golden.rs"]
 mod golden;
 
-use aegis::FINGERPRINT_VERSION;
+use aegis::graph::FINGERPRINT_VERSION;
 use golden::{GOLDEN_CACHE_KEY, GOLDEN_FINGERPRINT, golden_cache_key, golden_graph};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -22,7 +22,7 @@ fn the_golden_graph_has_the_pinned_fingerprint() {
 #[test]
 fn the_golden_cache_key_is_pinned() {
     assert_eq!(golden_cache_key(), GOLDEN_CACHE_KEY);
-    assert!(GOLDEN_CACHE_KEY.starts_with(&format!("{}:", aegis::CACHE_KEY_VERSION)));
+    assert!(GOLDEN_CACHE_KEY.starts_with(&format!("{}:", aegis::cache::CACHE_KEY_VERSION)));
 }
 
 /// Builds and runs `tests/preserve_order`, a project depending on this crate
@@ -86,6 +86,7 @@ fn a_build_with_serde_json_preserve_order_computes_the_same_fingerprint() {
 
 /// The same nodes, as the code sat before a refactor...
 mod old_home {
+    use aegis::graph::StateNode;
     use aegis::prelude::*;
 
     #[aegis]
@@ -110,6 +111,7 @@ mod old_home {
 /// ...and after it moved them to another module (and renamed the type).
 mod moved {
     pub mod deeper {
+        use aegis::graph::StateNode;
         use aegis::prelude::*;
 
         #[aegis]
@@ -136,8 +138,15 @@ mod moved {
     }
 }
 
-fn refactor_graph(draft: aegis::NodeSpec, polish: aegis::NodeSpec) -> aegis::WarGraph {
-    use aegis::{BattlefieldSchema, END, EngineLimits, START, WarGraph};
+fn refactor_graph(
+    draft: aegis::graph::NodeSpec,
+    polish: aegis::graph::NodeSpec,
+) -> aegis::graph::WarGraph {
+    use aegis::{
+        graph::{EngineLimits, WarGraph},
+        id::{END, START},
+        state::BattlefieldSchema,
+    };
     let mut g = WarGraph::new(BattlefieldSchema::default(), EngineLimits::default());
     g.add_node("draft", draft)
         .add_node("polish", polish)
@@ -149,7 +158,7 @@ fn refactor_graph(draft: aegis::NodeSpec, polish: aegis::NodeSpec) -> aegis::War
 
 #[test]
 fn moving_a_nodes_code_to_another_module_leaves_the_fingerprint_unchanged() {
-    use aegis::{AegisNodeFn, NodeSpec};
+    use aegis::graph::{AegisNodeFn, NodeSpec};
     let before = refactor_graph(
         old_home::draft::node_spec(),
         NodeSpec::function(old_home::Polish),
@@ -168,27 +177,27 @@ fn moving_a_nodes_code_to_another_module_leaves_the_fingerprint_unchanged() {
 
 #[test]
 fn the_kind_its_author_names_is_what_the_fingerprint_hashes() {
-    use aegis::NodeSpec;
+    use aegis::graph::NodeSpec;
 
     struct Renamed;
     #[aegis::async_trait]
-    impl aegis::StateNode for Renamed {
+    impl aegis::graph::StateNode for Renamed {
         fn kind_name(&self) -> &str {
             "polish_v2"
         }
 
         async fn run(
             &self,
-            _: &aegis::Battlefield,
-            _: &aegis::NodeContext,
-        ) -> Result<aegis::Directive, aegis::StateNodeError> {
-            Ok(aegis::StateDelta::new().into())
+            _: &aegis::state::Battlefield,
+            _: &aegis::graph::NodeContext,
+        ) -> Result<aegis::graph::Directive, aegis::error::StateNodeError> {
+            Ok(aegis::state::StateDelta::new().into())
         }
     }
 
     let noop = || {
         NodeSpec::from_fn("draft", |_, _| {
-            Box::pin(async { Ok(aegis::StateDelta::new().into()) })
+            Box::pin(async { Ok(aegis::state::StateDelta::new().into()) })
         })
     };
     let same = refactor_graph(noop(), NodeSpec::function(old_home::Polish));
@@ -197,7 +206,7 @@ fn the_kind_its_author_names_is_what_the_fingerprint_hashes() {
     // A closure node's kind is its from_fn name.
     let renamed_fn = refactor_graph(
         NodeSpec::from_fn("draft_v2", |_, _| {
-            Box::pin(async { Ok(aegis::StateDelta::new().into()) })
+            Box::pin(async { Ok(aegis::state::StateDelta::new().into()) })
         }),
         NodeSpec::function(old_home::Polish),
     );

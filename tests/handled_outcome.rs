@@ -6,7 +6,16 @@
 mod support;
 
 use DispatchRule::*;
-use aegis::*;
+use aegis::engine::ErrorHandler;
+use aegis::error::NodeErrorSource;
+use aegis::error::Transience;
+use aegis::graph::EngineLimits;
+use aegis::graph::NodeSpec;
+use aegis::policy::ErrorHandlerSpec;
+use aegis::prelude::*;
+use aegis::waypoint::HandlerKind;
+use aegis::waypoint::Waypoint;
+use aegis::waypoint::WaypointStatus;
 use serde_json::json;
 use std::sync::Arc;
 use support::fixtures::*;

@@ -5,7 +5,19 @@
 mod support;
 
 use DispatchRule::*;
-use aegis::*;
+use aegis::engine::ErrorHandler;
+use aegis::error::LlmError;
+use aegis::error::NodeErrorSource;
+use aegis::error::Transience;
+use aegis::graph::EngineLimits;
+use aegis::graph::InputMapping;
+use aegis::graph::NodeSpec;
+use aegis::llm::MockLlmAdapter;
+use aegis::paladin::Paladin;
+use aegis::paladin::PaladinExecutionService;
+use aegis::policy::ErrorHandlerSpec;
+use aegis::prelude::*;
+use aegis::waypoint::NodeStatus;
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;

@@ -9,9 +9,11 @@
 mod support;
 
 use aegis::{
-    ANTHROPIC_DEFAULT_MAX_TOKENS, AnthropicLlmAdapter, FinishReason, LlmChunk, LlmError,
-    LlmMessage, LlmPort, LlmRequest, LlmUsage, OpenAiCompatibleLlmAdapter, ToolCall,
-    ToolDefinition, Transience,
+    error::{LlmError, Transience},
+    llm::{
+        ANTHROPIC_DEFAULT_MAX_TOKENS, AnthropicLlmAdapter, FinishReason, LlmChunk, LlmMessage,
+        LlmPort, LlmRequest, LlmUsage, OpenAiCompatibleLlmAdapter, ToolCall, ToolDefinition,
+    },
 };
 use futures::StreamExt;
 use serde_json::{Value, json};

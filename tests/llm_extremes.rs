@@ -6,10 +6,13 @@
 mod support;
 
 use aegis::{
-    AnthropicLlmAdapter, CircuitBreaker, CircuitBreakerConfig, CircuitState, LlmError, LlmMessage,
-    LlmPort, LlmRequest, MockLlmAdapter, OpenAiCompatibleLlmAdapter, map_http_status,
-    parse_retry_after, retry_after_hint,
+    error::LlmError,
+    llm::{
+        AnthropicLlmAdapter, CircuitBreaker, CircuitBreakerConfig, CircuitState, LlmMessage,
+        LlmPort, LlmRequest, MockLlmAdapter, OpenAiCompatibleLlmAdapter,
+    },
 };
+use aegis_runtime::__internal::{map_http_status, parse_retry_after, retry_after_hint};
 use proptest::prelude::*;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};

@@ -4,9 +4,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use aegis::{
-    CircuitBreaker, CircuitBreakerConfig, CircuitState, CollectingTraceSink, FallbackChainError,
-    FallbackLlmAdapter, LlmChunk, LlmError, LlmMessage, LlmPort, LlmRequest, LlmResponse,
-    MockLlmAdapter, ProviderAttempt, SERVED_BY_KEY, TraceEvent, Transience,
+    error::{LlmError, ProviderAttempt, Transience},
+    llm::{
+        CircuitBreaker, CircuitBreakerConfig, CircuitState, FallbackChainError, FallbackLlmAdapter,
+        LlmChunk, LlmMessage, LlmPort, LlmRequest, LlmResponse, MockLlmAdapter, SERVED_BY_KEY,
+    },
+    trace::{CollectingTraceSink, TraceEvent},
 };
 use futures::StreamExt;
 use serde_json::json;

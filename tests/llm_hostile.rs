@@ -6,9 +6,13 @@
 mod support;
 
 use aegis::{
-    AnthropicLlmAdapter, DEFAULT_ERROR_BODY_DEADLINE, DEFAULT_MAX_EVENT_BYTES, LlmError,
-    LlmMessage, LlmPort, LlmRequest, OpenAiCompatibleLlmAdapter,
+    error::LlmError,
+    llm::{
+        AnthropicLlmAdapter, DEFAULT_ERROR_BODY_DEADLINE, LlmMessage, LlmPort, LlmRequest,
+        OpenAiCompatibleLlmAdapter,
+    },
 };
+use aegis_runtime::__internal::DEFAULT_MAX_EVENT_BYTES;
 use futures::StreamExt;
 use serde_json::json;
 use std::time::Duration;

@@ -3,8 +3,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use aegis::{
-    AnthropicStreamParser, EXCERPT_LIMIT, KnownSecrets, LlmChunk, LlmError, OpenAiStreamParser,
-    StreamParser, map_http_status,
+    error::{KnownSecrets, LlmError},
+    llm::LlmChunk,
+};
+use aegis_runtime::__internal::{
+    AnthropicStreamParser, EXCERPT_LIMIT, OpenAiStreamParser, StreamParser, map_http_status,
 };
 use proptest::prelude::*;
 

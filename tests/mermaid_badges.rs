@@ -3,12 +3,15 @@
 
 mod support;
 
-use aegis::*;
+use aegis::prelude::*;
 use serde_json::json;
 use std::time::Duration;
 use support::fixtures::{delta, field_name, schema, write};
 
 use DispatchRule::LastWrite;
+use aegis::graph::EngineLimits;
+use aegis::policy::CacheKeySpec;
+use aegis::policy::ErrorHandlerSpec;
 
 fn policy_graph() -> WarGraph {
     let mut g = WarGraph::new(

@@ -4,12 +4,21 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use aegis::{
-    Aegis, Armament, BattlefieldSchema, CollectingTraceSink, DispatchRule, END, EngineLimits,
-    FallbackLlmAdapter, FieldName, FieldSpec, HeartbeatHandle, InMemoryWaypointStore, InputMapping,
-    LlmChunk, LlmError, LlmPort, LlmRole, LlmUsage, MockLlmAdapter, MockStreamStep,
-    NodeErrorSource, NodeSpec, Paladin, PaladinError, PaladinExecutionService, PaladinPort,
-    PaladinResult, START, TimeoutKind, TimeoutPolicy, ToolCall, TraceEvent, Transience, WarEngine,
-    WarGraph, async_trait,
+    async_trait,
+    engine::WarEngine,
+    error::{LlmError, NodeErrorSource, PaladinError, TimeoutKind, Transience},
+    graph::{EngineLimits, HeartbeatHandle, InputMapping, NodeSpec, WarGraph},
+    id::{END, START},
+    llm::{
+        FallbackLlmAdapter, LlmChunk, LlmPort, LlmRole, LlmUsage, MockLlmAdapter, MockStreamStep,
+        ToolCall,
+    },
+    paladin::{Armament, Paladin},
+    paladin::{PaladinExecutionService, PaladinPort, PaladinResult},
+    policy::{Aegis, TimeoutPolicy},
+    state::{BattlefieldSchema, DispatchRule, FieldName, FieldSpec},
+    trace::{CollectingTraceSink, TraceEvent},
+    waypoint::InMemoryWaypointStore,
 };
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
@@ -498,8 +507,11 @@ async fn llm_port_is_object_safe_and_defaults_streaming_to_one_chunk() {
     struct Fixed;
     #[async_trait]
     impl LlmPort for Fixed {
-        async fn generate(&self, _: &aegis::LlmRequest) -> Result<aegis::LlmResponse, LlmError> {
-            Ok(aegis::LlmResponse::text("whole"))
+        async fn generate(
+            &self,
+            _: &aegis::llm::LlmRequest,
+        ) -> Result<aegis::llm::LlmResponse, LlmError> {
+            Ok(aegis::llm::LlmResponse::text("whole"))
         }
         fn get_provider_name(&self) -> &str {
             "fixed"

@@ -7,7 +7,19 @@
 mod support;
 
 use DispatchRule::*;
-use aegis::*;
+use aegis::error::LlmError;
+use aegis::error::Transience;
+use aegis::graph::EngineLimits;
+use aegis::graph::InputMapping;
+use aegis::graph::NodeSpec;
+use aegis::llm::FallbackLlmAdapter;
+use aegis::llm::LlmPort;
+use aegis::llm::LlmRequest;
+use aegis::llm::LlmResponse;
+use aegis::paladin::Paladin;
+use aegis::paladin::PaladinExecutionService;
+use aegis::policy::CacheKeySpec;
+use aegis::prelude::*;
 use serde_json::json;
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};

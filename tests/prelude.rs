@@ -2,7 +2,33 @@
 //! file names nothing from `aegis` but the prelude. Also the readable
 //! `Display` of trace events and closures as trace sinks.
 
+use aegis::engine::CancellationToken;
+use aegis::engine::EdgeConditionEvaluator;
+use aegis::engine::ErrorHandler;
+use aegis::engine::InterceptorDecision;
+use aegis::engine::NodeInterceptor;
+use aegis::engine::RetryPredicateError;
+use aegis::engine::RetryPredicateEvaluator;
+use aegis::error::LlmError;
+use aegis::error::NodeErrorSource;
+use aegis::error::PaladinError;
+use aegis::error::StoreError;
+use aegis::error::TimeoutKind;
+use aegis::error::Transience;
+use aegis::llm::LlmPort;
+use aegis::llm::LlmRequest;
+use aegis::llm::LlmResponse;
+use aegis::paladin::Paladin;
+use aegis::policy::CacheKeySpec;
+use aegis::policy::ErrorHandlerSpec;
 use aegis::prelude::*;
+use aegis::state::StateError;
+use aegis::trace::AttemptStatus;
+use aegis::trace::CollectingTraceSink;
+use aegis::trace::TraceEvent;
+use aegis::trace::TraceSink;
+use aegis::waypoint::Waypoint;
+use aegis::waypoint::WaypointStatus;
 use serde_json::json;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -6,7 +6,19 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
-use aegis::*;
+use aegis::cache::CacheKey;
+use aegis::graph::EngineLimits;
+use aegis::graph::InputMapping;
+use aegis::graph::NodeSpec;
+use aegis::paladin::Paladin;
+use aegis::policy::CacheKeySpec;
+use aegis::policy::ErrorHandlerSpec;
+use aegis::policy::RetryPredicate;
+use aegis::prelude::*;
+use aegis_runtime::__internal::Writer;
+use aegis_runtime::__internal::derive_key;
+use aegis_runtime::__internal::initial_state;
+use aegis_runtime::__internal::merge;
 use proptest::prelude::*;
 use rand::SeedableRng;
 use rand::rngs::StdRng;

@@ -12,7 +12,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
-use aegis::*;
+use aegis::cache::NodeCache;
+use aegis::cache::RedisNodeCache;
+use aegis::graph::EngineLimits;
+use aegis::graph::NodeSpec;
+use aegis::policy::CacheKeySpec;
+use aegis::prelude::*;
 use serde_json::json;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};

@@ -2,7 +2,12 @@
 //! that shows it (the chaos seed that found it is named).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use aegis::*;
+use aegis::engine::CancellationToken;
+use aegis::error::NodeErrorSource;
+use aegis::error::TimeoutKind;
+use aegis::graph::EngineLimits;
+use aegis::graph::NodeSpec;
+use aegis::prelude::*;
 use serde_json::json;
 use std::time::Duration;
 

@@ -5,7 +5,23 @@
 mod support;
 
 use DispatchRule::*;
-use aegis::*;
+use aegis::engine::CancellationToken;
+use aegis::engine::InterceptorDecision;
+use aegis::engine::NodeInterceptor;
+use aegis::engine::RetryPredicateError;
+use aegis::engine::RetryPredicateEvaluator;
+use aegis::error::LlmError;
+use aegis::error::NodeErrorSource;
+use aegis::error::Transience;
+use aegis::graph::EngineLimits;
+use aegis::graph::NodeSpec;
+use aegis::policy::RetryPredicate;
+use aegis::prelude::*;
+use aegis::trace::AttemptStatus;
+use aegis::trace::CollectingTraceSink;
+use aegis::trace::TraceEvent;
+use aegis::waypoint::Activation;
+use aegis::waypoint::NodeStatus;
 use serde_json::json;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -456,7 +472,7 @@ async fn an_interceptor_failure_is_never_retried() {
         retry(policy),
     );
     let out = engine()
-        .with_interceptor(Arc::new(FailAfter))
+        .with_interceptor(FailAfter)
         .start(&g, "t", json!({}))
         .await
         .unwrap();

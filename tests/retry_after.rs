@@ -6,7 +6,20 @@
 
 mod support;
 
-use aegis::*;
+use aegis::error::LlmError;
+use aegis::error::NodeErrorSource;
+use aegis::error::PaladinError;
+use aegis::error::Transience;
+use aegis::graph::EngineLimits;
+use aegis::graph::InputMapping;
+use aegis::graph::NodeSpec;
+use aegis::llm::OpenAiCompatibleLlmAdapter;
+use aegis::paladin::Paladin;
+use aegis::paladin::PaladinExecutionService;
+use aegis::policy::DEFAULT_MAX_RETRY_AFTER;
+use aegis::prelude::*;
+use aegis::trace::CollectingTraceSink;
+use aegis::trace::TraceEvent;
 use serde_json::{Value, json};
 use std::time::Duration;
 use support::fixtures::*;

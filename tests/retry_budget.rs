@@ -6,7 +6,26 @@
 mod support;
 
 use DispatchRule::*;
-use aegis::*;
+use aegis::error::LlmError;
+use aegis::error::NodeErrorSource;
+use aegis::error::Transience;
+use aegis::graph::EngineLimits;
+use aegis::graph::InputMapping;
+use aegis::graph::NodeSpec;
+use aegis::llm::CircuitBreaker;
+use aegis::llm::FallbackLlmAdapter;
+use aegis::llm::LlmPort;
+use aegis::llm::LlmRequest;
+use aegis::llm::MockLlmAdapter;
+use aegis::paladin::Paladin;
+use aegis::paladin::PaladinExecutionService;
+use aegis::policy::ErrorHandlerSpec;
+use aegis::prelude::*;
+use aegis::trace::BudgetBound;
+use aegis::trace::CollectingTraceSink;
+use aegis::trace::TraceEvent;
+use aegis::waypoint::NodeExecutionRecord;
+use aegis::waypoint::NodeStatus;
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;

@@ -20,10 +20,17 @@
 //! `cargo test --all-features --test rolling_deploy` (about half a minute).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use aegis::graph::EngineLimits;
+use aegis::graph::Migration;
+use aegis::graph::NodeSpec;
+use aegis::graph::ParleyRequest;
+use aegis::graph::ParleyResponse;
+use aegis::prelude::*;
+use aegis::waypoint::PostgresOptions;
+use aegis::waypoint::WaypointStatus;
 use aegis::worker::{
     Client, PostgresRunQueue, RunQueue, RunState, SqliteRunQueue, WorkerConfig, WorkerPool,
 };
-use aegis::*;
 use serde_json::json;
 use std::io::Read;
 use std::process::{Child, Command, Stdio};

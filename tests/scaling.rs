@@ -5,7 +5,10 @@
 
 mod support;
 
-use aegis::*;
+use aegis::graph::EngineLimits;
+use aegis::graph::NodeSpec;
+use aegis::prelude::*;
+use aegis::waypoint::Activation;
 use serde_json::json;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU64, Ordering};

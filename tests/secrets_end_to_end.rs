@@ -13,10 +13,15 @@ use support::logs::Logs;
 use support::stores;
 
 use aegis::{
-    AnthropicLlmAdapter, BattlefieldSchema, CollectingTraceSink, DispatchRule, END, EngineLimits,
-    FallbackLlmAdapter, FieldName, FieldSpec, InputMapping, LlmPort, NodeSpec,
-    OpenAiCompatibleLlmAdapter, Paladin, PaladinExecutionService, START, SqliteWaypointStore,
-    WarEngine, WarGraph, WaypointStore,
+    engine::WarEngine,
+    graph::{EngineLimits, InputMapping, NodeSpec, WarGraph},
+    id::{END, START},
+    llm::{AnthropicLlmAdapter, FallbackLlmAdapter, LlmPort, OpenAiCompatibleLlmAdapter},
+    paladin::Paladin,
+    paladin::PaladinExecutionService,
+    state::{BattlefieldSchema, DispatchRule, FieldName, FieldSpec},
+    trace::CollectingTraceSink,
+    waypoint::{SqliteWaypointStore, WaypointStore},
 };
 use serde_json::json;
 use std::sync::Arc;
@@ -238,8 +243,8 @@ async fn no_echoed_secret_reaches_any_record_on_any_error_path() {
 #[test]
 fn pattern_redaction_alone_would_leak_a_bare_key() {
     let body = format!("rejected key {OPENAI_KEY}");
-    assert!(aegis::redact_secrets(&body).contains(OPENAI_KEY));
-    let scrubbed = aegis::KnownSecrets::new()
+    assert!(aegis_runtime::__internal::redact_secrets(&body).contains(OPENAI_KEY));
+    let scrubbed = aegis::error::KnownSecrets::new()
         .with(OPENAI_KEY)
         .redact_excerpt(&body);
     assert!(!scrubbed.contains(OPENAI_KEY));

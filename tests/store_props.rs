@@ -4,11 +4,25 @@
 //! Battalion thread ids over any parent, node and visit.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use aegis::cache::CacheEntry;
+use aegis::cache::EntryMisfit;
+use aegis::cache::NodeCache;
+use aegis::graph::NodeSpec;
+use aegis::policy::CacheKeySpec;
 use aegis::{
-    BATTALION_SEPARATOR, EngineConfig, MAX_CONFIG_DURATION_SECS, NodeCacheConfig, NodeId,
-    ThreadIdError, battalion_thread_id, redact_connection_string, validate_root_thread_id,
-    validate_thread_id,
+    cache::NodeCacheConfig,
+    engine::{EngineConfig, MAX_CONFIG_DURATION_SECS},
+    id::{
+        BATTALION_SEPARATOR, NodeId, ThreadIdError, battalion_thread_id, validate_root_thread_id,
+        validate_thread_id,
+    },
 };
+use aegis_runtime::__internal::CacheLookup;
+use aegis_runtime::__internal::NodeCacheHandle;
+use aegis_runtime::__internal::Writer;
+use aegis_runtime::__internal::derive_key;
+use aegis_runtime::__internal::merge;
+use aegis_runtime::__internal::redact_connection_string;
 use proptest::prelude::*;
 use std::collections::HashMap;
 use std::time::{Duration, Instant, SystemTime};
@@ -389,7 +403,7 @@ proptest! {
         ),
         copied in any::<bool>(),
     ) {
-        use aegis::*;
+        use aegis::prelude::*;
         use std::sync::Arc;
         let f = |n: &str, rule| FieldSpec::new(FieldName::new(n).unwrap(), rule, None, false);
         let schema = BattlefieldSchema::new(vec![

@@ -6,7 +6,24 @@
 
 mod support;
 
-use aegis::*;
+use aegis::error::LlmError;
+use aegis::error::NodeErrorSource;
+use aegis::error::TimeoutKind;
+use aegis::error::Transience;
+use aegis::llm::FallbackChainError;
+use aegis::llm::FallbackLlmAdapter;
+use aegis::llm::LlmChunk;
+use aegis::llm::LlmMessage;
+use aegis::llm::LlmPort;
+use aegis::llm::LlmRequest;
+use aegis::llm::MockLlmAdapter;
+use aegis::llm::MockStreamStep;
+use aegis::llm::StreamDeadlines;
+use aegis::paladin::PaladinExecutionService;
+use aegis::prelude::*;
+use aegis::trace::CollectingTraceSink;
+use aegis::trace::TraceEvent;
+use aegis::waypoint::NodeStatus;
 use futures::StreamExt;
 use serde_json::json;
 use std::sync::Arc;

@@ -6,14 +6,24 @@
 
 mod support;
 
+use aegis::prelude::*;
 use aegis::render::{Timeline, timeline};
-use aegis::*;
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
 use support::fixtures::{delta, field_name, schema};
 
 use DispatchRule::{Append, LastWrite};
+use aegis::error::LlmError;
+use aegis::graph::EngineLimits;
+use aegis::graph::InputMapping;
+use aegis::graph::NodeSpec;
+use aegis::llm::FallbackLlmAdapter;
+use aegis::llm::MockLlmAdapter;
+use aegis::paladin::Paladin;
+use aegis::policy::CacheKeySpec;
+use aegis::policy::ErrorHandlerSpec;
+use aegis::trace::CollectingTraceSink;
 
 fn retry(max_attempts: u32) -> RetryPolicy {
     RetryPolicy::default()

@@ -5,7 +5,13 @@
 mod support;
 
 use DispatchRule::*;
-use aegis::*;
+use aegis::error::NodeErrorSource;
+use aegis::error::TimeoutKind;
+use aegis::error::Transience;
+use aegis::graph::EngineLimits;
+use aegis::graph::NodeSpec;
+use aegis::policy::RetryPredicate;
+use aegis::prelude::*;
 use serde_json::json;
 use std::time::Duration;
 use support::fixtures::*;

@@ -6,11 +6,17 @@
 mod support;
 use support::stores;
 
+use aegis::graph::EngineLimits;
+use aegis::graph::NodeSpec;
 use aegis::prelude::*;
 use aegis::{
-    Activation, Chronicle, EngineError, InMemoryWaypointStore, MAX_THREAD_ID_BYTES, StoreError,
-    ThreadIdError, Waypoint, WaypointStatus, WaypointStore, Writer, initial_state, merge,
+    error::{EngineError, StoreError},
+    id::{MAX_THREAD_ID_BYTES, ThreadIdError},
+    waypoint::{
+        Activation, Chronicle, InMemoryWaypointStore, Waypoint, WaypointStatus, WaypointStore,
+    },
 };
+use aegis_runtime::__internal::{Writer, initial_state, merge};
 use futures::StreamExt;
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -378,7 +384,7 @@ mod suite {
     /// Ids no store holds, and the error every store refuses them with.
     fn refused_ids() -> Vec<(String, ThreadIdError)> {
         let too_long = |id: String| {
-            let err = aegis::validate_thread_id(&id).unwrap_err();
+            let err = aegis::id::validate_thread_id(&id).unwrap_err();
             assert!(matches!(err, ThreadIdError::TooLong { .. }), "{err}");
             (id, err)
         };
@@ -463,7 +469,7 @@ mod suite {
         let mut refused = refused_ids();
         refused.push((
             "orders>checkout".to_string(),
-            aegis::validate_root_thread_id("orders>checkout").unwrap_err(),
+            aegis::id::validate_root_thread_id("orders>checkout").unwrap_err(),
         ));
         for (id, expected) in refused {
             let want = EngineError::InvalidThreadId(expected);
@@ -574,7 +580,9 @@ contract!(
     sqlite,
     |label| {
         let dir = stores::TempDir::new(label);
-        let store = aegis::SqliteWaypointStore::open(dir.db()).await.unwrap();
+        let store = aegis::waypoint::SqliteWaypointStore::open(dir.db())
+            .await
+            .unwrap();
         (Arc::new(store), dir)
     },
     |dir| {
@@ -599,12 +607,12 @@ contract!(
 fn a_waypoint_reads_its_visits_and_completed_activations_through_accessors() {
     let w = Waypoint::new("t", 3, WaypointStatus::Running, Battlefield::new())
         .with_visits([(NodeId::new("b"), 1), (NodeId::new("a"), 2)])
-        .with_completed([aegis::CompletedActivation::new(
+        .with_completed([aegis::waypoint::CompletedActivation::new(
             Activation::node("a"),
             StateDelta::new().into(),
-            aegis::NodeExecutionRecord::new(
+            aegis::waypoint::NodeExecutionRecord::new(
                 NodeId::new("a"),
-                aegis::NodeStatus::Succeeded,
+                aegis::waypoint::NodeStatus::Succeeded,
                 1,
                 SystemTime::UNIX_EPOCH,
                 0,

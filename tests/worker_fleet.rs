@@ -24,8 +24,9 @@
 #[path = "fleet/mod.rs"]
 mod fleet;
 
+use aegis::graph::ParleyResponse;
+use aegis::waypoint::WaypointStatus;
 use aegis::worker::{Client, GraphKey, RunQueue, RunState, WorkerInfo};
-use aegis::*;
 use fleet::*;
 use rand::Rng;
 use serde_json::{Value, json};

@@ -6,8 +6,8 @@ use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::aegis::CacheScope;
 use crate::id::NodeId;
+use crate::policy::CacheScope;
 
 /// How one attempt (or one cache hit) ended, as `NodeFinished` reports it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -4,7 +4,7 @@
 //! (There is no waypoint decoder yet: waypoints are only serialised.)
 #![no_main]
 
-use aegis::CacheEntry;
+use aegis::cache::CacheEntry;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -8,7 +8,8 @@
 //! `every_u64_is_accepted_exactly_or_an_error_naming_its_variable`).
 #![no_main]
 
-use aegis::{EngineConfig, NodeCacheConfig, REDACTED};
+use aegis::{cache::NodeCacheConfig, engine::EngineConfig};
+use aegis_runtime::__internal::REDACTED;
 use libfuzzer_sys::fuzz_target;
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStringExt;

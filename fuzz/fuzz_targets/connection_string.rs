@@ -5,7 +5,7 @@
 //! `any_text_is_redacted_without_a_panic_and_no_password_value_is_left`).
 #![no_main]
 
-use aegis::redact_connection_string;
+use aegis_runtime::__internal::redact_connection_string;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -5,7 +5,8 @@
 //! Twin: `tests/llm_props.rs` (`no_planted_secret_fragment_survives`).
 #![no_main]
 
-use aegis::{EXCERPT_LIMIT, LlmError, map_http_status};
+use aegis::error::LlmError;
+use aegis_runtime::__internal::{EXCERPT_LIMIT, map_http_status};
 use libfuzzer_sys::fuzz_target;
 
 const SECRET: &str = "AegisFuzzPlantedSecret0123456789abcdefXYZ";

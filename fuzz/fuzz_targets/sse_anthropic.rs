@@ -3,7 +3,7 @@
 //! Twin: `tests/llm_props.rs` (`anthropic_parser_never_panics`).
 #![no_main]
 
-use aegis::{AnthropicStreamParser, StreamParser};
+use aegis_runtime::__internal::{AnthropicStreamParser, StreamParser};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

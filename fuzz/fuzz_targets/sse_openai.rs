@@ -3,7 +3,7 @@
 //! Twin: `tests/llm_props.rs` (`openai_parser_never_panics`).
 #![no_main]
 
-use aegis::{OpenAiStreamParser, StreamParser};
+use aegis_runtime::__internal::{OpenAiStreamParser, StreamParser};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

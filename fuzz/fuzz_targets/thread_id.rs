@@ -6,10 +6,7 @@
 //! (`battalion_children_never_collide_with_each_other_or_a_root`).
 #![no_main]
 
-use aegis::{
-    BATTALION_SEPARATOR, MAX_THREAD_ID_BYTES, NodeId, battalion_thread_id,
-    validate_root_thread_id, validate_thread_id,
-};
+use aegis::id::{BATTALION_SEPARATOR, MAX_THREAD_ID_BYTES, NodeId, battalion_thread_id, validate_root_thread_id, validate_thread_id};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

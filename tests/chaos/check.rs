@@ -2,13 +2,20 @@
 //! against each other (records, trace events, the nodes' own journal), for
 //! a root thread and every Battalion child thread it ran.
 
-use aegis::*;
+use aegis::prelude::*;
 use serde_json::Value;
 use std::collections::BTreeMap;
 
 use super::faults::Scope;
 use super::generate::{Body, ERRORS, GraphDef, LOG, MERGED};
 use super::model::{ActResult, Expected, Failure, Outcome, task_key};
+use aegis::trace::AttemptStatus;
+use aegis::trace::TraceEvent;
+use aegis::waypoint::AttemptRecord;
+use aegis::waypoint::NodeExecutionRecord;
+use aegis::waypoint::NodeStatus;
+use aegis::waypoint::Waypoint;
+use aegis::waypoint::WaypointStatus;
 
 /// One execution of a node attempt, as the node itself saw it.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -69,7 +76,7 @@ pub(crate) struct Observed<'a> {
 
 /// The child thread of Battalion node `id` on its `visit`-th activation.
 pub(crate) fn child_thread(thread: &str, id: &str, visit: u32) -> String {
-    aegis::battalion_thread_id(thread, &NodeId::new(id), visit)
+    aegis::id::battalion_thread_id(thread, &NodeId::new(id), visit)
 }
 
 /// Every child run the model expects of `thread`: (child thread, model).

@@ -5,7 +5,12 @@
 //! script, and a resumed run that re-executes an activation from attempt 1
 //! replays it exactly.
 
-use aegis::*;
+use aegis::cache::CacheClock;
+use aegis::cache::CacheEntry;
+use aegis::cache::CacheKey;
+use aegis::cache::NodeCache;
+use aegis::cache::NodeCacheError;
+use aegis::prelude::*;
 use async_trait::async_trait;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};

@@ -14,9 +14,13 @@
 //! into the next layer). The model rules for each are in `model.rs`, the engine-side
 //! builder in `chaos.rs` (`build_graph`).
 
-use aegis::*;
+use aegis::prelude::*;
 
 use super::faults::Scope;
+use aegis::graph::EngineLimits;
+use aegis::policy::CacheKeySpec;
+use aegis::policy::ErrorHandlerSpec;
+use aegis::policy::RetryPredicate;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeSet;

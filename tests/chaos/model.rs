@@ -14,12 +14,17 @@
 //! contributions merge, the run waits, and the answered gate runs again in
 //! the next superstep (the same visit), routing by the answer.
 
-use aegis::*;
+use aegis::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use super::faults::{End, Plan, Scope, Site};
 use super::generate::{BUDGET, Body, CUSTOM_HANDLER, GraphDef, LOG, Next, cond_choice};
+use aegis::error::NodeErrorSource;
+use aegis::error::TimeoutKind;
+use aegis::error::Transience;
+use aegis::policy::ErrorHandlerSpec;
+use aegis::policy::RetryPredicate;
 
 /// How a failed attempt failed, as far as the model can tell.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

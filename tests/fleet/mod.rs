@@ -4,11 +4,19 @@
 //! process (the test or bench binary re-executed with `AEGIS_FLEET_WORKER`).
 #![allow(dead_code, unreachable_pub, clippy::unwrap_used, clippy::expect_used)]
 
+use aegis::error::StoreError;
+use aegis::graph::EngineLimits;
+use aegis::graph::NodeSpec;
+use aegis::graph::ParleyRequest;
+use aegis::graph::ParleyResponse;
+use aegis::policy::RetryPredicate;
+use aegis::prelude::*;
+use aegis::waypoint::PostgresOptions;
+use aegis::waypoint::Waypoint;
 use aegis::worker::{
     AttemptInfo, Claim, Lease, PinnedRun, PostgresRunQueue, Release, Renewal, RunQueue, RunStatus,
     Submitted, Verdict, WorkerConfig, WorkerError, WorkerInfo, WorkerPool,
 };
-use aegis::*;
 use serde_json::{Value, json};
 use std::io::Read;
 use std::process::{Child, Command, Stdio};

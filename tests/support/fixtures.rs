@@ -1,6 +1,14 @@
 //! Schemas, engines, small nodes, and running a graph to its final state.
 
-use aegis::*;
+use aegis::engine::EdgeConditionEvaluator;
+use aegis::error::Transience;
+use aegis::graph::EngineLimits;
+use aegis::graph::InputMapping;
+use aegis::graph::NodeSpec;
+use aegis::paladin::Paladin;
+use aegis::policy::ErrorHandlerSpec;
+use aegis::prelude::*;
+use aegis::waypoint::NodeExecutionRecord;
 use serde_json::{Value, json};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};

@@ -1,5 +1,8 @@
 //! Helpers shared by the durable-store tests: temporary folders, PostgreSQL schemas, a counting graph.
 
+use aegis::graph::EngineLimits;
+use aegis::graph::NodeSpec;
+use aegis::graph::StateNode;
 use aegis::prelude::*;
 use futures::future::BoxFuture;
 use std::path::{Path, PathBuf};
@@ -61,10 +64,10 @@ pub(crate) fn unique_schema(name: &str) -> String {
 /// A store in a fresh schema of the test server. An unreachable server
 /// fails the test with a message saying so: these tests never skip.
 #[cfg(feature = "postgres")]
-pub(crate) async fn pg_store(schema: &str) -> aegis::PostgresWaypointStore {
-    aegis::PostgresWaypointStore::connect_with(
+pub(crate) async fn pg_store(schema: &str) -> aegis::waypoint::PostgresWaypointStore {
+    aegis::waypoint::PostgresWaypointStore::connect_with(
         &pg_url(),
-        aegis::PostgresOptions::default().with_schema(schema),
+        aegis::waypoint::PostgresOptions::default().with_schema(schema),
     )
     .await
     .unwrap_or_else(|e| {

@@ -6,7 +6,7 @@ fn main() {
         schema { question: LastWrite, answer: LastWrite }
         nodes {
             #[aegis(cache(ttl = "1m", scope = tenant))]
-            writer = paladin(aegis::Paladin::new("Writer").with_model("gpt-4o"), "Draft: {question}" -> answer),
+            writer = paladin(aegis::paladin::Paladin::new("Writer").with_model("gpt-4o"), "Draft: {question}" -> answer),
         }
         default_aegis { cache(ttl = "5m", scope = Node) }
         edges { START -> writer -> END }

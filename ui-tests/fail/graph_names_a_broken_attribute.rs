@@ -15,5 +15,5 @@ fn main() {
     };
     let mut builder = WarGraph::new(BattlefieldSchema::default(), EngineLimits::default());
     builder.add_aegis_node(book {});
-    let _ = (graph, <book as aegis::AegisNodeFn>::ID);
+    let _ = (graph, <book as aegis::graph::AegisNodeFn>::ID);
 }

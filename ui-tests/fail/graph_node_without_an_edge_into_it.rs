@@ -41,8 +41,8 @@ fn main() {
     let _ = graph! {
         schema { draft: LastWrite, review: LastWrite }
         nodes {
-            write = paladin(aegis::Paladin::new("writer"), "Write." -> draft),
-            critic = paladin(aegis::Paladin::new("critic"), "Review {draft}." -> review),
+            write = paladin(aegis::paladin::Paladin::new("writer"), "Write." -> draft),
+            critic = paladin(aegis::paladin::Paladin::new("critic"), "Review {draft}." -> review),
         }
         edges {
             START -> write -> END;

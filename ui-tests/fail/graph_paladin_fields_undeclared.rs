@@ -5,8 +5,8 @@ fn main() {
     let _ = graph! {
         schema { question: LastWrite }
         nodes {
-            writer = paladin(aegis::Paladin::new("Writer"), "Answer {qestion} in {locale}" -> answer),
-            reader = paladin(aegis::Paladin::new("Reader"), "Read {question" -> question),
+            writer = paladin(aegis::paladin::Paladin::new("Writer"), "Answer {qestion} in {locale}" -> answer),
+            reader = paladin(aegis::paladin::Paladin::new("Reader"), "Read {question" -> question),
         }
         edges { START -> writer -> reader -> END }
     };

@@ -12,7 +12,7 @@ fn main() {
         nodes {
             #[aegis(on_error(route = score))]
             book,
-            worker score = paladin(aegis::Paladin::new("Scorer"), "Score {task.item}" -> score),
+            worker score = paladin(aegis::paladin::Paladin::new("Scorer"), "Score {task.item}" -> score),
         }
         edges { START -> book -> END }
     };

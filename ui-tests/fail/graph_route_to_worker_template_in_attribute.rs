@@ -11,7 +11,7 @@ fn main() {
         schema { item: LastWrite, score: Append, book_error: LastWrite }
         nodes {
             book,
-            worker score = paladin(aegis::Paladin::new("Scorer").with_model("m"), "Score {task.item}" -> score),
+            worker score = paladin(aegis::paladin::Paladin::new("Scorer").with_model("m"), "Score {task.item}" -> score),
         }
         edges { START -> book -> END }
     };

@@ -6,7 +6,7 @@ fn main() {
     let _ = graph! {
         schema { answers: Append }
         nodes {
-            answer = paladin(aegis::Paladin::new("A").with_model("m"), "{task.question}" -> answers),
+            answer = paladin(aegis::paladin::Paladin::new("A").with_model("m"), "{task.question}" -> answers),
         }
         edges { START -> answer -> END }
     };

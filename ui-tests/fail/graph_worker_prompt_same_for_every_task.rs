@@ -12,7 +12,7 @@ fn main() {
         schema { topic: LastWrite, answers: Append }
         nodes {
             plan,
-            worker answer = paladin(aegis::Paladin::new("A").with_model("m"), "Answer about {topic}" -> answers),
+            worker answer = paladin(aegis::paladin::Paladin::new("A").with_model("m"), "Answer about {topic}" -> answers),
         }
         edges { START -> plan -> END; answer -> END }
     };

@@ -11,7 +11,7 @@ fn main() {
         schema { item: LastWrite, score: Append, score_error: LastWrite }
         nodes {
             #[aegis(on_error(route = cancel))]
-            worker score = paladin(aegis::Paladin::new("Scorer"), "Score {task.item}" -> score),
+            worker score = paladin(aegis::paladin::Paladin::new("Scorer"), "Score {task.item}" -> score),
             cancel,
         }
         edges { START -> cancel -> END }

@@ -2,7 +2,7 @@
 #![deny(warnings)]
 
 use aegis::prelude::*;
-use aegis::AegisNodeFn;
+use aegis::graph::AegisNodeFn;
 
 // The design card's example, exactly as written.
 #[aegis(retry(max = 5), timeout(idle = "10s"), on_error(route = cancel))]

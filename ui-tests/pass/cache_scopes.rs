@@ -4,7 +4,8 @@
 #![deny(warnings)]
 
 use aegis::prelude::*;
-use aegis::{AegisDepsFn, AegisNodeFn, Paladin};
+use aegis::graph::{AegisDepsFn, AegisNodeFn};
+use aegis::paladin::Paladin;
 
 #[aegis(cache(ttl = "15m", scope = node))]
 async fn answer(_: &Battlefield, _: &NodeContext) -> Result<StateDelta, StateNodeError> {

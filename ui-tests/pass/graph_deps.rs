@@ -5,7 +5,7 @@
 #![deny(warnings)]
 
 use aegis::prelude::*;
-use aegis::{AegisDepsFn, AegisDepsNode};
+use aegis::graph::{AegisDepsFn, AegisDepsNode};
 use std::sync::Arc;
 
 /// A client the nodes share.

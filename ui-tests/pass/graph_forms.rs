@@ -3,7 +3,8 @@
 #![deny(warnings)]
 
 use aegis::prelude::*;
-use aegis::Paladin;
+use aegis::graph::StateNode;
+use aegis::paladin::Paladin;
 
 mod nodes {
     use aegis::prelude::*;

@@ -15,8 +15,8 @@ fn main() {
         schema { topic: LastWrite, answers: Append, summary: LastWrite }
         nodes {
             plan,
-            worker answer = paladin(aegis::Paladin::new("A").with_model("m"), "[{task.key}] {task.question} ({topic})" -> answers),
-            worker same = paladin(aegis::Paladin::new("S").with_model("m"), "Summarise {topic}" -> summary, task_independent),
+            worker answer = paladin(aegis::paladin::Paladin::new("A").with_model("m"), "[{task.key}] {task.question} ({topic})" -> answers),
+            worker same = paladin(aegis::paladin::Paladin::new("S").with_model("m"), "Summarise {topic}" -> summary, task_independent),
         }
         edges { START -> plan -> END; answer -> END; same -> END }
     };

@@ -35,18 +35,18 @@ macro_rules! panic {
 
 #[aegis(retry(max = 2), timeout(run = "1s"), on_error(absorb(note = "x", list = [1])), cache(ttl = "1m", key = fields(note)))]
 async fn node_a(
-    _s: &aegis::Battlefield,
-    _c: &aegis::NodeContext,
-) -> ::core::result::Result<aegis::StateDelta, aegis::StateNodeError> {
-    Ok(aegis::StateDelta::new())
+    _s: &aegis::state::Battlefield,
+    _c: &aegis::graph::NodeContext,
+) -> ::core::result::Result<aegis::state::StateDelta, aegis::error::StateNodeError> {
+    Ok(aegis::state::StateDelta::new())
 }
 
 #[aegis(on_error(route = node_a, error_field = note))]
 async fn node_b(
-    _s: &aegis::Battlefield,
-    _c: &aegis::NodeContext,
-) -> ::core::result::Result<aegis::StateDelta, aegis::StateNodeError> {
-    Ok(aegis::StateDelta::new())
+    _s: &aegis::state::Battlefield,
+    _c: &aegis::graph::NodeContext,
+) -> ::core::result::Result<aegis::state::StateDelta, aegis::error::StateNodeError> {
+    Ok(aegis::state::StateDelta::new())
 }
 
 // A crate that re-exports aegis points the macros at its own path, as
@@ -57,10 +57,10 @@ mod reexport {
 
 #[aegis(crate = "crate::reexport", retry(max = 2))]
 async fn through_reexport(
-    _s: &aegis::Battlefield,
-    _c: &aegis::NodeContext,
-) -> ::core::result::Result<aegis::StateDelta, aegis::StateNodeError> {
-    Ok(aegis::StateDelta::new())
+    _s: &aegis::state::Battlefield,
+    _c: &aegis::graph::NodeContext,
+) -> ::core::result::Result<aegis::state::StateDelta, aegis::error::StateNodeError> {
+    Ok(aegis::state::StateDelta::new())
 }
 
 fn main() {
@@ -74,7 +74,7 @@ fn main() {
     let graph = 5u8;
     let __aegis_graph = 6u8;
     let built = graph! {
-        limits = { let _ = (graph, __aegis_graph); aegis::EngineLimits::default() };
+        limits = { let _ = (graph, __aegis_graph); aegis::graph::EngineLimits::default() };
         schema {
             note: LastWrite = "n",
             list: Append = [1, 2],

@@ -49,7 +49,7 @@ pub enum NodeCacheBackend {
 /// code, never configuration: there is no variable for them, on purpose.
 ///
 /// ```
-/// use aegis_runtime::NodeCacheConfig;
+/// use aegis_runtime::cache::NodeCacheConfig;
 ///
 /// let env = |k: &str| match k {
 ///     "APP_NODE_CACHE_ENABLED" => Some("true".to_string()),
@@ -61,7 +61,7 @@ pub enum NodeCacheBackend {
 /// assert_eq!(config.max_entries, 500);
 /// // `config.build().await?` is then `Some(Arc<dyn NodeCache>)`, for
 /// // `WarEngine::with_node_cache`.
-/// # Ok::<(), aegis_runtime::ConfigError>(())
+/// # Ok::<(), aegis_runtime::engine::ConfigError>(())
 /// ```
 #[derive(Clone, PartialEq, Eq)]
 #[non_exhaustive]

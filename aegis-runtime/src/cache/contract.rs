@@ -11,12 +11,13 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{CacheClock, CacheEntry, CacheKey, NodeCache, derive_key};
-use crate::aegis::CacheKeySpec;
+use super::key::derive_key;
+use super::{CacheClock, CacheEntry, CacheKey, NodeCache};
 use crate::error::StateNodeError;
 use crate::graph::NodeContext;
 use crate::graph::{Directive, NodeSpec, StateNode};
 use crate::id::NodeId;
+use crate::policy::CacheKeySpec;
 use crate::state::{Battlefield, StateDelta};
 
 /// One backend under test, with control over its clock and raw storage.

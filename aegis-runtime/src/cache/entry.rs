@@ -170,7 +170,7 @@ mod tests {
             model: Some("llama3.2".into()),
             chain_position: Some(1),
             fallback: true,
-            scope: crate::aegis::CacheScope::Node,
+            scope: crate::policy::CacheScope::Node,
         };
         let e = entry().with_origin(Some(origin));
         assert_eq!(CacheEntry::from_bytes(&e.to_bytes().unwrap()).unwrap(), e);

@@ -5,8 +5,9 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use super::validate::delta_is_cacheable;
 use super::validate::{EntryMisfit, delta_fits};
-use super::{CacheClock, CacheEntry, CacheKey, NodeCache, NodeCacheError, delta_is_cacheable};
+use super::{CacheClock, CacheEntry, CacheKey, NodeCache, NodeCacheError};
 use crate::graph::{Directive, NextStep};
 use crate::state::BattlefieldSchema;
 use crate::trace::CacheOrigin;
@@ -416,10 +417,10 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn one_graphs_entry_is_never_another_graphs_hit() {
-        use crate::aegis::CacheKeySpec;
         use crate::graph::Paladin;
         use crate::graph::{InputMapping, NodeSpec};
         use crate::id::NodeId;
+        use crate::policy::CacheKeySpec;
         let spec = NodeSpec::paladin(
             Paladin::new("A").with_model("m"),
             InputMapping::new("Answer: {answer}"),
@@ -427,7 +428,7 @@ mod tests {
         );
         let state = crate::state::initial_state(&schema(), &json!({"answer": "q"})).unwrap();
         let key_in = |graph: &str| {
-            crate::cache::derive_key(
+            crate::cache::key::derive_key(
                 graph,
                 &NodeId::new("answerer"),
                 &spec,

@@ -6,10 +6,10 @@ use std::borrow::Cow;
 use std::fmt;
 use std::sync::{Arc, OnceLock};
 
-use crate::aegis::{CacheKeySpec, CacheScope};
 use crate::canon::{Canon, Digest32, inline_in_key, write_hex};
 use crate::graph::{NodeSpec, TemplateError};
 use crate::id::NodeId;
+use crate::policy::{CacheKeySpec, CacheScope};
 use crate::state::{Battlefield, FieldName, FieldPart};
 
 /// The key scheme's version, the first segment of every [`CacheKey`].
@@ -132,7 +132,8 @@ impl CacheKey {
     /// version, configuration or input: `v4:{node scope}:{node}:`.
     ///
     /// ```
-    /// use aegis_runtime::*;
+    /// use aegis_runtime::cache::CacheKey;
+    /// use aegis_runtime::id::NodeId;
     ///
     /// let node = NodeId::new("answer");
     /// let prefix = CacheKey::node_scope_prefix(&node);
@@ -577,7 +578,12 @@ impl fmt::Debug for KeySeed {
 /// The key's text is `v4:{graph}:{node}:{digest}` ([`CacheKey`]).
 ///
 /// ```
-/// use aegis_runtime::*;
+/// use aegis_runtime::__internal::{derive_key, initial_state};
+/// use aegis_runtime::graph::{InputMapping, NodeSpec};
+/// use aegis_runtime::id::NodeId;
+/// use aegis_runtime::paladin::Paladin;
+/// use aegis_runtime::policy::CacheKeySpec;
+/// use aegis_runtime::state::{Battlefield, BattlefieldSchema, DispatchRule, FieldName, FieldSpec};
 /// use serde_json::json;
 ///
 /// let question = FieldName::new("question")?;

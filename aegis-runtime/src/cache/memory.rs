@@ -21,7 +21,7 @@ use super::{CacheClock, CacheEntry, CacheKey, NodeCache, NodeCacheError};
 /// limit; expired entries are also dropped as later `put`s pass them.
 ///
 /// ```
-/// use aegis_runtime::*;
+/// use aegis_runtime::cache::{InMemoryNodeCache, NodeCache};
 /// use std::sync::Arc;
 ///
 /// let cache: Arc<dyn NodeCache> = Arc::new(InMemoryNodeCache::new().with_max_entries(1_000));

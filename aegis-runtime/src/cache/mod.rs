@@ -45,11 +45,18 @@
 //!
 //! Before attempt 1 of a cached node, outside the interceptor chain; after a
 //! successful attempt of the node itself (not a handler's outcome). The
-//! key derivation and the handle are internals, public (and hidden) only for
-//! the property tests and benches; this is what they do:
+//! key derivation and the handle are internals, reachable only through the
+//! `__internal` feature for the property tests and benches; this is what
+//! they do:
 //!
 //! ```
-//! use aegis_runtime::*;
+//! use aegis_runtime::__internal::{StoreOutcome, NodeCacheHandle, derive_key, initial_state};
+//! use aegis_runtime::cache::{CacheKey, InMemoryNodeCache};
+//! use aegis_runtime::graph::{Directive, InputMapping, NodeSpec};
+//! use aegis_runtime::id::NodeId;
+//! use aegis_runtime::paladin::Paladin;
+//! use aegis_runtime::policy::{CacheKeySpec, CachePolicy};
+//! use aegis_runtime::state::{BattlefieldSchema, DispatchRule, FieldName, FieldSpec, StateDelta};
 //! use serde_json::json;
 //! use std::sync::Arc;
 //! use std::time::Duration;
@@ -112,8 +119,8 @@ mod ceiling;
 mod clock;
 mod config;
 mod entry;
-mod handle;
-mod key;
+pub(crate) mod handle;
+pub(crate) mod key;
 mod memory;
 #[cfg(feature = "redis-cache")]
 mod redis;
@@ -130,10 +137,10 @@ pub use ceiling::TtlCeiling;
 pub use clock::{CacheClock, ManualClock};
 pub use config::{NodeCacheBackend, NodeCacheConfig};
 pub use entry::CacheEntry;
-pub use handle::{CacheLookup, NodeCacheHandle, StoreOutcome};
-pub use key::{CACHE_KEY_VERSION, CacheKey, CacheKeyError, derive_key};
+pub(crate) use handle::{CacheLookup, NodeCacheHandle};
+pub use key::{CACHE_KEY_VERSION, CacheKey, CacheKeyError};
 pub(crate) use key::{GraphKeySeed, KeySeed, derive_key_seeded};
 pub use memory::InMemoryNodeCache;
 #[cfg(feature = "redis-cache")]
 pub use redis::{RedisNodeCache, RedisNodeCacheBuilder};
-pub use validate::{EntryMisfit, delta_is_cacheable};
+pub use validate::EntryMisfit;

@@ -50,8 +50,8 @@ const SCAN_COUNT: usize = 500;
 /// prefix followed by `:` (`app:a` and `app:b`, not `app` and `app:b`).
 ///
 /// ```no_run
-/// # async fn demo() -> Result<(), aegis_runtime::NodeCacheError> {
-/// use aegis_runtime::RedisNodeCache;
+/// # async fn demo() -> Result<(), aegis_runtime::cache::NodeCacheError> {
+/// use aegis_runtime::cache::RedisNodeCache;
 /// use std::time::Duration;
 ///
 /// let cache = RedisNodeCache::connect("redis://127.0.0.1:6379", "myapp:node-cache").await?;

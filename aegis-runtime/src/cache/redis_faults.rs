@@ -14,9 +14,8 @@ use super::contract::on_redis::{
     URL, admin, own_server, redis_harness, share_server, unique_prefix, unreachable,
 };
 use super::contract::{delta, key};
-use super::{
-    CacheEntry, CacheLookup, EntryMisfit, NodeCache, NodeCacheHandle, RedisNodeCache, StoreOutcome,
-};
+use super::handle::StoreOutcome;
+use super::{CacheEntry, CacheLookup, EntryMisfit, NodeCache, NodeCacheHandle, RedisNodeCache};
 use crate::graph::Directive;
 use crate::state::{BattlefieldSchema, DispatchRule, FieldName, FieldSpec, StateDelta};
 

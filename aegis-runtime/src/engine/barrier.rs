@@ -10,11 +10,11 @@ use super::WarEngine;
 use super::attempt::{ActivationResult, RunDeadline};
 use super::index::{GraphIndex, NodeEntry};
 use super::run::{Cursor, Ending, sort_completed};
-use crate::aegis::ErrorHandlerSpec;
 use crate::error::{EngineError, NodeError};
 use crate::few::Few;
 use crate::graph::{Directive, MusterTask, NextStep, NodeSpec, ParleyRequest};
 use crate::id::{END, NodeId};
+use crate::policy::ErrorHandlerSpec;
 use crate::state::{Battlefield, MergeWriter, StateDelta, Writer, merge_with};
 use crate::trace::TraceEvent;
 use crate::waypoint::{

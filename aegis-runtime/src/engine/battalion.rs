@@ -9,9 +9,7 @@ use super::{RunOutcome, WarEngine};
 use crate::error::{EngineError, NodeError, NodeErrorSource, Transience};
 use crate::graph::{Directive, ParleyRequest, WarGraph};
 use crate::graph::{HeartbeatHandle, NodeContext};
-use crate::id::{
-    BATTALION_SEPARATOR, battalion_thread_id, legacy_battalion_thread_id, validate_thread_id,
-};
+use crate::id::{battalion_thread_id, validate_thread_id};
 use crate::state::{Battlefield, FieldName, StateDelta};
 use crate::waypoint::{WaypointStatus, WaypointStore};
 
@@ -32,35 +30,6 @@ impl<S: WaypointStore> WarEngine<S> {
             grace_cap: Some(grace),
             enclosing_deadline: enclosing,
             ..self.derived()
-        }
-    }
-
-    /// Earlier versions named a child `{parent}/{node}`, which a caller's
-    /// own thread could also be named, so such a thread is never adopted: a
-    /// child halted under the old name starts again under the new one. When
-    /// a thread of that name ran this very child graph, say so, where an
-    /// operator upgrading with runs halted mid-child will look.
-    async fn warn_of_legacy_child(&self, child: &WarGraph, ctx: &NodeContext, visit: u32) {
-        let parent: &str = &ctx.thread_id;
-        if parent.contains(BATTALION_SEPARATOR) {
-            // A parent named under the current scheme never had children
-            // under the old one.
-            return;
-        }
-        let legacy = legacy_battalion_thread_id(parent, &ctx.node_id, visit);
-        if validate_thread_id(&legacy).is_err() {
-            return;
-        }
-        if let Ok(Some(w)) = self.store.latest(&legacy).await
-            && w.fingerprint == child.fingerprint()
-        {
-            tracing::warn!(
-                thread_id = parent,
-                node_id = %ctx.node_id,
-                legacy_thread = %legacy,
-                status = w.status.name(),
-                "a thread under the name earlier versions gave this Battalion's child ran its child graph; it is not adopted (a caller's own thread could carry that name), so the child starts afresh under its current name"
-            );
         }
     }
 
@@ -104,9 +73,6 @@ impl<S: WaypointStore> WarEngine<S> {
             .latest(&thread)
             .await
             .map_err(|e| fail(Transience::Transient, e.to_string()))?;
-        if latest.is_none() {
-            self.warn_of_legacy_child(child, ctx, act.visit).await;
-        }
         let outcome = match latest.map(|w| w.status) {
             None => {
                 let mut input = serde_json::Map::new();

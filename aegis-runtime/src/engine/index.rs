@@ -6,10 +6,10 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
-use crate::aegis::{Aegis, CacheScope};
 use crate::cache::{GraphKeySeed, KeySeed};
 use crate::graph::{ConditionalEdges, NodeSpec, WarGraph};
 use crate::id::{END, NodeId, START};
+use crate::policy::{Aegis, CacheScope};
 use crate::waypoint::Activation;
 
 /// One node as a superstep needs it.

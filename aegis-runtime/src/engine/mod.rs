@@ -13,6 +13,7 @@ mod run;
 mod stream;
 mod tally;
 
+pub use crate::config::{ConfigError, EnvValue, MAX_CONFIG_DURATION_SECS};
 pub use config::EngineConfig;
 pub use hooks::{
     EdgeConditionEvaluator, ErrorHandler, InterceptorDecision, NodeInterceptor,
@@ -23,14 +24,16 @@ pub(crate) use stream::StreamTap;
 pub use stream::{
     DEFAULT_STREAM_CAPACITY, NodeUpdate, RunStream, StreamEvent, StreamMode, StreamOptions,
 };
+/// Re-exported: a run's cancellation token, so callers name one version.
+pub use tokio_util::sync::CancellationToken;
+
+pub use crate::share::IntoShared;
 
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
-use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use crate::aegis::{Aegis, ErrorHandlerSpec, RetryPredicate};
 use crate::cache::{NodeCache, NodeCacheHandle};
 use crate::error::{EngineError, PolicyOffender};
 use crate::few::Few;
@@ -38,7 +41,7 @@ use crate::graph::{HeartbeatHandle, NodeSpec, ParleyExpiry, ParleyResponse, WarG
 use crate::id::NodeId;
 use crate::id::validate_root_thread_id;
 use crate::paladin::{PaladinPort, UnconfiguredPaladinPort};
-use crate::share::IntoShared;
+use crate::policy::{Aegis, ErrorHandlerSpec, RetryPredicate};
 use crate::state::initial_state;
 use crate::trace::{TraceEvent, TraceSink, log_event};
 use crate::waypoint::{
@@ -240,7 +243,8 @@ impl<S: WaypointStore> WarEngine<S> {
     /// tenant id must not share the engine-wide key space silently).
     ///
     /// ```
-    /// use aegis_runtime::*;
+    /// use aegis_runtime::cache::{InMemoryNodeCache, NodeCache};
+    /// use aegis_runtime::engine::WarEngine;
     /// use std::sync::Arc;
     ///
     /// let shared: Arc<dyn NodeCache> = Arc::new(InMemoryNodeCache::new());

@@ -59,7 +59,7 @@ const SECRET_KEY_PARTS: &[&str] = &["pass", "pwd", "secret", "token", "key"];
 /// unterminated quote).
 ///
 /// ```
-/// use aegis_runtime::redact_connection_string;
+/// use aegis_runtime::__internal::redact_connection_string;
 ///
 /// assert_eq!(redact_connection_string("redis://:pw@cache:6379/0"), "redis://[REDACTED]@cache:6379/0");
 /// assert_eq!(

@@ -1,29 +1,26 @@
 //! The error taxonomy: transience, provider and agent errors, node errors and
 //! engine errors.
 
-mod connection;
+pub(crate) mod connection;
 mod engine;
 mod evolution;
-mod llm;
+pub(crate) mod llm;
 mod node;
 mod paladin;
-mod redact;
+pub(crate) mod redact;
 mod secrets;
 mod store;
 mod transience;
 
-pub use connection::redact_connection_string;
+pub(crate) use connection::redact_connection_string;
 #[cfg(any(feature = "redis-cache", feature = "postgres"))]
 pub(crate) use connection::scrub_values;
 pub use engine::{EdgeRef, EngineError, PolicyOffender};
 pub use evolution::{GraphChange, Incompatibility, MigrationError};
-pub use llm::{LlmError, ProviderAttempt, status_transience};
+pub use llm::{LlmError, ProviderAttempt};
 pub use node::{NodeError, NodeErrorSource, StateNodeError, TimeoutKind};
 pub use paladin::PaladinError;
-pub use redact::{
-    EXCERPT_LIMIT, REDACTED, bound_excerpt, map_http_status, parse_retry_after, redact_excerpt,
-    redact_secrets, retry_after_hint,
-};
+pub(crate) use redact::{REDACTED, bound_excerpt, redact_excerpt, redact_secrets};
 pub use secrets::KnownSecrets;
 pub use store::StoreError;
 pub use transience::Transience;

@@ -2,7 +2,7 @@
 //!
 //! **Conversions keep transience.** `LlmError` and `PaladinError` become a
 //! node's error without losing their classification: `?` on either inside a
-//! [`StateNode`](crate::StateNode) gives a [`StateNodeError`](struct@StateNodeError) whose
+//! [`StateNode`](crate::StateNode) gives a [`StateNodeError`](StateNodeError) whose
 //! `transience` is the error's own `transience()` (a 503 stays transient and
 //! is retried, a 401 stays permanent and is not), and a Paladin node's
 //! failure is a [`NodeError`] with the same `transience` beside a
@@ -185,7 +185,7 @@ pub struct NodeError {
     pub source: NodeErrorSource,
     /// The provider's typed "not before" hint (a 429's `Retry-After`),
     /// carried from [`LlmError::retry_after`] / [`PaladinError::retry_after`]
-    /// or a [`StateNodeError`](struct@StateNodeError)'s own; read by a
+    /// or a [`StateNodeError`](StateNodeError)'s own; read by a
     /// `RetryPolicy` with `respect_retry_after`. Absent in older waypoints.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_after: Option<std::time::Duration>,
@@ -276,15 +276,6 @@ impl StateNodeError {
         self.retry_after = retry_after;
         self
     }
-}
-
-/// Builds a [`StateNodeError`](struct@StateNodeError) of unknown transience, spelled like a tuple
-/// constructor so the guide's samples (`StateNodeError(e.to_string())`)
-/// compile as written. Prefer [`StateNodeError::new`] in new code.
-#[doc(hidden)]
-#[allow(non_snake_case)]
-pub fn StateNodeError(message: impl Into<String>) -> StateNodeError {
-    StateNodeError::new(message)
 }
 
 impl From<String> for StateNodeError {

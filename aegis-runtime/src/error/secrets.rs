@@ -23,7 +23,7 @@ use super::{REDACTED, bound_excerpt, redact_secrets};
 /// cheap (the values are shared).
 ///
 /// ```
-/// use aegis_runtime::KnownSecrets;
+/// use aegis_runtime::error::KnownSecrets;
 /// let secrets = KnownSecrets::new().with("0123456789abcdef0123456789abcdef");
 /// assert_eq!(
 ///     secrets.redact_excerpt("bad key 0123456789abcdef0123456789abcdef"),

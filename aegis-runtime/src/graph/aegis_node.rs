@@ -21,13 +21,10 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 
 use super::{Directive, NodeSpec, StateNode, WarGraph};
-use crate::aegis::Aegis;
 use crate::error::StateNodeError;
 use crate::graph::NodeContext;
+use crate::policy::Aegis;
 use crate::state::Battlefield;
-
-#[doc(hidden)]
-pub mod __macro_support;
 
 /// A node function annotated with `#[aegis(...)]`, seen through its marker
 /// struct.
@@ -36,7 +33,11 @@ pub mod __macro_support;
 /// example shows what the attribute generates) but rarely useful.
 ///
 /// ```
-/// use aegis_runtime::*;
+/// use aegis_runtime::error::StateNodeError;
+/// use aegis_runtime::graph::{AegisNodeFn, Directive, EngineLimits, NodeContext, WarGraph};
+/// use aegis_runtime::id::{END, NodeId, START};
+/// use aegis_runtime::policy::{Aegis, TimeoutPolicy};
+/// use aegis_runtime::state::{Battlefield, BattlefieldSchema, DispatchRule, FieldName, FieldSpec, StateDelta};
 /// use futures::future::BoxFuture;
 ///
 /// async fn hello(_: &Battlefield, _: &NodeContext) -> Result<StateDelta, StateNodeError> {
@@ -165,7 +166,11 @@ pub trait AegisDepsFn: Send + Sync + 'static {
 /// instance.
 ///
 /// ```
-/// use aegis_runtime::*;
+/// use aegis_runtime::error::StateNodeError;
+/// use aegis_runtime::graph::{AegisDepsFn, AegisDepsNode, Directive, EngineLimits, NodeContext, WarGraph};
+/// use aegis_runtime::id::{END, START};
+/// use aegis_runtime::policy::Aegis;
+/// use aegis_runtime::state::{Battlefield, BattlefieldSchema, DispatchRule, FieldName, FieldSpec, StateDelta};
 /// use futures::future::BoxFuture;
 /// use std::sync::atomic::{AtomicU32, Ordering};
 ///
@@ -377,10 +382,10 @@ impl WarGraph {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::aegis::{RetryPolicy, TimeoutPolicy};
+    use crate::graph::{EngineLimits, NextStep};
     use crate::id::{END, NodeId, START};
+    use crate::policy::{RetryPolicy, TimeoutPolicy};
     use crate::state::{BattlefieldSchema, DispatchRule, FieldName, FieldSpec, StateDelta};
-    use crate::{EngineLimits, NextStep};
     use std::time::Duration;
 
     async fn double(state: &Battlefield, _: &NodeContext) -> Result<StateDelta, &'static str> {
@@ -408,7 +413,7 @@ mod tests {
             ctx: &'a NodeContext,
         ) -> BoxFuture<'a, Result<Directive, StateNodeError>> {
             Box::pin(async move {
-                __macro_support::NodeReturn::into_node_result(double(state, ctx).await)
+                crate::__macro_support::NodeReturn::into_node_result(double(state, ctx).await)
             })
         }
     }

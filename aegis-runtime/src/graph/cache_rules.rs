@@ -3,10 +3,10 @@
 //! node-scoped Function node has a code version, and cached nodes need a
 //! cache backend on the engine.
 
-use crate::aegis::{Aegis, CacheKeySpec, CacheScope};
 use crate::error::{EngineError, PolicyOffender};
 use crate::graph::{NodeSpec, WarGraph};
 use crate::id::NodeId;
+use crate::policy::{Aegis, CacheKeySpec, CacheScope};
 use crate::state::CacheMarker;
 
 /// The graph's cache problems, one error per kind, each listing every
@@ -97,12 +97,12 @@ fn has_cache(aegis: &Aegis) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::aegis::{CachePolicy, CacheScope};
     use crate::error::StateNodeError;
     use crate::graph::Paladin;
     use crate::graph::{Directive, InputMapping, StateNode};
     use crate::graph::{EngineLimits, NodeContext};
     use crate::id::{END, START};
+    use crate::policy::{CachePolicy, CacheScope};
     use crate::state::{Battlefield, DispatchRule, FieldName, FieldSpec};
     use crate::state::{BattlefieldSchema, StateDelta};
     use std::time::Duration;

@@ -38,7 +38,8 @@ type MigrateFn = dyn Fn(Value) -> Result<Value, MigrationError> + Send + Sync;
 /// already judged a thread judge it again.
 ///
 /// ```
-/// use aegis_runtime::*;
+/// use aegis_runtime::graph::{EngineLimits, Migration, WarGraph};
+/// use aegis_runtime::state::{BattlefieldSchema, DispatchRule, FieldName, FieldSpec};
 /// use serde_json::{Value, json};
 ///
 /// let schema = BattlefieldSchema::new(vec![FieldSpec::new(

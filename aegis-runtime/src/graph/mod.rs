@@ -12,16 +12,14 @@ mod manifest;
 mod migration;
 mod muster_rules;
 mod node;
-mod paladin;
+pub(crate) mod paladin;
 mod parley;
 mod render;
 mod task_input;
 mod validate;
 mod war_graph;
 
-pub use aegis_node::{
-    __macro_support, AegisDepsFn, AegisDepsNode, AegisFnNode, AegisNode, AegisNodeFn,
-};
+pub use aegis_node::{AegisDepsFn, AegisDepsNode, AegisFnNode, AegisNode, AegisNodeFn};
 pub(crate) use cache_rules::{cached_nodes, missing_backend_error};
 pub use context::{HeartbeatHandle, IdleHold, NodeContext};
 pub(crate) use context::{Served, ServedSlot, TaskRef, TaskSource};
@@ -32,6 +30,6 @@ pub use limits::EngineLimits;
 pub use manifest::{FieldShape, GraphManifest, NodeShape};
 pub use migration::Migration;
 pub use node::{Directive, FnNode, NextStep, NodeFuture, NodeKind, NodeSpec, StateNode};
-pub use paladin::{Armament, Paladin};
+pub(crate) use paladin::{Armament, Paladin};
 pub use parley::{MusterTask, ParleyExpiry, ParleyRequest, ParleyResponse};
 pub use war_graph::{ConditionalEdges, WarGraph};

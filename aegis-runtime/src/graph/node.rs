@@ -163,7 +163,10 @@ pub trait StateNode: Send + Sync + 'static {
     /// (`CacheScopeWithoutCodeVersion`).
     ///
     /// ```
-    /// use aegis_runtime::*;
+    /// use aegis_runtime::error::StateNodeError;
+    /// use aegis_runtime::graph::{Directive, NodeContext, StateNode};
+    /// use aegis_runtime::async_trait;
+    /// use aegis_runtime::state::{Battlefield, StateDelta};
     ///
     /// struct Summarise;
     ///
@@ -373,7 +376,8 @@ pub type NodeFuture<'a> = futures::future::BoxFuture<'a, Result<Directive, State
 /// A closure as a Function node, for nodes too small to deserve a type:
 ///
 /// ```
-/// use aegis_runtime::*;
+/// use aegis_runtime::graph::NodeSpec;
+/// use aegis_runtime::state::StateDelta;
 /// let spec = NodeSpec::from_fn("double", |state, _ctx| {
 ///     Box::pin(async move {
 ///         let n = state.get("n").and_then(|v| v.as_i64()).unwrap_or(0);
@@ -410,7 +414,8 @@ where
     /// A node-scoped cache policy needs one.
     ///
     /// ```
-    /// use aegis_runtime::*;
+    /// use aegis_runtime::graph::{FnNode, NodeSpec, StateNode};
+    /// use aegis_runtime::state::StateDelta;
     ///
     /// let node = FnNode::new("double", |state, _ctx| {
     ///     Box::pin(async move {

@@ -6,8 +6,8 @@ use std::fmt::Write;
 use std::time::Duration;
 
 use super::{NodeSpec, WarGraph};
-use crate::aegis::{Aegis, ErrorHandlerSpec};
 use crate::id::{END, START};
+use crate::policy::{Aegis, ErrorHandlerSpec};
 
 /// `s` as the text of a quoted Mermaid label: `#` (which opens Mermaid's
 /// entity codes), `"`, `<`, `>` and `&` become entity codes, so a name shows

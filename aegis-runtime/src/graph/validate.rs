@@ -3,9 +3,9 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use super::{NodeKind, NodeSpec, WarGraph};
-use crate::aegis::{Aegis, ErrorHandlerSpec, retry_problems, timeout_problems};
 use crate::error::{EdgeRef, EngineError, PolicyOffender};
 use crate::id::{END, NodeId, START};
+use crate::policy::{Aegis, ErrorHandlerSpec, retry_problems, timeout_problems};
 use crate::state::DispatchRule;
 
 impl WarGraph {

@@ -6,10 +6,10 @@ use std::fmt;
 use std::sync::{Arc, OnceLock};
 
 use super::{GraphManifest, NodeSpec};
-use crate::aegis::Aegis;
 use crate::error::EngineError;
 use crate::graph::EngineLimits;
 use crate::id::NodeId;
+use crate::policy::Aegis;
 use crate::state::BattlefieldSchema;
 
 /// Conditional edges: after `from`, the evaluator registered on the engine
@@ -31,7 +31,10 @@ pub struct ConditionalEdges {
 /// `WarEngine::start`/`resume`) reports every problem at once.
 ///
 /// ```
-/// use aegis_runtime::*;
+/// use aegis_runtime::error::StateNodeError;
+/// use aegis_runtime::graph::{Directive, EngineLimits, NodeContext, NodeSpec, StateNode, WarGraph};
+/// use aegis_runtime::id::{END, START};
+/// use aegis_runtime::state::{Battlefield, BattlefieldSchema, DispatchRule, FieldName, FieldSpec, StateDelta};
 /// use serde_json::json;
 ///
 /// struct Hello;
@@ -307,8 +310,8 @@ impl WarGraph {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::aegis::RetryPolicy;
     use crate::id::{END, START};
+    use crate::policy::RetryPolicy;
     use crate::state::{DispatchRule, FieldName, FieldSpec};
 
     fn base() -> WarGraph {

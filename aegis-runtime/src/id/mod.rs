@@ -7,7 +7,6 @@ mod thread_id;
 
 pub use node_id::{END, NodeId, START};
 pub use shared::{GraphFingerprint, ThreadId};
-pub(crate) use thread_id::legacy_battalion_thread_id;
 pub use thread_id::{
     BATTALION_SEPARATOR, MAX_THREAD_ID_BYTES, ThreadIdError, battalion_thread_id,
     validate_root_thread_id, validate_thread_id,

@@ -146,7 +146,7 @@ pub fn validate_root_thread_id(thread_id: &str) -> Result<(), ThreadIdError> {
 /// never give the same id, and no root thread id equals a child's.
 ///
 /// ```
-/// use aegis_runtime::{NodeId, battalion_thread_id};
+/// use aegis_runtime::id::{NodeId, battalion_thread_id};
 ///
 /// assert_eq!(battalion_thread_id("orders", &NodeId::new("checkout"), 1), "orders>checkout");
 /// assert_eq!(battalion_thread_id("orders", &NodeId::new("checkout"), 3), "orders>checkout#3");
@@ -175,17 +175,6 @@ pub fn battalion_thread_id(parent: &str, node: &NodeId, visit: u32) -> String {
         let _ = write!(id, "#{visit}");
     }
     id
-}
-
-/// The name aegis 0.1 gave the same child (`{parent}/{node}`, then
-/// `#{visit}`): ambiguous, so never adopted; only looked up to warn that a
-/// child halted under it starts again.
-pub(crate) fn legacy_battalion_thread_id(parent: &str, node: &NodeId, visit: u32) -> String {
-    if visit <= 1 {
-        format!("{parent}/{node}")
-    } else {
-        format!("{parent}/{node}#{visit}")
-    }
 }
 
 #[cfg(test)]
@@ -327,12 +316,5 @@ mod tests {
         }
         let err = validate_root_thread_id("a>b").unwrap_err();
         assert!(err.to_string().contains("reserved for Battalion"), "{err}");
-    }
-
-    #[test]
-    fn the_legacy_name_is_the_old_format() {
-        let n = NodeId::new("sub");
-        assert_eq!(legacy_battalion_thread_id("p", &n, 1), "p/sub");
-        assert_eq!(legacy_battalion_thread_id("p", &n, 2), "p/sub#2");
     }
 }

@@ -92,7 +92,7 @@ pub enum CircuitState {
 /// ```
 /// use std::sync::Arc;
 /// use std::time::Duration;
-/// use aegis_runtime::{CircuitBreaker, MockLlmAdapter};
+/// use aegis_runtime::llm::{CircuitBreaker, MockLlmAdapter};
 /// let cb = CircuitBreaker::new(MockLlmAdapter::new())
 ///     .with_failure_threshold(3)
 ///     .with_cool_down(Duration::from_secs(10));

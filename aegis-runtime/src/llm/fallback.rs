@@ -93,7 +93,7 @@ pub enum FallbackChainError {
 ///
 /// ```
 /// use std::sync::Arc;
-/// use aegis_runtime::{FallbackLlmAdapter, LlmPort, MockLlmAdapter};
+/// use aegis_runtime::llm::{FallbackLlmAdapter, LlmPort, MockLlmAdapter};
 /// let primary: Arc<dyn LlmPort> = Arc::new(MockLlmAdapter::new().with_provider_name("openai"));
 /// let backup: Arc<dyn LlmPort> = Arc::new(MockLlmAdapter::new().with_provider_name("ollama"));
 /// let chain = FallbackLlmAdapter::new(vec![primary, backup]).unwrap();
@@ -156,7 +156,7 @@ impl FallbackLlmAdapter {
     ///
     /// ```
     /// use std::{sync::Arc, time::Duration};
-    /// use aegis_runtime::{FallbackLlmAdapter, LlmPort, MockLlmAdapter, StreamDeadlines};
+    /// use aegis_runtime::llm::{FallbackLlmAdapter, LlmPort, MockLlmAdapter, StreamDeadlines};
     /// let primary: Arc<dyn LlmPort> = Arc::new(MockLlmAdapter::new().with_provider_name("openai"));
     /// let local: Arc<dyn LlmPort> = Arc::new(MockLlmAdapter::new().with_provider_name("ollama"));
     /// let chain = FallbackLlmAdapter::new(vec![primary, local])

@@ -71,7 +71,7 @@ struct State {
 /// Clones share one script and one counter.
 ///
 /// ```
-/// use aegis_runtime::{LlmError, LlmMessage, LlmPort, LlmRequest, MockLlmAdapter};
+/// use aegis_runtime::{error::LlmError, llm::{LlmMessage, LlmPort, LlmRequest, MockLlmAdapter}};
 /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
 /// let mock = MockLlmAdapter::new()
 ///     .with_provider_name("openai")

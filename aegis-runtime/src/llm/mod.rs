@@ -2,22 +2,21 @@
 //! scriptable [`MockLlmAdapter`], the HTTP adapters (OpenAI-compatible and
 //! Anthropic), the [`FallbackLlmAdapter`] chain and the [`CircuitBreaker`].
 
-mod anthropic;
+pub(crate) mod anthropic;
 mod circuit;
 mod deadlines;
 mod decode;
 mod fallback;
 mod http;
 mod mock;
-mod openai;
+pub(crate) mod openai;
 mod port;
 mod secret;
-mod sse;
+pub(crate) mod sse;
 mod types;
 
 pub use anthropic::{
-    ANTHROPIC_BASE_URL, ANTHROPIC_DEFAULT_MAX_TOKENS, ANTHROPIC_VERSION, AnthropicEvents,
-    AnthropicLlmAdapter, AnthropicStreamParser,
+    ANTHROPIC_BASE_URL, ANTHROPIC_DEFAULT_MAX_TOKENS, ANTHROPIC_VERSION, AnthropicLlmAdapter,
 };
 pub use circuit::{CircuitBreaker, CircuitBreakerConfig, CircuitState};
 pub use deadlines::StreamDeadlines;
@@ -26,12 +25,9 @@ pub use http::{
     AdapterConfigError, DEFAULT_CONNECT_TIMEOUT, DEFAULT_ERROR_BODY_DEADLINE, DEFAULT_READ_TIMEOUT,
 };
 pub use mock::{MOCK_DEFAULT_RESPONSE, MockLlmAdapter, MockStreamStep};
-pub use openai::{OPENAI_BASE_URL, OpenAiCompatibleLlmAdapter, OpenAiEvents, OpenAiStreamParser};
+pub use openai::{OPENAI_BASE_URL, OpenAiCompatibleLlmAdapter};
 pub use port::LlmPort;
 pub use secret::ApiKey;
-pub use sse::{
-    DEFAULT_MAX_EVENT_BYTES, SseDecoder, SseDialect, SseEvent, SseStreamParser, StreamParser,
-};
 pub(crate) use types::ResponseBuilder;
 pub use types::{
     CHAIN_POSITION_KEY, FALLBACK_KEY, FinishReason, LlmChunk, LlmMessage, LlmRequest, LlmResponse,

@@ -4,6 +4,7 @@ mod output_schema;
 mod port;
 mod service;
 
+pub use crate::graph::paladin::{Armament, Paladin};
 pub(crate) use output_schema::parse_and_check;
 pub(crate) use port::UnconfiguredPaladinPort;
 pub use port::{PaladinPort, PaladinResult};

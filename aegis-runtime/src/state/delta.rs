@@ -15,11 +15,11 @@ use super::{FieldName, IntoFieldName, StateError};
 /// Setting a field twice in one delta keeps the second value.
 ///
 /// ```
-/// use aegis_runtime::StateDelta;
+/// use aegis_runtime::state::StateDelta;
 /// let mut delta = StateDelta::new();
 /// delta.set("answer", 42)?.set("done", true)?;
 /// assert_eq!(delta.get("answer"), Some(&serde_json::json!(42)));
-/// # Ok::<(), aegis_runtime::StateError>(())
+/// # Ok::<(), aegis_runtime::state::StateError>(())
 /// ```
 #[derive(Clone, Default)]
 pub struct StateDelta {

@@ -15,7 +15,7 @@ use super::StateError;
 /// place, a longer one is a shared string.
 ///
 /// ```
-/// use aegis_runtime::FieldName;
+/// use aegis_runtime::state::FieldName;
 /// assert!(FieldName::new("draft").is_ok());
 /// assert!(FieldName::new("2fast").is_err());
 /// ```

@@ -4,15 +4,16 @@ mod battlefield;
 mod delta;
 mod field;
 mod fields;
-mod merge;
+pub(crate) mod merge;
 mod schema;
 
 pub use battlefield::Battlefield;
 pub(crate) use battlefield::FieldPart;
 pub use delta::StateDelta;
 pub use field::{FieldName, IntoFieldName};
-pub use merge::{MergeError, Writer, initial_state, merge};
+pub use merge::MergeError;
 pub(crate) use merge::{MergeWriter, merge_with};
+pub(crate) use merge::{Writer, initial_state, merge};
 pub use schema::{BattlefieldSchema, CacheMarker, DispatchRule, FieldSpec};
 
 /// An error building state: a bad field name or a value that is not JSON.

@@ -289,8 +289,8 @@ impl Kept {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::aegis::CacheScope;
     use crate::error::{NodeError, NodeErrorSource, Transience};
+    use crate::policy::CacheScope;
     use crate::waypoint::HandlerKind;
 
     fn error(message: &str) -> NodeError {

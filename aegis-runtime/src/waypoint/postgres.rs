@@ -120,8 +120,8 @@ impl PostgresOptions {
 /// on the other stores.
 ///
 /// ```no_run
-/// # async fn demo() -> Result<(), aegis_runtime::StoreError> {
-/// use aegis_runtime::{PostgresWaypointStore, WarEngine};
+/// # async fn demo() -> Result<(), aegis_runtime::error::StoreError> {
+/// use aegis_runtime::{engine::WarEngine, waypoint::PostgresWaypointStore};
 /// use std::sync::Arc;
 ///
 /// let store = PostgresWaypointStore::connect("host=127.0.0.1 user=postgres dbname=app").await?;

@@ -4,9 +4,9 @@ use serde::Deserialize;
 use serde::Serialize;
 use std::time::SystemTime;
 
-use crate::aegis::ErrorHandlerSpec;
 use crate::error::NodeError;
 use crate::id::NodeId;
+use crate::policy::ErrorHandlerSpec;
 use crate::trace::BudgetBound;
 use crate::trace::CacheOrigin;
 

@@ -113,8 +113,8 @@ impl SqliteOptions {
 /// the sizes.
 ///
 /// ```no_run
-/// # async fn demo() -> Result<(), aegis_runtime::StoreError> {
-/// use aegis_runtime::{SqliteWaypointStore, WarEngine};
+/// # async fn demo() -> Result<(), aegis_runtime::error::StoreError> {
+/// use aegis_runtime::{engine::WarEngine, waypoint::SqliteWaypointStore};
 /// use std::sync::Arc;
 ///
 /// let store = Arc::new(SqliteWaypointStore::open("waypoints.sqlite").await?);

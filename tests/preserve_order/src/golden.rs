@@ -7,10 +7,13 @@
 //! differ between the two builds.
 
 use aegis::{
-    Aegis, BattlefieldSchema, CacheKeySpec, CacheMarker, CachePolicy, DispatchRule, END,
-    EngineLimits, ErrorHandlerSpec, FieldName, FieldSpec, InputMapping, NodeId, NodeSpec, Paladin,
-    ParleyExpiry, START, StateDelta, WarGraph, Writer, derive_key, initial_state, merge,
+    graph::{EngineLimits, InputMapping, NodeSpec, ParleyExpiry, WarGraph},
+    id::{END, NodeId, START},
+    paladin::Paladin,
+    policy::{Aegis, CacheKeySpec, CachePolicy, ErrorHandlerSpec},
+    state::{BattlefieldSchema, CacheMarker, DispatchRule, FieldName, FieldSpec, StateDelta},
 };
+use aegis_runtime::__internal::{Writer, derive_key, initial_state, merge};
 use serde_json::json;
 use std::time::Duration;
 

@@ -4,10 +4,10 @@
 //! The record stays Failed either way.
 
 use super::ActivationResult;
-use crate::aegis::ErrorHandlerSpec;
 use crate::engine::WarEngine;
 use crate::error::NodeError;
 use crate::graph::{Directive, NextStep};
+use crate::policy::ErrorHandlerSpec;
 use crate::state::{Battlefield, StateDelta};
 use crate::waypoint::{HandledFailure, HandlerKind, NodeExecutionRecord, WaypointStore};
 

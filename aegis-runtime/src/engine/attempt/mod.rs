@@ -26,10 +26,10 @@ use std::time::Duration;
 use tracing::Instrument;
 
 use super::WarEngine;
-use crate::aegis::Aegis;
 use crate::error::NodeError;
 use crate::graph::{Directive, MusterTask, NodeSpec, ParleyResponse, TaskRef};
 use crate::id::NodeId;
+use crate::policy::Aegis;
 use crate::state::{Battlefield, BattlefieldSchema};
 use crate::waypoint::{Activation, HandledFailure, NodeExecutionRecord, NodeStatus, WaypointStore};
 

@@ -8,12 +8,12 @@ use tracing::Level;
 
 use super::deadline::{AttemptStart, RunDeadline};
 use super::{ActivationCtx, ActivationResult, AttemptEnd};
-use crate::aegis::CacheScope;
 use crate::engine::WarEngine;
 use crate::engine::stream::AttemptTap;
 use crate::error::{NodeError, NodeErrorSource, Transience};
 use crate::graph::{MusterTask, ServedSlot};
 use crate::id::NodeId;
+use crate::policy::CacheScope;
 use crate::state::Battlefield;
 use crate::trace::{AttemptStatus, CacheOrigin, TraceEvent};
 use crate::waypoint::{AttemptRecord, NodeExecutionRecord, NodeStatus, RetrySkip, WaypointStore};

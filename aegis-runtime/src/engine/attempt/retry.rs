@@ -13,11 +13,11 @@ use tokio::time::Instant;
 use super::ActivationCtx;
 use super::deadline::{RunDeadline, sleep_opt};
 use super::record::{Recorder, millis};
-use crate::aegis::{RetryPolicy, RetryPredicate};
 use crate::deadline::deadline_after;
 use crate::engine::WarEngine;
 use crate::error::{NodeError, NodeErrorSource, TimeoutKind};
 use crate::id::NodeId;
+use crate::policy::{RetryPolicy, RetryPredicate};
 use crate::trace::{BudgetBound, TraceEvent};
 use crate::waypoint::{RetrySkip, WaypointStore};
 

@@ -46,8 +46,8 @@ pub const ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com/v1";
 /// status; malformed JSON or SSE is [`LlmError::ParseError`].
 ///
 /// ```
-/// use aegis_runtime::{AnthropicLlmAdapter, LlmPort};
-/// let claude = AnthropicLlmAdapter::new(aegis_runtime::ANTHROPIC_BASE_URL)
+/// use aegis_runtime::llm::{AnthropicLlmAdapter, LlmPort};
+/// let claude = AnthropicLlmAdapter::new(aegis_runtime::llm::ANTHROPIC_BASE_URL)
 ///     .unwrap()
 ///     .with_api_key("sk-ant-...")
 ///     .with_model("claude-sonnet-4-5");

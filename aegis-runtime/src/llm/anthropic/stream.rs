@@ -105,7 +105,7 @@ struct PartialTool {
 /// truncated stream, also a `ParseError`.
 ///
 /// ```
-/// use aegis_runtime::{AnthropicStreamParser, StreamParser};
+/// use aegis_runtime::__internal::{AnthropicStreamParser, StreamParser};
 /// let mut p = AnthropicStreamParser::new("anthropic");
 /// let mut chunks = Vec::new();
 /// p.push(b"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Hi\"}}\n\n", &mut chunks).unwrap();

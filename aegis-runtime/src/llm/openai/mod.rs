@@ -81,7 +81,7 @@ pub const OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
 /// [`LlmError::ParseError`].
 ///
 /// ```
-/// use aegis_runtime::{LlmPort, OpenAiCompatibleLlmAdapter};
+/// use aegis_runtime::llm::{LlmPort, OpenAiCompatibleLlmAdapter};
 /// let ollama = OpenAiCompatibleLlmAdapter::new("http://localhost:11434/v1")
 ///     .unwrap()
 ///     .with_provider_name("ollama")

@@ -74,7 +74,7 @@ struct PartialTool {
 /// truncated stream, also a `ParseError`.
 ///
 /// ```
-/// use aegis_runtime::{OpenAiStreamParser, StreamParser};
+/// use aegis_runtime::__internal::{OpenAiStreamParser, StreamParser};
 /// let mut p = OpenAiStreamParser::new("openai");
 /// let mut chunks = Vec::new();
 /// p.push(b"data: {\"choices\":[{\"delta\":{\"content\":\"Hi\"}}]}\n\ndata: [DONE]\n\n", &mut chunks).unwrap();

@@ -586,7 +586,7 @@ fn a_named_migration_and_its_node_map_round_trip_and_old_rows_read_without_them(
 
 #[test]
 fn a_hit_records_its_cache_scope_and_a_row_without_one_reads_graph() {
-    use crate::aegis::CacheScope;
+    use crate::policy::CacheScope;
     use crate::trace::CacheOrigin;
     let s0 = initial_state(&schema(), &json!({"log": ["a"]})).unwrap();
     let s1 = step(&s0, json!({"answer": "cached"}));

@@ -14,7 +14,7 @@
 //! bytes and allocations it left live per node or task: what the waypoints
 //! it keeps cost.
 
-use aegis::*;
+use aegis::prelude::*;
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

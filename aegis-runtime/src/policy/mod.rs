@@ -1,10 +1,9 @@
 //! The Aegis: one node's whole fault-tolerance policy, and its parts.
 
-mod backoff;
+pub(crate) mod backoff;
 mod policy;
 mod validate;
 
-pub use backoff::jittered;
 pub use policy::{
     Aegis, CacheKeySpec, CachePolicy, CacheScope, DEFAULT_MAX_RETRY_AFTER, ErrorHandlerSpec,
     RetryPolicy, RetryPredicate, TimeoutPolicy,

@@ -10,13 +10,13 @@ pub use futures::future::BoxFuture;
 pub use serde_json::Value;
 pub use std::time::Duration;
 
-use super::{AegisNode, AegisNodeFn};
-use crate::aegis::{
-    Aegis, CacheKeySpec, CachePolicy, CacheScope, ErrorHandlerSpec, RetryPolicy, TimeoutPolicy,
-};
 use crate::error::StateNodeError;
+use crate::graph::{AegisNode, AegisNodeFn};
 use crate::graph::{Directive, EngineLimits, WarGraph};
 use crate::id::NodeId;
+use crate::policy::{
+    Aegis, CacheKeySpec, CachePolicy, CacheScope, ErrorHandlerSpec, RetryPolicy, TimeoutPolicy,
+};
 use crate::state::{
     BattlefieldSchema, CacheMarker, DispatchRule, FieldName, FieldSpec, StateDelta,
 };
@@ -95,7 +95,7 @@ pub fn retry(
     backoff_factor: Option<f64>,
     max_interval: Option<Duration>,
     jitter: Option<bool>,
-    retry_on: Option<crate::aegis::RetryPredicate>,
+    retry_on: Option<crate::policy::RetryPredicate>,
 ) -> RetryPolicy {
     let d = RetryPolicy::default();
     RetryPolicy {
@@ -124,8 +124,8 @@ pub fn retry_after_floor(
 }
 
 /// `RetryPredicate::Custom(name)`.
-pub fn custom_predicate(name: &'static str) -> crate::aegis::RetryPredicate {
-    crate::aegis::RetryPredicate::Custom(name.to_string())
+pub fn custom_predicate(name: &'static str) -> crate::policy::RetryPredicate {
+    crate::policy::RetryPredicate::Custom(name.to_string())
 }
 
 /// A timeout policy.
@@ -264,7 +264,7 @@ pub fn add_worker_aegis_node<N: AegisNode>(graph: &mut WarGraph, node: N) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::aegis::RetryPredicate;
+    use crate::policy::RetryPredicate;
 
     #[test]
     fn unset_retry_fields_take_the_runtime_defaults() {

@@ -493,7 +493,7 @@ impl CachePolicy {
     /// DSL).
     ///
     /// ```
-    /// use aegis_runtime::*;
+    /// use aegis_runtime::policy::{CacheKeySpec, CachePolicy, CacheScope};
     /// use std::time::Duration;
     ///
     /// let policy = CachePolicy::new(Duration::from_secs(900), CacheKeySpec::Default)

@@ -11,7 +11,7 @@ impl RetryPolicy {
     /// Attempt 1 has no wait.
     ///
     /// ```
-    /// use aegis_runtime::RetryPolicy;
+    /// use aegis_runtime::policy::RetryPolicy;
     /// use std::time::Duration;
     /// let p = RetryPolicy::default();
     /// let waits: Vec<_> = (2..=5).map(|n| p.base_delay(n)).collect();
@@ -43,7 +43,7 @@ impl RetryPolicy {
     /// then `max(backoff, min(retry_after, max_retry_after))`.
     ///
     /// ```
-    /// use aegis_runtime::RetryPolicy;
+    /// use aegis_runtime::policy::RetryPolicy;
     /// use std::time::Duration;
     /// let s = Duration::from_secs;
     /// let off = RetryPolicy::default();
