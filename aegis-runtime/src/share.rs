@@ -30,7 +30,9 @@ use crate::worker::RunQueue;
 ///   LLM after handing it over. No clone of the value is made either way.
 ///
 /// ```
-/// use aegis_runtime::*;
+/// use aegis_runtime::cache::InMemoryNodeCache;
+/// use aegis_runtime::engine::WarEngine;
+/// use aegis_runtime::waypoint::InMemoryWaypointStore;
 /// use std::sync::Arc;
 ///
 /// // By value: the engine owns its store.

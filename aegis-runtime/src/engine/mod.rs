@@ -71,7 +71,11 @@ use run::Cursor;
 /// and [`LeasedStore`](crate::worker::LeasedStore), and the LLM wrappers.
 ///
 /// ```
-/// use aegis_runtime::*;
+/// use aegis_runtime::cache::InMemoryNodeCache;
+/// use aegis_runtime::engine::WarEngine;
+/// use aegis_runtime::llm::MockLlmAdapter;
+/// use aegis_runtime::waypoint::InMemoryWaypointStore;
+/// use aegis_runtime::worker::LeasedStore;
 /// use std::sync::Arc;
 ///
 /// // The engine owns the cache; the caller keeps handles on the store
@@ -86,7 +90,7 @@ use run::Cursor;
 /// // A worker pool's engine factory is `WarEngine::new` itself, or a
 /// // closure adding what its runs need.
 /// let factory = move |store| WarEngine::new(store).with_llm(llm.clone());
-/// # let _: &dyn Fn(Arc<aegis_runtime::worker::LeasedStore>) -> WarEngine<aegis_runtime::worker::LeasedStore> = &factory;
+/// # let _: &dyn Fn(Arc<LeasedStore>) -> WarEngine<LeasedStore> = &factory;
 /// ```
 ///
 /// Extension points (retry predicates, edge evaluators, interceptors, trace

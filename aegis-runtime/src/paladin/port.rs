@@ -51,7 +51,7 @@ impl PaladinResult {
 
     /// Sets [`fallback`](Self::fallback): whether a fallback chain served the
     /// answer from a provider other than its first (a node's cache then skips
-    /// it by default, see [`CachePolicy`](crate::CachePolicy)).
+    /// it by default, see [`CachePolicy`](crate::policy::CachePolicy)).
     #[must_use]
     pub fn with_fallback(mut self, fallback: bool) -> Self {
         self.fallback = fallback;

@@ -21,7 +21,7 @@ use crate::state::{FieldName, StateDelta};
 /// policy kind added later is not a breaking change.
 ///
 /// ```
-/// use aegis_runtime::*;
+/// use aegis_runtime::policy::{Aegis, RetryPolicy, TimeoutPolicy};
 /// use std::time::Duration;
 ///
 /// let aegis = Aegis::new()
@@ -169,7 +169,7 @@ impl RetryPredicate {
 /// (the type is `#[non_exhaustive]`, so a field added later breaks no one):
 ///
 /// ```
-/// use aegis_runtime::*;
+/// use aegis_runtime::policy::{RetryPolicy, RetryPredicate};
 /// use std::time::Duration;
 ///
 /// let retry = RetryPolicy::default()
@@ -332,7 +332,7 @@ impl Default for RetryPolicy {
 /// already added once):
 ///
 /// ```
-/// use aegis_runtime::*;
+/// use aegis_runtime::policy::TimeoutPolicy;
 /// use std::time::Duration;
 ///
 /// let timeout = TimeoutPolicy::run(Duration::from_secs(120))

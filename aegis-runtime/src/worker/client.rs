@@ -27,7 +27,7 @@ impl fmt::Debug for Client {
 impl Client {
     /// A client of `queue`.
     /// `queue` is the queue itself, or an `Arc` of it (see
-    /// [`IntoShared`](crate::IntoShared)).
+    /// [`IntoShared`](crate::engine::IntoShared)).
     pub fn new(queue: impl IntoShared<dyn RunQueue>) -> Self {
         Client {
             queue: queue.into_shared(),

@@ -54,7 +54,7 @@ impl fmt::Debug for WorkerPool {
 
 impl WorkerPool {
     /// A worker on `queue` (the queue, or an `Arc` of it: see
-    /// [`IntoShared`](crate::IntoShared)) whose runs execute on engines
+    /// [`IntoShared`](crate::engine::IntoShared)) whose runs execute on engines
     /// built by `engine` from each run's [`LeasedStore`]:
     /// `|store| WarEngine::new(store).with_llm(llm.clone())`.
     pub fn new(
