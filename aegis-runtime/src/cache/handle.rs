@@ -6,7 +6,10 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use super::validate::{EntryMisfit, delta_fits};
-use super::{CacheClock, CacheEntry, CacheKey, NodeCache, NodeCacheError, delta_is_cacheable};
+use super::{
+    CacheClock, CacheEntry, CacheKey, InMemoryNodeCache, NodeCache, NodeCacheError,
+    delta_is_cacheable,
+};
 use crate::graph::{Directive, NextStep};
 use crate::state::BattlefieldSchema;
 use crate::trace::CacheOrigin;
@@ -78,6 +81,10 @@ pub enum StoreOutcome {
 #[derive(Clone)]
 pub struct NodeCacheHandle {
     backend: Arc<dyn NodeCache>,
+    /// `backend` again when it is the in-memory cache, recognised once
+    /// here: its lookups are answered in place, without a future, and
+    /// share the entry it holds instead of copying it.
+    memory: Option<Arc<InMemoryNodeCache>>,
     clock: CacheClock,
 }
 
@@ -85,7 +92,12 @@ impl NodeCacheHandle {
     /// Wraps `backend`.
     pub fn new(backend: Arc<dyn NodeCache>) -> Self {
         let clock = backend.clock().cloned().unwrap_or_default();
-        NodeCacheHandle { backend, clock }
+        let memory = InMemoryNodeCache::recognise(&backend);
+        NodeCacheHandle {
+            backend,
+            memory,
+            clock,
+        }
     }
 
     /// Judges expiry by `clock` instead of the backend's.
@@ -131,7 +143,7 @@ impl NodeCacheHandle {
         match self.lookup_now(schema, key, at) {
             Some(found) => found,
             None => {
-                let found = self.backend.get_shared(key).await;
+                let found = self.backend.get(key).await.map(|e| e.map(Arc::new));
                 // An entry awaited is judged when it arrives, not when it
                 // was asked.
                 self.judge(schema, key, found, self.clock.now())
@@ -140,16 +152,17 @@ impl NodeCacheHandle {
     }
 
     /// [`NodeCacheHandle::lookup_at`] when the backend answers without
-    /// waiting (an in-process one); `None` when it must wait. No future is
-    /// built for a lookup that never waits.
+    /// waiting (the in-memory cache); `None` when it must be awaited. No
+    /// future is built for a lookup that never waits.
     pub(crate) fn lookup_now(
         &self,
         schema: &BattlefieldSchema,
         key: &CacheKey,
         at: tokio::time::Instant,
     ) -> Option<CacheLookup> {
+        let memory = self.memory.as_ref()?;
         let now = self.clock.at(at);
-        let found = self.backend.get_now(key, now)?;
+        let found = memory.lookup_at(key, now);
         Some(self.judge(schema, key, found, now))
     }
 
