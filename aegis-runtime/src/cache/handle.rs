@@ -370,6 +370,43 @@ mod tests {
         }
     }
 
+    #[tokio::test(start_paused = true)]
+    async fn the_in_memory_cache_is_answered_in_place_even_under_a_ceiling_and_others_awaited() {
+        let memory = Arc::new(InMemoryNodeCache::new());
+        let ceiling = Arc::new(crate::cache::TtlCeiling::new(
+            memory.clone(),
+            Duration::from_secs(30),
+        ));
+        let at = tokio::time::Instant::now();
+        for backend in [memory.clone() as Arc<dyn NodeCache>, ceiling] {
+            let handle = NodeCacheHandle::new(backend);
+            assert!(Arc::ptr_eq(handle.memory.as_ref().unwrap(), &memory));
+            assert_eq!(
+                handle.lookup_now(&schema(), &key(), at),
+                Some(CacheLookup::Miss)
+            );
+        }
+        // Stored through the ceiling, capped by it, found in place.
+        let handle = NodeCacheHandle::new(Arc::new(crate::cache::TtlCeiling::new(
+            memory.clone(),
+            Duration::from_secs(30),
+        )));
+        let ttl = Duration::from_secs(3600);
+        let out = handle.store(&schema(), &key(), &answer("7"), ttl).await;
+        assert!(matches!(out, StoreOutcome::Stored { .. }));
+        let at = tokio::time::Instant::now();
+        let hit = handle.lookup_now(&schema(), &key(), at).unwrap().into_hit();
+        assert_eq!(
+            hit.unwrap().expires_at,
+            handle.clock().at(at) + Duration::from_secs(30)
+        );
+
+        // Any other backend is awaited through `get`.
+        let other = NodeCacheHandle::new(Arc::new(Broken));
+        assert!(other.memory.is_none());
+        assert_eq!(other.lookup_now(&schema(), &key(), at), None);
+    }
+
     #[tokio::test]
     async fn backend_errors_are_misses_and_logged_store_failures() {
         let handle = NodeCacheHandle::new(Arc::new(Broken));

@@ -7,7 +7,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::SystemTime;
 
-use super::{CacheClock, CacheEntry, CacheKey, NodeCache, NodeCacheError};
+use super::{CacheClock, CacheEntry, CacheKey, NodeCache, NodeCacheError, TtlCeiling};
 
 /// A process-local node cache holding at most a fixed number of entries.
 ///
@@ -212,10 +212,16 @@ impl InMemoryNodeCache {
         self.store.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// `cache` itself when it is an `InMemoryNodeCache`: the engine's
-    /// handle asks once, when it is built, and then looks entries up with
-    /// [`InMemoryNodeCache::lookup_at`].
+    /// `cache` itself when it is an `InMemoryNodeCache`, or the one a
+    /// [`TtlCeiling`] wraps (the ceiling changes only what is stored, and
+    /// `NodeCacheConfig` wraps the in-memory cache in one when a maximum
+    /// TTL is set): the engine's handle asks once, when it is built, and
+    /// then looks entries up with [`InMemoryNodeCache::lookup_at`].
     pub(crate) fn recognise(cache: &Arc<dyn NodeCache>) -> Option<Arc<Self>> {
+        let any: &dyn Any = cache.as_ref();
+        if let Some(ceiling) = any.downcast_ref::<TtlCeiling>() {
+            return Self::recognise(ceiling.inner());
+        }
         let cache: Arc<dyn Any + Send + Sync> = cache.clone();
         cache.downcast().ok()
     }
