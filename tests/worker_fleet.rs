@@ -25,7 +25,6 @@
 mod fleet;
 
 use aegis::graph::ParleyResponse;
-use aegis::prelude::*;
 use aegis::waypoint::WaypointStatus;
 use aegis::worker::{Client, GraphKey, RunQueue, RunState, WorkerInfo};
 use fleet::*;

@@ -57,6 +57,10 @@ use run::Cursor;
 pub struct WarEngine<S = InMemoryWaypointStore> {
     pub(crate) paladin_port: Arc<dyn PaladinPort>,
     pub(crate) store: Arc<S>,
+    /// `store` again when it is the in-memory store, recognised once at
+    /// construction: every superstep then lends it its draft in place
+    /// rather than building a `Waypoint` and awaiting a boxed `put`.
+    pub(crate) memory_store: Option<Arc<InMemoryWaypointStore>>,
     pub(crate) retry_predicates: HashMap<String, Arc<dyn RetryPredicateEvaluator>>,
     pub(crate) edge_evaluators: HashMap<String, Arc<dyn EdgeConditionEvaluator>>,
     pub(crate) error_handlers: HashMap<String, Arc<dyn ErrorHandler>>,
@@ -126,6 +130,7 @@ impl<S: WaypointStore> WarEngine<S> {
     pub fn new(paladin_port: Arc<dyn PaladinPort>, store: Arc<S>) -> Self {
         WarEngine {
             paladin_port,
+            memory_store: InMemoryWaypointStore::recognise(&store),
             store,
             retry_predicates: HashMap::new(),
             edge_evaluators: HashMap::new(),
@@ -153,6 +158,7 @@ impl<S: WaypointStore> WarEngine<S> {
         WarEngine {
             paladin_port: self.paladin_port.clone(),
             store: self.store.clone(),
+            memory_store: self.memory_store.clone(),
             retry_predicates: self.retry_predicates.clone(),
             edge_evaluators: self.edge_evaluators.clone(),
             error_handlers: self.error_handlers.clone(),
