@@ -7,7 +7,6 @@
 use aegis::cache::CacheEntry;
 use aegis::cache::EntryMisfit;
 use aegis::cache::NodeCache;
-use aegis::graph::NodeSpec;
 use aegis::policy::CacheKeySpec;
 use aegis::{
     cache::NodeCacheConfig,

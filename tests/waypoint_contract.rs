@@ -1,6 +1,7 @@
 //! The contract every `WaypointStore` keeps, run against each store: the
-//! in-memory one, SQLite, and PostgreSQL (feature `postgres`, against the
-//! test server at 127.0.0.1:5432, each test in its own schema).
+//! in-memory one, SQLite, PostgreSQL (feature `postgres`, against the
+//! test server at 127.0.0.1:5432, each test in its own schema), and a store
+//! written outside the crates from the public trait alone.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
@@ -572,6 +573,12 @@ macro_rules! contract {
 contract!(
     memory,
     |_label| (Arc::new(InMemoryWaypointStore::new()), ()),
+    |_guard| {}
+);
+
+contract!(
+    third_party,
+    |_label| (Arc::new(support::third_party::VecStore::default()), ()),
     |_guard| {}
 );
 

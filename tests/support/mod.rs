@@ -9,6 +9,8 @@
 //!   adapters.
 //! - [`logs`]: the test binary's `tracing` output, captured.
 //! - [`secrets`]: an API key and the checks that it leaked nowhere.
+//! - [`third_party`]: a waypoint store and a node cache written from the
+//!   public traits alone.
 #![allow(unreachable_pub, clippy::unwrap_used, clippy::expect_used)]
 
 // Each test crate uses a subset: the rest is dead code there.
@@ -22,3 +24,5 @@ pub(crate) mod logs;
 pub(crate) mod secrets;
 #[allow(dead_code)]
 pub(crate) mod stores;
+#[allow(dead_code)]
+pub(crate) mod third_party;

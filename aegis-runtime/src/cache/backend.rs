@@ -1,8 +1,8 @@
 //! The `NodeCache` trait every backend implements, and its error.
 
 use async_trait::async_trait;
-use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::any::Any;
+use std::time::Duration;
 
 use super::{CacheClock, CacheEntry, CacheKey};
 
@@ -73,34 +73,16 @@ pub enum NodeCacheError {
 ///   many entries they removed.
 /// - Concurrent callers are safe; concurrent `put`s under one key leave one
 ///   of the written entries, whole.
+///
+/// A backend of your own implements `get`, `put`, `invalidate_prefix` and
+/// `invalidate_all`; `clock` and `backend_name` have defaults. `Any` is
+/// there for the engine, which recognises its own in-memory cache by it
+/// when it is handed one: every `'static` type is `Any` already, so a
+/// backend has nothing to do for it.
 #[async_trait]
-pub trait NodeCache: Send + Sync + 'static {
+pub trait NodeCache: Any + Send + Sync {
     /// The fresh entry under `key`, if any.
     async fn get(&self, key: &CacheKey) -> Result<Option<CacheEntry>, NodeCacheError>;
-
-    /// [`NodeCache::get`], shared: what the engine's lookups call. A backend
-    /// that holds decoded entries (the in-memory one) serves them without
-    /// copying; the default wraps `get`'s entry, so a backend need not
-    /// implement it. Same contract as `get`.
-    async fn get_shared(&self, key: &CacheKey) -> Result<Option<Arc<CacheEntry>>, NodeCacheError> {
-        Ok(self.get(key).await?.map(Arc::new))
-    }
-
-    /// [`NodeCache::get_shared`] answered at once, for a backend that never
-    /// waits to answer (an in-process one); `None` (the default) when it
-    /// would have to. The engine's lookups try it first: an answer without
-    /// a future saves the boxed future `get_shared` costs on every lookup.
-    /// Same contract as `get`, the expiry judged at `now`: the caller's
-    /// reading of the clock it judges every entry by (the engine re-checks
-    /// at the same instant, so one reading serves both).
-    fn get_now(
-        &self,
-        key: &CacheKey,
-        now: SystemTime,
-    ) -> Option<Result<Option<Arc<CacheEntry>>, NodeCacheError>> {
-        let _ = (key, now);
-        None
-    }
 
     /// Stores `entry` under `key` until its `expires_at`.
     async fn put(&self, key: &CacheKey, entry: &CacheEntry) -> Result<(), NodeCacheError>;

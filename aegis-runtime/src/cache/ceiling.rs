@@ -37,6 +37,11 @@ impl TtlCeiling {
     pub fn ceiling(&self) -> Duration {
         self.ceiling
     }
+
+    /// The wrapped backend: a lookup through the ceiling is its lookup.
+    pub(crate) fn inner(&self) -> &Arc<dyn NodeCache> {
+        &self.inner
+    }
 }
 
 impl fmt::Debug for TtlCeiling {

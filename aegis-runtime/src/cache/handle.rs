@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime};
 
 use super::validate::delta_is_cacheable;
 use super::validate::{EntryMisfit, delta_fits};
-use super::{CacheClock, CacheEntry, CacheKey, NodeCache, NodeCacheError};
+use super::{CacheClock, CacheEntry, CacheKey, InMemoryNodeCache, NodeCache, NodeCacheError};
 use crate::graph::{Directive, NextStep};
 use crate::state::BattlefieldSchema;
 use crate::trace::CacheOrigin;
@@ -79,6 +79,10 @@ pub enum StoreOutcome {
 #[derive(Clone)]
 pub struct NodeCacheHandle {
     backend: Arc<dyn NodeCache>,
+    /// `backend` again when it is the in-memory cache, recognised once
+    /// here: its lookups are answered in place, without a future, and
+    /// share the entry it holds instead of copying it.
+    memory: Option<Arc<InMemoryNodeCache>>,
     clock: CacheClock,
 }
 
@@ -86,7 +90,12 @@ impl NodeCacheHandle {
     /// Wraps `backend`.
     pub fn new(backend: Arc<dyn NodeCache>) -> Self {
         let clock = backend.clock().cloned().unwrap_or_default();
-        NodeCacheHandle { backend, clock }
+        let memory = InMemoryNodeCache::recognise(&backend);
+        NodeCacheHandle {
+            backend,
+            memory,
+            clock,
+        }
     }
 
     /// Judges expiry by `clock` instead of the backend's.
@@ -132,7 +141,7 @@ impl NodeCacheHandle {
         match self.lookup_now(schema, key, at) {
             Some(found) => found,
             None => {
-                let found = self.backend.get_shared(key).await;
+                let found = self.backend.get(key).await.map(|e| e.map(Arc::new));
                 // An entry awaited is judged when it arrives, not when it
                 // was asked.
                 self.judge(schema, key, found, self.clock.now())
@@ -141,16 +150,17 @@ impl NodeCacheHandle {
     }
 
     /// [`NodeCacheHandle::lookup_at`] when the backend answers without
-    /// waiting (an in-process one); `None` when it must wait. No future is
-    /// built for a lookup that never waits.
+    /// waiting (the in-memory cache); `None` when it must be awaited. No
+    /// future is built for a lookup that never waits.
     pub(crate) fn lookup_now(
         &self,
         schema: &BattlefieldSchema,
         key: &CacheKey,
         at: tokio::time::Instant,
     ) -> Option<CacheLookup> {
+        let memory = self.memory.as_ref()?;
         let now = self.clock.at(at);
-        let found = self.backend.get_now(key, now)?;
+        let found = memory.lookup_at(key, now);
         Some(self.judge(schema, key, found, now))
     }
 
@@ -356,6 +366,43 @@ mod tests {
         async fn invalidate_all(&self) -> Result<u64, NodeCacheError> {
             Ok(0)
         }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_in_memory_cache_is_answered_in_place_even_under_a_ceiling_and_others_awaited() {
+        let memory = Arc::new(InMemoryNodeCache::new());
+        let ceiling = Arc::new(crate::cache::TtlCeiling::new(
+            memory.clone(),
+            Duration::from_secs(30),
+        ));
+        let at = tokio::time::Instant::now();
+        for backend in [memory.clone() as Arc<dyn NodeCache>, ceiling] {
+            let handle = NodeCacheHandle::new(backend);
+            assert!(Arc::ptr_eq(handle.memory.as_ref().unwrap(), &memory));
+            assert_eq!(
+                handle.lookup_now(&schema(), &key(), at),
+                Some(CacheLookup::Miss)
+            );
+        }
+        // Stored through the ceiling, capped by it, found in place.
+        let handle = NodeCacheHandle::new(Arc::new(crate::cache::TtlCeiling::new(
+            memory.clone(),
+            Duration::from_secs(30),
+        )));
+        let ttl = Duration::from_secs(3600);
+        let out = handle.store(&schema(), &key(), &answer("7"), ttl).await;
+        assert!(matches!(out, StoreOutcome::Stored { .. }));
+        let at = tokio::time::Instant::now();
+        let hit = handle.lookup_now(&schema(), &key(), at).unwrap().into_hit();
+        assert_eq!(
+            hit.unwrap().expires_at,
+            handle.clock().at(at) + Duration::from_secs(30)
+        );
+
+        // Any other backend is awaited through `get`.
+        let other = NodeCacheHandle::new(Arc::new(Broken));
+        assert!(other.memory.is_none());
+        assert_eq!(other.lookup_now(&schema(), &key(), at), None);
     }
 
     #[tokio::test]

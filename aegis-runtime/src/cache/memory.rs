@@ -1,12 +1,13 @@
 //! `InMemoryNodeCache`: a bounded, process-local node cache.
 
 use async_trait::async_trait;
+use std::any::Any;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::SystemTime;
 
-use super::{CacheClock, CacheEntry, CacheKey, NodeCache, NodeCacheError};
+use super::{CacheClock, CacheEntry, CacheKey, NodeCache, NodeCacheError, TtlCeiling};
 
 /// A process-local node cache holding at most a fixed number of entries.
 ///
@@ -14,8 +15,8 @@ use super::{CacheClock, CacheEntry, CacheKey, NodeCache, NodeCacheError};
 /// ([`CacheEntry::to_bytes`], the bytes the Redis backend stores) and keeps
 /// what those bytes decode to, so a hit replays exactly what a shared
 /// backend would (and fails alike to encode), without decoding on every
-/// hit: [`NodeCache::get_shared`] serves the decoded entry itself. Lookups
-/// are one hash-map probe, and a `put`'s bookkeeping O(log n), however many
+/// hit: the engine's lookups are served the decoded entry itself, shared,
+/// and answered in place, without a future. Lookups are one hash-map probe, and a `put`'s bookkeeping O(log n), however many
 /// entries are held. When full, a `put` first drops expired entries,
 /// then the oldest stored ones, so a long-lived process cannot grow without
 /// limit; expired entries are also dropped as later `put`s pass them.
@@ -211,9 +212,25 @@ impl InMemoryNodeCache {
         self.store.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// `cache` itself when it is an `InMemoryNodeCache`, or the one a
+    /// [`TtlCeiling`] wraps (the ceiling changes only what is stored, and
+    /// `NodeCacheConfig` wraps the in-memory cache in one when a maximum
+    /// TTL is set): the engine's handle asks once, when it is built, and
+    /// then looks entries up with [`InMemoryNodeCache::lookup_at`].
+    pub(crate) fn recognise(cache: &Arc<dyn NodeCache>) -> Option<Arc<Self>> {
+        let any: &dyn Any = cache.as_ref();
+        if let Some(ceiling) = any.downcast_ref::<TtlCeiling>() {
+            return Self::recognise(ceiling.inner());
+        }
+        let cache: Arc<dyn Any + Send + Sync> = cache.clone();
+        cache.downcast().ok()
+    }
+
     /// The lookup itself, expiry judged at `now`: one probe under the
-    /// lock, never a wait.
-    fn lookup_at(
+    /// lock, never a wait. The engine's lookups call it directly (no
+    /// future, and the entry shared rather than copied); `get` copies what
+    /// it serves.
+    pub(crate) fn lookup_at(
         &self,
         key: &CacheKey,
         now: SystemTime,
@@ -268,19 +285,9 @@ impl fmt::Debug for InMemoryNodeCache {
 #[async_trait]
 impl NodeCache for InMemoryNodeCache {
     async fn get(&self, key: &CacheKey) -> Result<Option<CacheEntry>, NodeCacheError> {
-        Ok(self.get_shared(key).await?.map(Arc::unwrap_or_clone))
-    }
-
-    async fn get_shared(&self, key: &CacheKey) -> Result<Option<Arc<CacheEntry>>, NodeCacheError> {
-        self.lookup_at(key, self.clock.now())
-    }
-
-    fn get_now(
-        &self,
-        key: &CacheKey,
-        now: SystemTime,
-    ) -> Option<Result<Option<Arc<CacheEntry>>, NodeCacheError>> {
-        Some(self.lookup_at(key, now))
+        Ok(self
+            .lookup_at(key, self.clock.now())?
+            .map(Arc::unwrap_or_clone))
     }
 
     async fn put(&self, key: &CacheKey, entry: &CacheEntry) -> Result<(), NodeCacheError> {
@@ -456,8 +463,9 @@ mod tests {
         let clock = cache.clock.clone();
         let stored = entry(7, Duration::from_secs(60), &clock);
         cache.put(&key(7), &stored).await.unwrap();
-        let first = cache.get_shared(&key(7)).await.unwrap().unwrap();
-        let second = cache.get_shared(&key(7)).await.unwrap().unwrap();
+        let now = clock.now();
+        let first = cache.lookup_at(&key(7), now).unwrap().unwrap();
+        let second = cache.lookup_at(&key(7), now).unwrap().unwrap();
         assert!(Arc::ptr_eq(&first, &second), "one decoded entry, shared");
         let replayed = CacheEntry::from_bytes(&stored.to_bytes().unwrap()).unwrap();
         assert_eq!(*first, replayed);
@@ -467,12 +475,12 @@ mod tests {
         // through either call, sound ones are served.
         let far = clock.now() + Duration::from_secs(60);
         cache.plant_raw(&key(8), b"{\"format\":2,", far);
-        assert_eq!(cache.get_shared(&key(8)).await.unwrap(), None);
+        assert_eq!(cache.lookup_at(&key(8), now).unwrap(), None);
         assert_eq!(cache.get(&key(8)).await.unwrap(), None);
         assert_eq!(cache.len(), 2, "kept until a put replaces it");
         cache.plant_raw(&key(8), &stored.to_bytes().unwrap(), far);
         assert_eq!(
-            cache.get_shared(&key(8)).await.unwrap().as_deref(),
+            cache.lookup_at(&key(8), now).unwrap().as_deref(),
             Some(&stored)
         );
     }

@@ -99,6 +99,10 @@ use run::Cursor;
 pub struct WarEngine<S = InMemoryWaypointStore> {
     pub(crate) paladin_port: Arc<dyn PaladinPort>,
     pub(crate) store: Arc<S>,
+    /// `store` again when it is the in-memory store, recognised once at
+    /// construction: every superstep then lends it its draft in place
+    /// rather than building a `Waypoint` and awaiting a boxed `put`.
+    pub(crate) memory_store: Option<Arc<InMemoryWaypointStore>>,
     pub(crate) retry_predicates: HashMap<String, Arc<dyn RetryPredicateEvaluator>>,
     pub(crate) edge_evaluators: HashMap<String, Arc<dyn EdgeConditionEvaluator>>,
     pub(crate) error_handlers: HashMap<String, Arc<dyn ErrorHandler>>,
@@ -169,9 +173,11 @@ impl<S: WaypointStore> WarEngine<S> {
     /// [`WarEngine::with_llm`] or [`WarEngine::with_paladin_port`] gives it
     /// one. Every other node kind runs as is.
     pub fn new(store: impl IntoShared<S>) -> Self {
+        let store = store.into_shared();
         WarEngine {
             paladin_port: Arc::new(UnconfiguredPaladinPort),
-            store: store.into_shared(),
+            memory_store: InMemoryWaypointStore::recognise(&store),
+            store,
             retry_predicates: HashMap::new(),
             edge_evaluators: HashMap::new(),
             error_handlers: HashMap::new(),
@@ -198,6 +204,7 @@ impl<S: WaypointStore> WarEngine<S> {
         WarEngine {
             paladin_port: self.paladin_port.clone(),
             store: self.store.clone(),
+            memory_store: self.memory_store.clone(),
             retry_predicates: self.retry_predicates.clone(),
             edge_evaluators: self.edge_evaluators.clone(),
             error_handlers: self.error_handlers.clone(),

@@ -4,7 +4,6 @@
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use imbl::Vector;
-use std::any::Any;
 use std::collections::BTreeSet;
 use std::future::Future;
 use std::pin::Pin;
@@ -25,8 +24,8 @@ use crate::state::Battlefield;
 use crate::trace::TraceEvent;
 use crate::waypoint::NodeExecutionRecord;
 use crate::waypoint::{
-    Activation, CompletedActivation, Draft, HandledFailure, InMemoryWaypointStore, ParleyDelivery,
-    PreviousGraph, Waypoint, WaypointStatus, WaypointStore,
+    Activation, CompletedActivation, Draft, HandledFailure, ParleyDelivery, PreviousGraph,
+    Waypoint, WaypointStatus, WaypointStore,
 };
 
 /// Where a thread stands between two waypoint writes.
@@ -270,15 +269,11 @@ impl<S: WaypointStore> WarEngine<S> {
     /// Stores the waypoint `draft` describes. The engine's own in-memory
     /// store keeps the draft as it is, lent in place (a draft is 312
     /// bytes: every move is a copy); any other store gets the public
-    /// `Waypoint`, without waiting when it can take it so.
+    /// `Waypoint` through [`WaypointStore::put`].
     pub(crate) async fn put_draft(&self, draft: &mut Draft<'_>) -> Result<(), StoreError> {
-        let store: &dyn Any = self.store.as_ref();
-        match store.downcast_ref::<InMemoryWaypointStore>() {
+        match &self.memory_store {
             Some(memory) => memory.append(draft),
-            None => match self.store.try_put(draft.take_waypoint()) {
-                Ok(written) => written,
-                Err(waypoint) => self.store.put(waypoint).await,
-            },
+            None => self.store.put(draft.take_waypoint()).await,
         }
     }
 

@@ -1,10 +1,10 @@
 //! The Aegis: one node's whole fault-tolerance policy, and its parts.
 
+mod aegis;
 pub(crate) mod backoff;
-mod policy;
 mod validate;
 
-pub use policy::{
+pub use aegis::{
     Aegis, CacheKeySpec, CachePolicy, CacheScope, DEFAULT_MAX_RETRY_AFTER, ErrorHandlerSpec,
     RetryPolicy, RetryPredicate, TimeoutPolicy,
 };

@@ -1,6 +1,7 @@
 //! `InMemoryWaypointStore`: waypoints kept in process memory.
 
 use async_trait::async_trait;
+use std::any::Any;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -168,6 +169,15 @@ impl InMemoryWaypointStore {
         Ok(())
     }
 
+    /// `store` itself when it is an `InMemoryWaypointStore`. The engine asks
+    /// once, when it is built, and then lends this store its drafts
+    /// ([`InMemoryWaypointStore::append`]); any other store is written
+    /// through [`WaypointStore::put`].
+    pub(crate) fn recognise<S: WaypointStore>(store: &Arc<S>) -> Option<Arc<Self>> {
+        let store: Arc<dyn Any + Send + Sync> = store.clone();
+        store.downcast().ok()
+    }
+
     fn lock(&self) -> Result<std::sync::MutexGuard<'_, Threads>, StoreError> {
         self.threads
             .lock()
@@ -179,11 +189,6 @@ impl InMemoryWaypointStore {
 impl WaypointStore for InMemoryWaypointStore {
     async fn put(&self, waypoint: Waypoint) -> Result<(), StoreError> {
         waypoint.lend(|mut draft| self.append(&mut draft))
-    }
-
-    #[allow(clippy::result_large_err)] // see WaypointStore::try_put
-    fn try_put(&self, waypoint: Waypoint) -> Result<Result<(), StoreError>, Waypoint> {
-        Ok(waypoint.lend(|mut draft| self.append(&mut draft)))
     }
 
     async fn latest(&self, thread_id: &str) -> Result<Option<Waypoint>, StoreError> {

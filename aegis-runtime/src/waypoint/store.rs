@@ -18,23 +18,13 @@ use crate::error::StoreError;
 /// or holding a NUL), on `put`, `latest` and `history` alike; any other id
 /// round-trips exactly. A store of your own should do the same, so that an
 /// id behaves the same on every store.
+///
+/// A store of your own implements these three methods and nothing else;
+/// `tests/waypoint_contract.rs` holds the checks every store passes.
 #[async_trait]
 pub trait WaypointStore: Send + Sync + 'static {
     /// Appends a waypoint to its thread.
     async fn put(&self, waypoint: Waypoint) -> Result<(), StoreError>;
-
-    /// [`WaypointStore::put`] done at once, for a store that never waits to
-    /// write (an in-process one): `Ok` with `put`'s result. A store that
-    /// would have to wait hands the waypoint back as `Err`, untouched, and
-    /// the caller awaits `put` with it; the default always does. The engine
-    /// tries this first on every superstep: a write without a future saves
-    /// the boxed future `put` costs.
-    // The waypoint comes back whole, by value, as it went in: boxing it
-    // would allocate on every superstep of every store that must wait.
-    #[allow(clippy::result_large_err)]
-    fn try_put(&self, waypoint: Waypoint) -> Result<Result<(), StoreError>, Waypoint> {
-        Err(waypoint)
-    }
     /// The thread's newest waypoint.
     async fn latest(&self, thread_id: &str) -> Result<Option<Waypoint>, StoreError>;
     /// Every waypoint of the thread, oldest first.

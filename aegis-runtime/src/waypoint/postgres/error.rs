@@ -12,7 +12,8 @@ use std::error::Error as _;
 use tokio_postgres::Config;
 
 use crate::error::StoreError;
-use crate::error::{REDACTED, redact_connection_string, redact_excerpt, scrub_values};
+use crate::error::redact::redact_excerpt;
+use crate::error::{REDACTED, redact_connection_string, scrub_values};
 
 /// A failed statement (or any other client error) as a
 /// [`StoreError::Backend`]: `postgres: ERROR 23514: <message>; detail:
