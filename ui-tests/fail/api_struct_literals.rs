@@ -1,7 +1,8 @@
 //! The policy types are `#[non_exhaustive]`: outside the crate a struct
 //! literal does not compile (a field added later breaks no one); the
 //! builders are the way to make one. The .stderr beside this file is its error.
-use aegis::{Aegis, CacheKeySpec, CachePolicy, CacheScope, EngineLimits, RetryPolicy, TimeoutPolicy};
+use aegis::graph::EngineLimits;
+use aegis::policy::{Aegis, CacheKeySpec, CachePolicy, CacheScope, RetryPolicy, TimeoutPolicy};
 use std::time::Duration;
 
 fn main() {
