@@ -6,6 +6,7 @@
 use aegis::prelude::*;
 use aegis::graph::{AegisDepsFn, AegisNodeFn};
 use aegis::paladin::Paladin;
+use aegis::policy::CacheScope;
 
 #[aegis(cache(ttl = "15m", scope = node))]
 async fn answer(_: &Battlefield, _: &NodeContext) -> Result<StateDelta, StateNodeError> {
