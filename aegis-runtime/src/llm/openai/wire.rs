@@ -21,6 +21,15 @@ struct ChatRequest<'a> {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tools: Vec<WireTool<'a>>,
     stream: bool,
+    /// Only when streaming: ask for the usage chunk. Without it OpenAI,
+    /// vLLM and llama.cpp's servers report no usage in a stream at all.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream_options: Option<StreamOptions>,
+}
+
+#[derive(Serialize)]
+struct StreamOptions {
+    include_usage: bool,
 }
 
 #[derive(Serialize)]
@@ -114,6 +123,9 @@ pub(crate) fn encode_request(
             })
             .collect(),
         stream,
+        stream_options: stream.then_some(StreamOptions {
+            include_usage: true,
+        }),
     };
     serde_json::to_vec(&body)
         .map_err(|e| LlmError::InvalidRequest(format!("could not encode the request: {e}")))
