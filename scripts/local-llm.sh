@@ -4,6 +4,10 @@
 #   scripts/local-llm.sh [start] [NAME]   install once, start, print the base URL last
 #   scripts/local-llm.sh stop [NAME]      end the instance started as NAME
 #   scripts/local-llm.sh install          install only (what CI does up front)
+#   scripts/local-llm.sh installed        exit 0 when installed, 1 when not
+#
+# `start` prints `pid=PID` and `log=FILE` lines, then the base URL (API root,
+# version segment included) as its last line.
 #
 # The server is llama.cpp, through `llama-cpp-python[server]` built from its
 # source distribution on PyPI (CPU only). The model is generated here: a tiny
@@ -14,7 +18,9 @@
 #
 # NAME (default "default") lets several instances run at once; each has
 # $AEGIS_LOCAL_LLM_HOME/run/NAME.{pid,port,log}. Server knobs:
-# AEGIS_LOCAL_LLM_N_CTX (default 2048), AEGIS_LOCAL_LLM_READY_SECS (default 60).
+# AEGIS_LOCAL_LLM_N_CTX (default 2048), AEGIS_LOCAL_LLM_READY_SECS (default 60),
+# AEGIS_LOCAL_LLM_PARENT_PID (the server is ended when that process exits:
+# tests pass their own pid, so a crashed test leaves no server behind).
 set -euo pipefail
 
 LLAMA_CPP_PYTHON_VERSION=0.3.36
@@ -212,16 +218,24 @@ start() {
     fi
     sleep 0.2
   done
-  log "$name: pid $pid, log $logfile"
+  if [ -n "${AEGIS_LOCAL_LLM_PARENT_PID:-}" ]; then
+    local parent=$AEGIS_LOCAL_LLM_PARENT_PID
+    setsid bash -c 'while kill -0 "$1" 2>/dev/null && kill -0 "$2" 2>/dev/null; do sleep 1; done; kill "$2" 2>/dev/null' \
+      _ "$parent" "$pid" </dev/null >/dev/null 2>&1 &
+  fi
+  log "$name ready on port $port"
+  echo "pid=$pid"
+  echo "log=$logfile"
   echo "http://127.0.0.1:$port/v1"
 }
 
 case "${1:-start}" in
   install) install ;;
+  installed) [ -f "$venv/.installed" ] && [ -f "$model" ] ;;
   start) start "${2:-default}" ;;
   stop) stop "${2:-default}" ;;
   *)
-    echo "usage: $0 [install | start [NAME] | stop [NAME]]" >&2
+    echo "usage: $0 [install | installed | start [NAME] | stop [NAME]]" >&2
     exit 2
     ;;
 esac
