@@ -12,7 +12,8 @@
 //!   `content`, and `tool_calls` / `tool_call_id` where they apply),
 //!   `temperature`, `max_tokens` and `stop` (only when set), `tools` (only
 //!   when any: `{"type": "function", "function": {name, description,
-//!   parameters}}`), `stream` (`true` or `false`) and, when streaming,
+//!   parameters}}`, with `tool_choice: "auto"`), `stream` (`true` or
+//!   `false`) and, when streaming,
 //!   `stream_options: {"include_usage": true}` (a final chunk with `usage`
 //!   and no choices; servers that do not know the field ignore it). A
 //!   pooled connection the server closed before answering is resent once

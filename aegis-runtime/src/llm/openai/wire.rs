@@ -20,6 +20,11 @@ struct ChatRequest<'a> {
     stop: &'a [String],
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tools: Vec<WireTool<'a>>,
+    /// `"auto"` whenever there are tools. OpenAI and vLLM assume it; the
+    /// llama.cpp Python server's function-calling formats ignore the tools
+    /// unless it is said.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<&'static str>,
     stream: bool,
     /// Only when streaming: ask for the usage chunk. Without it OpenAI,
     /// vLLM and llama.cpp's servers report no usage in a stream at all.
@@ -122,6 +127,7 @@ pub(crate) fn encode_request(
                 },
             })
             .collect(),
+        tool_choice: (!request.tools.is_empty()).then_some("auto"),
         stream,
         stream_options: stream.then_some(StreamOptions {
             include_usage: true,
