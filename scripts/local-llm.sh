@@ -26,7 +26,7 @@ set -euo pipefail
 LLAMA_CPP_PYTHON_VERSION=0.3.36
 GGUF_VERSION=0.19.0
 # Bump when the generated model changes, so caches regenerate it.
-MODEL_REVISION=1
+MODEL_REVISION=2
 
 home="${AEGIS_LOCAL_LLM_HOME:-/var/tmp/aegis-local-llm}"
 venv="$home/venv-$LLAMA_CPP_PYTHON_VERSION"
@@ -104,7 +104,10 @@ for i, p in enumerate(pieces):
 n_vocab = len(tokens)
 eos = 2
 
-n_embd, n_head, n_layer, n_ff = 128, 4, 2, 256
+# Small enough to load in a blink and write a token in about a millisecond;
+# big enough that reading a 1,500-token prompt on one thread takes a good
+# fraction of a second (the first-chunk deadline test needs a slow prompt).
+n_embd, n_head, n_layer, n_ff = 256, 4, 4, 768
 n_ctx_train = 4096
 
 w = gguf.GGUFWriter(path, "llama")
@@ -133,11 +136,12 @@ def t(name, *shape, scale=0.2):
 
 t("token_embd.weight", n_vocab, n_embd, scale=1.0)
 w.add_tensor("output_norm.weight", np.ones(n_embd, dtype=np.float32))
-# Large, spread logits so sampling picks words, and an all-zero row for
-# end-of-sequence so random weights rarely end a completion early.
+# Large, spread logits (a standard deviation near 8) so that a zero logit
+# is practically never chosen.
 out = (rng.standard_normal((n_vocab, n_embd)) * 0.5).astype(np.float32)
-out[eos, :] = 0.0
-out[0, :] = 0.0
+# Zero rows: end-of-sequence, unknown, and the byte tokens (a lone byte is
+# not UTF-8), so the text is word pieces.
+out[0 : 3 + 256, :] = 0.0
 w.add_tensor("output.weight", out)
 for i in range(n_layer):
     w.add_tensor(f"blk.{i}.attn_norm.weight", np.ones(n_embd, dtype=np.float32))

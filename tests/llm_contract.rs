@@ -635,6 +635,43 @@ async fn openai_encodes_the_request_and_tool_turns() {
         body["tools"],
         json!([{"type": "function", "function": {"name": "lookup", "description": "weather by city", "parameters": {"type": "object"}}}])
     );
+    // Said, not assumed: llama.cpp's Python server ignores tools without it.
+    assert_eq!(body["tool_choice"], json!("auto"));
+    assert!(sent[0].body.get("tool_choice").is_none());
+    assert!(sent[0].body.get("stream_options").is_none());
+}
+
+#[tokio::test]
+async fn openai_asks_for_usage_in_a_stream() {
+    let (_, sent) = stream_items(
+        OpenAi,
+        Reply::sse(vec!["data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n"]),
+    )
+    .await;
+    assert_eq!(sent.body["stream"], json!(true));
+    assert_eq!(sent.body["stream_options"], json!({"include_usage": true}));
+}
+
+#[tokio::test]
+async fn openai_resends_once_when_a_pooled_connection_was_closed_before_answering() {
+    let reply = || Reply::json(200, &OpenAi.text_reply("m", ["fi", "ne"], (1, 1)));
+    let server = TestServer::start_stale_keep_alive(reply(), vec![reply()]).await;
+    let adapter = OpenAi.adapter(&server);
+    adapter.generate(&request()).await.unwrap();
+    // The pooled connection takes the request and closes unanswered: the
+    // adapter sends it again, once, on a new connection.
+    let r = adapter.generate(&request()).await.unwrap();
+    assert_eq!(r.content, "fine");
+    assert_eq!(server.requests().len(), 3);
+
+    // Only once: a server that hangs up on the resend too is an error.
+    let server =
+        TestServer::start_stale_keep_alive(reply(), vec![Reply::body(200, "").hang_up()]).await;
+    let adapter = OpenAi.adapter(&server);
+    adapter.generate(&request()).await.unwrap();
+    let e = adapter.generate(&request()).await.unwrap_err();
+    assert!(matches!(e, LlmError::NetworkError(_)), "{e:?}");
+    assert_eq!(server.requests().len(), 3);
 }
 
 #[tokio::test]

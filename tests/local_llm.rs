@@ -416,12 +416,12 @@ async fn a_long_prompt_misses_the_first_chunk_deadline_and_the_chain_hops() {
             LocalLlm::start("deadline-b")
         );
         let first_chunk = Duration::from_millis(400);
-        let hops = Arc::new(CollectingTraceSink::new());
+        let hops = CollectingTraceSink::new();
         let chain = FallbackLlmAdapter::new(vec![Arc::new(slow.adapter()), Arc::new(spare.adapter())])
             .unwrap()
             .with_provider_stream_deadlines(0, StreamDeadlines::none().with_first_chunk(first_chunk))
             .unwrap()
-            .with_trace_sink(hops.clone());
+            .with_trace_sink(hops.clone() as Arc<dyn TraceSink>);
 
         // About 1,500 tokens of prompt: llama.cpp reads all of it before
         // the first token, on one thread.
