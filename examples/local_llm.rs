@@ -124,7 +124,10 @@ async fn main() -> Result<(), BoxError> {
     };
     writeln!(out)?;
     let state = outcome.into_result()?;
-    let answer = state.get("answer").and_then(|v| v.as_str()).unwrap_or_default();
+    let answer = state
+        .get("answer")
+        .and_then(|v| v.as_str())
+        .unwrap_or_default();
     println!("merged answer: {answer:?}");
     Ok(())
 }

@@ -645,7 +645,9 @@ async fn openai_encodes_the_request_and_tool_turns() {
 async fn openai_asks_for_usage_in_a_stream() {
     let (_, sent) = stream_items(
         OpenAi,
-        Reply::sse(vec!["data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n"]),
+        Reply::sse(vec![
+            "data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n",
+        ]),
     )
     .await;
     assert_eq!(sent.body["stream"], json!(true));

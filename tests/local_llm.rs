@@ -261,7 +261,11 @@ fn one_paladin(paladin: Paladin, aegis: Aegis) -> WarGraph {
     );
     g.add_node(
         "answer",
-        NodeSpec::paladin(paladin, InputMapping::new("{question}"), field_name("answer")),
+        NodeSpec::paladin(
+            paladin,
+            InputMapping::new("{question}"),
+            field_name("answer"),
+        ),
     )
     .add_edge(START, "answer")
     .add_edge("answer", END)
@@ -313,7 +317,10 @@ async fn tokens_stream_to_the_caller_through_a_paladin_node() {
         assert!(error.is_none(), "{error:?}");
         let texts = chunks.iter().filter(|c| !c.content.is_empty()).count();
         assert!(texts >= 6, "expected about one chunk per token: {chunks:?}");
-        let finish: Vec<_> = chunks.iter().filter_map(|c| c.finish_reason.clone()).collect();
+        let finish: Vec<_> = chunks
+            .iter()
+            .filter_map(|c| c.finish_reason.clone())
+            .collect();
         assert_eq!(finish, vec![FinishReason::Length], "{chunks:?}");
         let usage: Vec<_> = chunks.iter().filter_map(|c| c.usage).collect();
         assert_eq!(usage.len(), 1, "one usage report: {chunks:?}");
@@ -384,7 +391,10 @@ async fn max_tokens_and_stop_sequences() {
         assert!(error.is_none(), "{error:?}");
         let streamed = text_of(&chunks);
         assert_eq!(streamed, text[..cut], "stop {stop:?} in {text:?}");
-        let finish: Vec<_> = chunks.iter().filter_map(|c| c.finish_reason.clone()).collect();
+        let finish: Vec<_> = chunks
+            .iter()
+            .filter_map(|c| c.finish_reason.clone())
+            .collect();
         assert_eq!(finish, vec![FinishReason::Stop]);
 
         // The same through a Paladin's stop word.
@@ -485,8 +495,9 @@ async fn cancelling_mid_stream_stops_the_generation() {
 async fn a_server_killed_mid_stream_the_retry_hops_to_the_spare() {
     bounded(async {
         let (doomed, spare) = tokio::join!(LocalLlm::start("kill-a"), LocalLlm::start("kill-b"));
-        let chain = FallbackLlmAdapter::new(vec![Arc::new(doomed.adapter()), Arc::new(spare.adapter())])
-            .unwrap();
+        let chain =
+            FallbackLlmAdapter::new(vec![Arc::new(doomed.adapter()), Arc::new(spare.adapter())])
+                .unwrap();
         let graph = one_paladin(
             Paladin::new("Survivor")
                 .with_model(MODEL)
@@ -539,7 +550,10 @@ async fn a_server_killed_mid_stream_the_retry_hops_to_the_spare() {
         // Attempt 1 streamed from the doomed server and was abandoned;
         // attempt 2 found it refusing connections and hopped to the spare.
         assert_eq!(abandoned, vec![1], "{providers:?}");
-        assert_eq!(providers.first().map(|p| p.1.as_str()), Some(doomed.name.as_str()));
+        assert_eq!(
+            providers.first().map(|p| p.1.as_str()),
+            Some(doomed.name.as_str())
+        );
         let second: Vec<_> = providers.iter().filter(|p| p.0 == 2).collect();
         assert!(!second.is_empty());
         assert!(second.iter().all(|p| p.1 == spare.name), "{providers:?}");
@@ -555,7 +569,12 @@ async fn eight_mustered_tasks_at_once() {
         let server = LocalLlm::start("muster").await;
         let plan = NodeSpec::from_fn("plan", |_, _| {
             Box::pin(async {
-                let tasks = (0..8).map(|i| (format!("q{i}"), json!({"question": fresh(&format!("Question {i}?"))})));
+                let tasks = (0..8).map(|i| {
+                    (
+                        format!("q{i}"),
+                        json!({"question": fresh(&format!("Question {i}?"))}),
+                    )
+                });
                 Ok(Directive::muster(StateDelta::new(), "answer", tasks))
             })
         });
@@ -589,7 +608,11 @@ async fn eight_mustered_tasks_at_once() {
         let answers = state.get("answers").unwrap();
         let answers = answers.as_array().unwrap();
         assert_eq!(answers.len(), 8, "{answers:?}");
-        assert!(answers.iter().all(|a| a.as_str().is_some_and(|s| !s.is_empty())));
+        assert!(
+            answers
+                .iter()
+                .all(|a| a.as_str().is_some_and(|s| !s.is_empty()))
+        );
         let served = server.log().matches("POST /v1/chat/completions").count();
         assert_eq!(served, 8);
     })
