@@ -822,3 +822,74 @@ fn tool_turns() -> LlmRequest {
         parameters: json!({"type": "object"}),
     }])
 }
+
+// ---------------------------------------------------------------------------
+// Recorded from llama.cpp's server (tests/fixtures/llama_cpp/README.md):
+// what the real server does, replayed. tests/local_llm.rs runs the server.
+// ---------------------------------------------------------------------------
+
+const LLAMA_CPP_STREAM: &str = include_str!("fixtures/llama_cpp/stream_max_tokens_4.sse");
+const LLAMA_CPP_OVERFLOW: &str = include_str!("fixtures/llama_cpp/context_overflow_400.json");
+
+#[tokio::test]
+async fn llama_cpp_a_recorded_stream_decodes_without_usage() {
+    let (items, _) = stream_items(OpenAi, Reply::sse(vec![LLAMA_CPP_STREAM])).await;
+    let chunks: Vec<LlmChunk> = items.into_iter().map(Result::unwrap).collect();
+    // The role-only first delta is no chunk; one chunk per token; the
+    // finish reason on an empty delta; no usage although asked for.
+    let texts: Vec<&str> = chunks
+        .iter()
+        .filter(|c| !c.content.is_empty())
+        .map(|c| c.content.as_str())
+        .collect();
+    assert_eq!(texts, ["x", "what", " about", " only"]);
+    assert_eq!(
+        chunks.last().and_then(|c| c.finish_reason.clone()),
+        Some(FinishReason::Length)
+    );
+    assert!(chunks.iter().all(|c| c.usage.is_none()));
+}
+
+#[tokio::test]
+async fn llama_cpp_context_overflow_is_typed_streamed_or_not() {
+    // Not streamed: the OpenAI envelope with its code.
+    let e = failing(OpenAi, Reply::body(400, LLAMA_CPP_OVERFLOW)).await;
+    assert!(matches!(e, LlmError::ContextLengthExceeded(_)), "{e:?}");
+    assert_eq!(e.transience(), Transience::Permanent);
+
+    // Streamed: a 200 whose event stream is empty. The adapter asks again
+    // without streaming and so learns the typed error.
+    let server = TestServer::start(vec![
+        Reply::sse(vec![]),
+        Reply::body(400, LLAMA_CPP_OVERFLOW),
+    ])
+    .await;
+    let e = OpenAi
+        .adapter(&server)
+        .generate_stream(&request())
+        .await
+        .err()
+        .unwrap();
+    assert!(matches!(e, LlmError::ContextLengthExceeded(_)), "{e:?}");
+    let sent = server.requests();
+    assert_eq!(sent.len(), 2);
+    assert_eq!(sent[0].body["stream"], json!(true));
+    assert_eq!(sent[1].body["stream"], json!(false));
+
+    // An empty stream from a server that then answers: the answer, whole.
+    let server = TestServer::start(vec![
+        Reply::sse(vec![]),
+        Reply::json(200, &OpenAi.text_reply("m", ["a", "b"], (1, 1))),
+    ])
+    .await;
+    let chunks: Vec<LlmChunk> = OpenAi
+        .adapter(&server)
+        .generate_stream(&request())
+        .await
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+        .await;
+    assert_eq!(chunks.len(), 1);
+    assert_eq!(chunks[0].content, "ab");
+}
