@@ -622,7 +622,7 @@ async fn openai_encodes_the_request_and_tool_turns() {
     let body = &sent[1].body;
     assert_eq!(
         body["messages"][1],
-        json!({"role": "assistant", "content": null, "tool_calls": [
+        json!({"role": "assistant", "content": "", "tool_calls": [
             {"id": "call_a", "type": "function", "function": {"name": "lookup", "arguments": "{\"city\":\"Bergen\"}"}},
             {"id": "call_b", "type": "function", "function": {"name": "lookup", "arguments": "{\"city\":\"Tromsø\"}"}}
         ]})
@@ -892,4 +892,22 @@ async fn llama_cpp_context_overflow_is_typed_streamed_or_not() {
         .await;
     assert_eq!(chunks.len(), 1);
     assert_eq!(chunks[0].content, "ab");
+}
+
+#[tokio::test]
+async fn llama_cpp_a_recorded_tool_call_decodes() {
+    // `content: null` and a legacy `function_call` (with an empty name)
+    // beside `tool_calls`: the tool call is what counts.
+    let server = TestServer::start(vec![Reply::body(
+        200,
+        include_str!("fixtures/llama_cpp/tool_call_auto.json"),
+    )])
+    .await;
+    let r = OpenAi.adapter(&server).generate(&request()).await.unwrap();
+    assert_eq!(r.finish_reason, Some(FinishReason::ToolCalls));
+    assert_eq!(r.content, "");
+    assert_eq!(r.tool_calls.len(), 1);
+    assert_eq!(r.tool_calls[0].name, "get_weather");
+    assert_eq!(r.tool_calls[0].arguments, json!({"city": "Oslo"}));
+    assert!(r.tool_calls[0].id.starts_with("call_"));
 }

@@ -40,7 +40,7 @@ struct StreamOptions {
 #[derive(Serialize)]
 struct WireMessage<'a> {
     role: &'static str,
-    content: Option<&'a str>,
+    content: &'a str,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tool_calls: Vec<WireToolCall<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -82,8 +82,10 @@ fn wire_message(m: &LlmMessage) -> WireMessage<'_> {
         LlmRole::Assistant => "assistant",
         LlmRole::Tool => "tool",
     };
-    // An assistant turn that only calls tools has `null` content.
-    let content = (!m.content.is_empty() || m.tool_calls.is_empty()).then_some(&*m.content);
+    // An assistant turn that only calls tools says `""`: OpenAI takes
+    // `null` or `""`, but llama.cpp's Python server refuses `null` (and
+    // fails on a missing field), so the one every server takes.
+    let content = &*m.content;
     WireMessage {
         role,
         content,
