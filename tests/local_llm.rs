@@ -228,10 +228,16 @@ fn long_text(words: usize) -> String {
         .join(" ")
 }
 
+/// Runs a test body under [`TEST_LIMIT`], and says how long it took
+/// (`--nocapture` shows it).
 async fn bounded<F: std::future::Future>(f: F) -> F::Output {
-    tokio::time::timeout(TEST_LIMIT, f)
+    let started = Instant::now();
+    let out = tokio::time::timeout(TEST_LIMIT, f)
         .await
-        .expect("the test ran past its limit")
+        .expect("the test ran past its limit");
+    let name = std::thread::current().name().unwrap_or("?").to_string();
+    eprintln!("{name}: {:?}", started.elapsed());
+    out
 }
 
 async fn collect(mut stream: LlmStream) -> (Vec<LlmChunk>, Option<LlmError>) {
