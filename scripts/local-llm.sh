@@ -189,6 +189,8 @@ start() {
   local name="${1:-default}"
   install
   stop "$name"
+  # Logs of instances long gone.
+  find "$run" -name '*.log' -mmin +1440 -delete 2>/dev/null || true
   local port logfile
   port=$(free_port)
   logfile="$run/$name.log"
