@@ -441,7 +441,7 @@ async fn a_long_prompt_misses_the_first_chunk_deadline_and_the_chain_hops() {
             LocalLlm::start("deadline-a"),
             LocalLlm::start("deadline-b")
         );
-        let first_chunk = Duration::from_millis(400);
+        let first_chunk = Duration::from_millis(250);
         let hops = CollectingTraceSink::new();
         let chain = FallbackLlmAdapter::new(vec![Arc::new(slow.adapter()), Arc::new(spare.adapter())])
             .unwrap()
@@ -449,9 +449,11 @@ async fn a_long_prompt_misses_the_first_chunk_deadline_and_the_chain_hops() {
             .unwrap()
             .with_trace_sink(hops.clone() as Arc<dyn TraceSink>);
 
-        // About 1,500 tokens of prompt: llama.cpp reads all of it before
-        // the first token, on one thread.
-        let long = request(&fresh(&long_text(1_500)), 4);
+        // About 1,900 tokens of prompt (the context is 2,048): llama.cpp
+        // reads all of it before the first token, on one thread, in about
+        // a second here (several times the deadline, so a faster machine
+        // still misses it).
+        let long = request(&fresh(&long_text(1_900)), 4);
         let started = Instant::now();
         let (chunks, error) = collect(chain.generate_stream(&long).await.unwrap()).await;
         let took = started.elapsed();
@@ -468,7 +470,7 @@ async fn a_long_prompt_misses_the_first_chunk_deadline_and_the_chain_hops() {
         );
         // The spare read the same long prompt: the answer came well after
         // the deadline, which the primary did miss for real.
-        assert!(took > first_chunk * 2, "the prompt was not slow: {took:?}");
+        assert!(took > first_chunk * 3, "the prompt was not slow: {took:?}");
         assert!(slow.log().contains("POST /v1/chat/completions"));
     })
     .await;
