@@ -139,3 +139,29 @@ impl fmt::Debug for Paladin {
             .finish()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_token_limit_changes_the_digest_and_no_limit_keeps_the_old_one() {
+        let plain = Paladin::new("A").with_model("m");
+        // The digest an agent had before `max_tokens` existed.
+        let mut c = Canon::new("aegis-paladin");
+        c.str("m")
+            .serialize(&None::<String>)
+            .serialize(&None::<u32>)
+            .u64(1)
+            .serialize(&Vec::<String>::new())
+            .serialize(&Vec::<&str>::new());
+        assert_eq!(plain.config_fingerprint(), c.hex());
+        let limited = plain.clone().with_max_tokens(64);
+        assert_eq!(limited.max_tokens, Some(64));
+        assert_ne!(limited.config_fingerprint(), plain.config_fingerprint());
+        assert_ne!(
+            limited.config_fingerprint(),
+            plain.with_max_tokens(65).config_fingerprint()
+        );
+    }
+}
