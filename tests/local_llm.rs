@@ -193,8 +193,14 @@ impl LocalLlm {
 }
 
 impl Drop for LocalLlm {
+    /// Stops the server; its log is kept only when the test failed.
     fn drop(&mut self) {
         let _ = run_script(&["stop", &self.name], Duration::from_secs(15));
+        if std::thread::panicking() {
+            eprintln!("{}: server log kept at {}", self.name, self.log.display());
+        } else {
+            let _ = std::fs::remove_file(&self.log);
+        }
     }
 }
 
