@@ -618,7 +618,7 @@ async fn openai_encodes_the_request_and_tool_turns() {
     let body = &sent[1].body;
     assert_eq!(
         body["messages"][1],
-        json!({"role": "assistant", "content": null, "tool_calls": [
+        json!({"role": "assistant", "content": "", "tool_calls": [
             {"id": "call_a", "type": "function", "function": {"name": "lookup", "arguments": "{\"city\":\"Bergen\"}"}},
             {"id": "call_b", "type": "function", "function": {"name": "lookup", "arguments": "{\"city\":\"Tromsø\"}"}}
         ]})
@@ -631,6 +631,45 @@ async fn openai_encodes_the_request_and_tool_turns() {
         body["tools"],
         json!([{"type": "function", "function": {"name": "lookup", "description": "weather by city", "parameters": {"type": "object"}}}])
     );
+    // Said, not assumed: llama.cpp's Python server ignores tools without it.
+    assert_eq!(body["tool_choice"], json!("auto"));
+    assert!(sent[0].body.get("tool_choice").is_none());
+    assert!(sent[0].body.get("stream_options").is_none());
+}
+
+#[tokio::test]
+async fn openai_asks_for_usage_in_a_stream() {
+    let (_, sent) = stream_items(
+        OpenAi,
+        Reply::sse(vec![
+            "data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n",
+        ]),
+    )
+    .await;
+    assert_eq!(sent.body["stream"], json!(true));
+    assert_eq!(sent.body["stream_options"], json!({"include_usage": true}));
+}
+
+#[tokio::test]
+async fn openai_resends_once_when_a_pooled_connection_was_closed_before_answering() {
+    let reply = || Reply::json(200, &OpenAi.text_reply("m", ["fi", "ne"], (1, 1)));
+    let server = TestServer::start_stale_keep_alive(reply(), vec![reply()]).await;
+    let adapter = OpenAi.adapter(&server);
+    adapter.generate(&request()).await.unwrap();
+    // The pooled connection takes the request and closes unanswered: the
+    // adapter sends it again, once, on a new connection.
+    let r = adapter.generate(&request()).await.unwrap();
+    assert_eq!(r.content, "fine");
+    assert_eq!(server.requests().len(), 3);
+
+    // Only once: a server that hangs up on the resend too is an error.
+    let server =
+        TestServer::start_stale_keep_alive(reply(), vec![Reply::body(200, "").hang_up()]).await;
+    let adapter = OpenAi.adapter(&server);
+    adapter.generate(&request()).await.unwrap();
+    let e = adapter.generate(&request()).await.unwrap_err();
+    assert!(matches!(e, LlmError::NetworkError(_)), "{e:?}");
+    assert_eq!(server.requests().len(), 3);
 }
 
 #[tokio::test]
@@ -778,4 +817,93 @@ fn tool_turns() -> LlmRequest {
         "weather by city",
         json!({"type": "object"}),
     )])
+}
+
+// ---------------------------------------------------------------------------
+// Recorded from llama.cpp's server (tests/fixtures/llama_cpp/README.md):
+// what the real server does, replayed. tests/local_llm.rs runs the server.
+// ---------------------------------------------------------------------------
+
+const LLAMA_CPP_STREAM: &str = include_str!("fixtures/llama_cpp/stream_max_tokens_4.sse");
+const LLAMA_CPP_OVERFLOW: &str = include_str!("fixtures/llama_cpp/context_overflow_400.json");
+
+#[tokio::test]
+async fn llama_cpp_a_recorded_stream_decodes_without_usage() {
+    let (items, _) = stream_items(OpenAi, Reply::sse(vec![LLAMA_CPP_STREAM])).await;
+    let chunks: Vec<LlmChunk> = items.into_iter().map(Result::unwrap).collect();
+    // The role-only first delta is no chunk; one chunk per token; the
+    // finish reason on an empty delta; no usage although asked for.
+    let texts: Vec<&str> = chunks
+        .iter()
+        .filter(|c| !c.content.is_empty())
+        .map(|c| c.content.as_str())
+        .collect();
+    assert_eq!(texts, ["x", "what", " about", " only"]);
+    assert_eq!(
+        chunks.last().and_then(|c| c.finish_reason.clone()),
+        Some(FinishReason::Length)
+    );
+    assert!(chunks.iter().all(|c| c.usage.is_none()));
+}
+
+#[tokio::test]
+async fn llama_cpp_context_overflow_is_typed_streamed_or_not() {
+    // Not streamed: the OpenAI envelope with its code.
+    let e = failing(OpenAi, Reply::body(400, LLAMA_CPP_OVERFLOW)).await;
+    assert!(matches!(e, LlmError::ContextLengthExceeded(_)), "{e:?}");
+    assert_eq!(e.transience(), Transience::Permanent);
+
+    // Streamed: a 200 whose event stream is empty. The adapter asks again
+    // without streaming and so learns the typed error.
+    let server = TestServer::start(vec![
+        Reply::sse(vec![]),
+        Reply::body(400, LLAMA_CPP_OVERFLOW),
+    ])
+    .await;
+    let e = OpenAi
+        .adapter(&server)
+        .generate_stream(&request())
+        .await
+        .err()
+        .unwrap();
+    assert!(matches!(e, LlmError::ContextLengthExceeded(_)), "{e:?}");
+    let sent = server.requests();
+    assert_eq!(sent.len(), 2);
+    assert_eq!(sent[0].body["stream"], json!(true));
+    assert_eq!(sent[1].body["stream"], json!(false));
+
+    // An empty stream from a server that then answers: the answer, whole.
+    let server = TestServer::start(vec![
+        Reply::sse(vec![]),
+        Reply::json(200, &OpenAi.text_reply("m", ["a", "b"], (1, 1))),
+    ])
+    .await;
+    let chunks: Vec<LlmChunk> = OpenAi
+        .adapter(&server)
+        .generate_stream(&request())
+        .await
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+        .await;
+    assert_eq!(chunks.len(), 1);
+    assert_eq!(chunks[0].content, "ab");
+}
+
+#[tokio::test]
+async fn llama_cpp_a_recorded_tool_call_decodes() {
+    // `content: null` and a legacy `function_call` (with an empty name)
+    // beside `tool_calls`: the tool call is what counts.
+    let server = TestServer::start(vec![Reply::body(
+        200,
+        include_str!("fixtures/llama_cpp/tool_call_auto.json"),
+    )])
+    .await;
+    let r = OpenAi.adapter(&server).generate(&request()).await.unwrap();
+    assert_eq!(r.finish_reason, Some(FinishReason::ToolCalls));
+    assert_eq!(r.content, "");
+    assert_eq!(r.tool_calls.len(), 1);
+    assert_eq!(r.tool_calls[0].name, "get_weather");
+    assert_eq!(r.tool_calls[0].arguments, json!({"city": "Oslo"}));
+    assert!(r.tool_calls[0].id.starts_with("call_"));
 }

@@ -20,6 +20,8 @@ pub(crate) struct Reply {
     content_length: bool,
     /// A pause (on tokio's clock) before each part after the first.
     interval: Option<std::time::Duration>,
+    /// Close without answering.
+    hang_up: bool,
 }
 
 impl Reply {
@@ -31,6 +33,7 @@ impl Reply {
             parts: vec![body.into()],
             content_length: true,
             interval: None,
+            hang_up: false,
         }
     }
 
@@ -47,6 +50,7 @@ impl Reply {
             parts: parts.into_iter().map(|p| p.as_bytes().to_vec()).collect(),
             content_length: false,
             interval: None,
+            hang_up: false,
         }
     }
 
@@ -59,6 +63,7 @@ impl Reply {
             parts,
             content_length: false,
             interval: Some(interval),
+            hang_up: false,
         }
     }
 
@@ -71,6 +76,12 @@ impl Reply {
                 *part = text.replace(MARK, key).into_bytes();
             }
         }
+        self
+    }
+
+    /// No answer at all: the server reads the request and closes.
+    pub(crate) fn hang_up(mut self) -> Self {
+        self.hang_up = true;
         self
     }
 
@@ -134,6 +145,44 @@ impl TestServer {
         }
     }
 
+    /// A server whose first connection answers `first` and stays open
+    /// (keep-alive), then takes the next request on it and closes without
+    /// a word: a pooled connection the server dropped while it sat idle.
+    /// Later connections get `rest` in order (then 500s).
+    pub(crate) async fn start_stale_keep_alive(first: Reply, rest: Vec<Reply>) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let recorded = requests.clone();
+        let mut rest: VecDeque<Reply> = rest.into();
+        let task = tokio::spawn(async move {
+            if let Ok((mut socket, _)) = listener.accept().await {
+                let recorded = recorded.clone();
+                tokio::spawn(async move {
+                    if respond(&mut socket, first, &recorded, false).await.is_ok()
+                        && let Ok(request) = read_request(&mut socket).await
+                    {
+                        recorded.lock().unwrap().push(request);
+                    }
+                });
+            }
+            while let Ok((socket, _)) = listener.accept().await {
+                let reply = rest
+                    .pop_front()
+                    .unwrap_or_else(|| Reply::body(500, "no reply scripted"));
+                let recorded = recorded.clone();
+                tokio::spawn(async move {
+                    let _ = serve(socket, reply, recorded).await;
+                });
+            }
+        });
+        TestServer {
+            addr,
+            requests,
+            task,
+        }
+    }
+
     /// `http://127.0.0.1:<port>`.
     pub(crate) fn url(&self) -> String {
         format!("http://{}", self.addr)
@@ -158,7 +207,20 @@ async fn serve(
     reply: Reply,
     recorded: Arc<Mutex<Vec<Recorded>>>,
 ) -> std::io::Result<()> {
-    let request = read_request(&mut socket).await?;
+    respond(&mut socket, reply, &recorded, true).await?;
+    socket.shutdown().await
+}
+
+/// Reads one request, records it and writes `reply`; `close` says
+/// `Connection: close`, otherwise the connection may be kept alive (the
+/// reply then needs its Content-Length).
+async fn respond(
+    socket: &mut TcpStream,
+    reply: Reply,
+    recorded: &Arc<Mutex<Vec<Recorded>>>,
+    close: bool,
+) -> std::io::Result<()> {
+    let request = read_request(socket).await?;
     // An echoing provider: `{ECHO_KEY}` in a reply stands for the key the
     // request carried (bearer token or `x-api-key`).
     let key = request
@@ -168,12 +230,15 @@ async fn serve(
         .or_else(|| request.headers.get("x-api-key").cloned())
         .unwrap_or_default();
     recorded.lock().unwrap().push(request);
+    if reply.hang_up {
+        return Ok(());
+    }
     let reply = reply.echoing(&key);
 
-    let mut head = format!(
-        "HTTP/1.1 {} Scripted\r\nConnection: close\r\n",
-        reply.status
-    );
+    let mut head = format!("HTTP/1.1 {} Scripted\r\n", reply.status);
+    if close {
+        head.push_str("Connection: close\r\n");
+    }
     for (n, v) in &reply.headers {
         head.push_str(&format!("{n}: {v}\r\n"));
     }
@@ -193,7 +258,7 @@ async fn serve(
         // Let the client see each part as its own read.
         tokio::task::yield_now().await;
     }
-    socket.shutdown().await
+    Ok(())
 }
 
 async fn read_request(socket: &mut TcpStream) -> std::io::Result<Recorded> {

@@ -38,6 +38,9 @@ pub struct Paladin {
     pub max_loops: u32,
     /// Stop sequences.
     pub stop_words: Vec<String>,
+    /// The most tokens one completion may generate (`max_tokens` on the
+    /// wire); `None` leaves it to the provider.
+    pub max_tokens: Option<u32>,
     /// The tools the agent may call.
     pub armaments: Vec<Arc<dyn Armament>>,
 }
@@ -52,6 +55,7 @@ impl Paladin {
             temperature: None,
             max_loops: 1,
             stop_words: Vec::new(),
+            max_tokens: None,
             armaments: Vec::new(),
         }
     }
@@ -86,6 +90,12 @@ impl Paladin {
         self
     }
 
+    /// Bounds every completion to `max_tokens` generated tokens.
+    pub fn with_max_tokens(mut self, max_tokens: u32) -> Self {
+        self.max_tokens = Some(max_tokens);
+        self
+    }
+
     /// Adds a tool.
     pub fn with_armament(mut self, armament: impl IntoShared<dyn Armament>) -> Self {
         self.armaments.push(armament.into_shared());
@@ -93,8 +103,10 @@ impl Paladin {
     }
 
     /// A digest of what changes the agent's answers: model, system prompt,
-    /// temperature, max_loops and stop words (and the tools' names). Part of
-    /// the graph fingerprint and of node cache keys.
+    /// temperature, max_loops, stop words and the token limit (and the
+    /// tools' names). Part of the graph fingerprint and of node cache keys;
+    /// an agent without a token limit digests as it did before the limit
+    /// existed.
     pub fn config_fingerprint(&self) -> String {
         let mut c = Canon::new("aegis-paladin");
         c.str(&self.model)
@@ -105,6 +117,9 @@ impl Paladin {
         let mut tools: Vec<&str> = self.armaments.iter().map(|a| a.name()).collect();
         tools.sort();
         c.serialize(&tools);
+        if let Some(max_tokens) = self.max_tokens {
+            c.str("max_tokens").u64(u64::from(max_tokens));
+        }
         c.hex()
     }
 }
@@ -118,10 +133,37 @@ impl fmt::Debug for Paladin {
             .field("temperature", &self.temperature)
             .field("max_loops", &self.max_loops)
             .field("stop_words", &self.stop_words)
+            .field("max_tokens", &self.max_tokens)
             .field(
                 "armaments",
                 &self.armaments.iter().map(|a| a.name()).collect::<Vec<_>>(),
             )
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_token_limit_changes_the_digest_and_no_limit_keeps_the_old_one() {
+        let plain = Paladin::new("A").with_model("m");
+        // The digest an agent had before `max_tokens` existed.
+        let mut c = Canon::new("aegis-paladin");
+        c.str("m")
+            .serialize(&None::<String>)
+            .serialize(&None::<u32>)
+            .u64(1)
+            .serialize(&Vec::<String>::new())
+            .serialize(&Vec::<&str>::new());
+        assert_eq!(plain.config_fingerprint(), c.hex());
+        let limited = plain.clone().with_max_tokens(64);
+        assert_eq!(limited.max_tokens, Some(64));
+        assert_ne!(limited.config_fingerprint(), plain.config_fingerprint());
+        assert_ne!(
+            limited.config_fingerprint(),
+            plain.with_max_tokens(65).config_fingerprint()
+        );
     }
 }

@@ -55,12 +55,69 @@ pub(crate) fn build_client(
         .map_err(|e| AdapterConfigError::HttpClient(error_chain(&e)))
 }
 
+/// The clients of one endpoint: the pooled one every request uses, and one
+/// that keeps no idle connection, for the single resend after a pooled
+/// connection turned out closed.
+#[derive(Clone)]
+pub(crate) struct Clients {
+    pooled: reqwest::Client,
+    fresh: reqwest::Client,
+}
+
+impl Clients {
+    pub(crate) fn new(connect: Duration, read: Duration) -> Result<Self, AdapterConfigError> {
+        let fresh = reqwest::Client::builder()
+            .connect_timeout(connect)
+            .read_timeout(read)
+            .pool_max_idle_per_host(0)
+            .build()
+            .map_err(|e| AdapterConfigError::HttpClient(error_chain(&e)))?;
+        Ok(Clients {
+            pooled: build_client(connect, read)?,
+            fresh,
+        })
+    }
+}
+
+/// Whether a failed send is the server closing the connection before any
+/// response began: what a pooled keep-alive connection looks like when the
+/// server closed it while it sat idle (llama.cpp's server, under uvicorn,
+/// closes idle connections after 5 seconds). No response byte arrived, so
+/// nothing of this request was answered, and one resend on a new
+/// connection is safe. A refused connection, a timeout, or anything after
+/// the response head is not this.
+fn closed_before_response(e: &reqwest::Error) -> bool {
+    if e.is_connect() || e.is_timeout() || e.is_status() || e.is_body() || e.is_decode() {
+        return false;
+    }
+    let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
+    while let Some(inner) = source {
+        if let Some(h) = inner.downcast_ref::<hyper::Error>()
+            && (h.is_incomplete_message() || h.is_canceled())
+        {
+            return true;
+        }
+        if let Some(io) = inner.downcast_ref::<std::io::Error>()
+            && matches!(
+                io.kind(),
+                std::io::ErrorKind::ConnectionReset
+                    | std::io::ErrorKind::ConnectionAborted
+                    | std::io::ErrorKind::BrokenPipe
+            )
+        {
+            return true;
+        }
+        source = inner.source();
+    }
+    false
+}
+
 /// What both HTTP adapters hold and do alike: a client, the endpoint URL,
 /// the key, the model override and the provider name, and the JSON POST.
 /// The adapters differ only in their headers and wire format.
 #[derive(Clone)]
 pub(crate) struct HttpEndpoint {
-    pub(crate) client: reqwest::Client,
+    pub(crate) clients: Clients,
     pub(crate) url: String,
     pub(crate) api_key: Option<ApiKey>,
     pub(crate) model: Option<String>,
@@ -83,7 +140,7 @@ impl HttpEndpoint {
         provider: &str,
     ) -> Result<Self, AdapterConfigError> {
         Ok(HttpEndpoint {
-            client: build_client(DEFAULT_CONNECT_TIMEOUT, DEFAULT_READ_TIMEOUT)?,
+            clients: Clients::new(DEFAULT_CONNECT_TIMEOUT, DEFAULT_READ_TIMEOUT)?,
             url: endpoint(base_url, path)?,
             api_key: None,
             model: None,
@@ -118,6 +175,10 @@ impl HttpEndpoint {
     /// Sends a JSON POST. A non-2xx answer becomes an error: the adapter's
     /// pre-check first, then [`KnownSecrets::map_http_status`], on at most
     /// 64 KiB of the body read within the error-body deadline.
+    ///
+    /// A pooled connection the server closed before answering (a stale
+    /// keep-alive) gets one resend on a new connection; see
+    /// `closed_before_response`.
     pub(crate) async fn post(
         &self,
         headers: HeaderMap,
@@ -125,15 +186,27 @@ impl HttpEndpoint {
         pre_check: PreCheck,
     ) -> Result<reqwest::Response, LlmError> {
         let (provider, secrets) = (self.provider.as_str(), &self.secrets);
-        let mut response = self
-            .client
-            .post(&self.url)
-            .headers(headers)
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .body(body)
-            .send()
-            .await
-            .map_err(|e| transport_error(provider, secrets, e))?;
+        let send = |client: &reqwest::Client, body: Vec<u8>| {
+            client
+                .post(&self.url)
+                .headers(headers.clone())
+                .header(reqwest::header::CONTENT_TYPE, "application/json")
+                .body(body)
+                .send()
+        };
+        let mut response = match send(&self.clients.pooled, body.clone()).await {
+            Ok(r) => r,
+            Err(e) if closed_before_response(&e) => {
+                tracing::debug!(
+                    provider,
+                    "the connection closed before a response; resending once on a new connection"
+                );
+                send(&self.clients.fresh, body)
+                    .await
+                    .map_err(|e| transport_error(provider, secrets, e))?
+            }
+            Err(e) => return Err(transport_error(provider, secrets, e)),
+        };
         let status = response.status();
         if status.is_success() {
             return Ok(response);
@@ -246,7 +319,7 @@ macro_rules! endpoint_builders {
             connect: std::time::Duration,
             read: std::time::Duration,
         ) -> Result<Self, $crate::llm::AdapterConfigError> {
-            self.endpoint.client = $crate::llm::http::build_client(connect, read)?;
+            self.endpoint.clients = $crate::llm::http::Clients::new(connect, read)?;
             Ok(self)
         }
     };

@@ -222,6 +222,7 @@ impl PaladinExecutionService {
             .with_stop(paladin.stop_words.clone())
             .with_tools(tool_definitions(&paladin.armaments));
         request.temperature = paladin.temperature;
+        request.max_tokens = paladin.max_tokens;
 
         let mut usage: Option<LlmUsage> = None;
         for round in 1..=paladin.max_loops {

@@ -12,7 +12,12 @@
 //!   `content`, and `tool_calls` / `tool_call_id` where they apply),
 //!   `temperature`, `max_tokens` and `stop` (only when set), `tools` (only
 //!   when any: `{"type": "function", "function": {name, description,
-//!   parameters}}`) and `stream` (`true` or `false`). Headers: `Authorization:
+//!   parameters}}`, with `tool_choice: "auto"`), `stream` (`true` or
+//!   `false`) and, when streaming,
+//!   `stream_options: {"include_usage": true}` (a final chunk with `usage`
+//!   and no choices; servers that do not know the field ignore it). A
+//!   pooled connection the server closed before answering is resent once
+//!   on a new connection. Headers: `Authorization:
 //!   Bearer <key>` when a key is set; `Accept: text/event-stream` when
 //!   streaming.
 //! - **Streaming is the default.** [`PaladinExecutionService`](crate::PaladinExecutionService)
@@ -23,7 +28,9 @@
 //!   (`index`, `id`, `function.name`, `function.arguments` fragments, joined
 //!   by `index`, else by `id`), `choices[0].finish_reason` and `usage`
 //!   (`prompt_tokens`, `completion_tokens`). A stream that ends before
-//!   `[DONE]` and before any finish reason is an error, and one event may be
+//!   `[DONE]` and before any finish reason is an error (one that ends with
+//!   no event at all is asked again once without streaming, to learn the
+//!   server's own error), and one event may be
 //!   at most `with_max_event_bytes` (16 MiB by default).
 //! - **Whole responses** (`generate`, `"stream": false`) read `model`,
 //!   `choices[0].message.content`, `choices[0].message.tool_calls[]`
@@ -48,13 +55,14 @@ mod wire;
 pub use stream::{OpenAiEvents, OpenAiStreamParser};
 
 use async_trait::async_trait;
+use futures::StreamExt;
 use reqwest::header::{ACCEPT, AUTHORIZATION, HeaderMap, HeaderValue};
 use std::fmt;
 
 use super::http::{
     AdapterConfigError, HttpEndpoint, chunk_stream, endpoint_builders, secret_header,
 };
-use super::{LlmPort, LlmRequest, LlmResponse, LlmStream};
+use super::{LlmChunk, LlmPort, LlmRequest, LlmResponse, LlmStream};
 use crate::error::{KnownSecrets, LlmError};
 
 /// The public OpenAI API, version segment included (the base-URL convention
@@ -173,15 +181,28 @@ impl OpenAiCompatibleLlmAdapter {
         )
     }
 
+    /// A streamed completion. A 200 whose stream ends without any event
+    /// (llama.cpp's Python server failing after it answered, e.g. on a
+    /// prompt over its context) delivered nothing, so the request is asked
+    /// again once without streaming: its error is then the server's own,
+    /// typed (`ContextLengthExceeded`), or its answer arrives as one chunk.
     async fn stream_once(&self, request: &LlmRequest) -> Result<LlmStream, LlmError> {
         let response = self.send(request, true).await?;
-        Ok(chunk_stream(
+        let mut stream = chunk_stream(
             &self.endpoint.provider,
             &self.endpoint.secrets,
             response,
             OpenAiStreamParser::new(self.endpoint.provider.clone())
                 .with_secrets(self.endpoint.secrets.clone())
                 .with_max_event_bytes(self.endpoint.max_event_bytes),
-        ))
+        );
+        let first = stream.next().await;
+        if let Some(Err(LlmError::ParseError(message))) = &first
+            && message.ends_with(stream::NO_EVENT)
+        {
+            let whole = self.generate_once(request).await?;
+            return Ok(Box::pin(futures::stream::iter([Ok(LlmChunk::from(whole))])));
+        }
+        Ok(Box::pin(futures::stream::iter(first).chain(stream)))
     }
 }

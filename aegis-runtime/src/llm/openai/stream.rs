@@ -95,6 +95,7 @@ impl OpenAiStreamParser {
             by_id: HashMap::new(),
             finished: false,
             done: false,
+            events: 0,
         })
     }
 
@@ -120,13 +121,23 @@ pub struct OpenAiEvents {
     by_id: HashMap<String, usize>,
     finished: bool,
     done: bool,
+    /// Events seen: a body that ends with none is reported as such.
+    events: usize,
 }
+
+/// The end of the error a stream with no event at all ends in (after the
+/// provider's name): a server that failed after answering 200, before its
+/// first event. llama.cpp's Python server does this for every error it
+/// meets once streaming began, a prompt over its context included; the
+/// adapter then asks again without streaming to learn the error.
+pub(crate) const NO_EVENT: &str = "the stream ended without any event";
 
 impl OpenAiEvents {
     fn data(&mut self, data: &str, out: &mut Vec<LlmChunk>) -> Result<(), LlmError> {
         if self.done {
             return Ok(());
         }
+        self.events = self.events.saturating_add(1);
         if data.trim() == "[DONE]" {
             self.done = true;
             return self.flush_tools(None, out);
@@ -254,6 +265,12 @@ impl SseDialect for OpenAiEvents {
     fn finish(&mut self, out: &mut Vec<LlmChunk>) -> Result<(), LlmError> {
         if self.done || self.finished {
             return self.flush_tools(None, out);
+        }
+        if self.events == 0 {
+            return Err(LlmError::ParseError(format!(
+                "{}: {NO_EVENT}",
+                self.provider
+            )));
         }
         Err(LlmError::ParseError(format!(
             "{}: the stream ended before [DONE]",

@@ -20,13 +20,27 @@ struct ChatRequest<'a> {
     stop: &'a [String],
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tools: Vec<WireTool<'a>>,
+    /// `"auto"` whenever there are tools. OpenAI and vLLM assume it; the
+    /// llama.cpp Python server's function-calling formats ignore the tools
+    /// unless it is said.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<&'static str>,
     stream: bool,
+    /// Only when streaming: ask for the usage chunk. Without it OpenAI,
+    /// vLLM and llama.cpp's servers report no usage in a stream at all.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream_options: Option<StreamOptions>,
+}
+
+#[derive(Serialize)]
+struct StreamOptions {
+    include_usage: bool,
 }
 
 #[derive(Serialize)]
 struct WireMessage<'a> {
     role: &'static str,
-    content: Option<&'a str>,
+    content: &'a str,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tool_calls: Vec<WireToolCall<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -68,8 +82,10 @@ fn wire_message(m: &LlmMessage) -> WireMessage<'_> {
         LlmRole::Assistant => "assistant",
         LlmRole::Tool => "tool",
     };
-    // An assistant turn that only calls tools has `null` content.
-    let content = (!m.content.is_empty() || m.tool_calls.is_empty()).then_some(&*m.content);
+    // An assistant turn that only calls tools says `""`: OpenAI takes
+    // `null` or `""`, but llama.cpp's Python server refuses `null` (and
+    // fails on a missing field), so the one every server takes.
+    let content = &*m.content;
     WireMessage {
         role,
         content,
@@ -113,7 +129,11 @@ pub(crate) fn encode_request(
                 },
             })
             .collect(),
+        tool_choice: (!request.tools.is_empty()).then_some("auto"),
         stream,
+        stream_options: stream.then_some(StreamOptions {
+            include_usage: true,
+        }),
     };
     serde_json::to_vec(&body)
         .map_err(|e| LlmError::InvalidRequest(format!("could not encode the request: {e}")))
