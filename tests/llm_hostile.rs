@@ -5,6 +5,7 @@
 
 mod support;
 
+use aegis::llm::DEFAULT_MAX_EVENT_BYTES;
 use aegis::{
     error::LlmError,
     llm::{
@@ -12,7 +13,6 @@ use aegis::{
         OpenAiCompatibleLlmAdapter,
     },
 };
-use aegis_runtime::__internal::DEFAULT_MAX_EVENT_BYTES;
 use futures::StreamExt;
 use serde_json::json;
 use std::time::Duration;

@@ -15,8 +15,6 @@ pub use crate::error::redact::{
 };
 pub use crate::llm::anthropic::{AnthropicEvents, AnthropicStreamParser};
 pub use crate::llm::openai::{OpenAiEvents, OpenAiStreamParser};
-pub use crate::llm::sse::{
-    DEFAULT_MAX_EVENT_BYTES, SseDecoder, SseDialect, SseEvent, SseStreamParser, StreamParser,
-};
+pub use crate::llm::sse::{SseDecoder, SseDialect, SseEvent, SseStreamParser, StreamParser};
 pub use crate::policy::backoff::jittered;
 pub use crate::state::merge::{Writer, initial_state, merge};

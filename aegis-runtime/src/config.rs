@@ -34,8 +34,8 @@ pub const MAX_CONFIG_DURATION_SECS: u64 = 100 * 365 * 24 * 60 * 60;
 
 /// One variable's value as the environment holds it.
 ///
-/// [`EngineConfig::from_lookup`](crate::EngineConfig::from_lookup) and
-/// [`NodeCacheConfig::from_lookup`](crate::NodeCacheConfig::from_lookup)
+/// [`EngineConfig::from_lookup`](crate::engine::EngineConfig::from_lookup) and
+/// [`NodeCacheConfig::from_lookup`](crate::cache::NodeCacheConfig::from_lookup)
 /// accept a lookup returning anything that converts into it: a `String` or
 /// `&str` (convenient in tests), or an `OsString` (what
 /// [`std::env::var_os`] returns), whose non-UTF-8 values stay visible as

@@ -365,7 +365,7 @@ fn node_segment(root: &Canon, node_id: &NodeId) -> ([u8; SCOPE_BYTES], Canon) {
     (scope(&canon, NODE_SCOPE), canon)
 }
 
-/// The node's code version ([`StateNode::code_version`](crate::StateNode::code_version)),
+/// The node's code version ([`StateNode::code_version`](crate::graph::StateNode::code_version)),
 /// or its absence: a Function node's; other kinds have none.
 fn code_version(canon: &mut Canon, spec: &NodeSpec) {
     match spec {
@@ -548,15 +548,15 @@ impl fmt::Debug for KeySeed {
 ///
 /// The digest covers, in a canonical length-prefixed encoding: the key
 /// version, the graph fingerprint, the node id, the node's code version
-/// (a Function node's [`StateNode::code_version`](crate::StateNode::code_version),
+/// (a Function node's [`StateNode::code_version`](crate::graph::StateNode::code_version),
 /// when it has one), the node's input and, when the activation is a
 /// mustered task, its `task_key` and payload. (The engine also derives
 /// node-scoped keys, which cover the node's own shape in place of the graph
 /// fingerprint, and adds its cache namespace: see [`CacheScope`].) The
 /// input is:
 ///
-/// - for a Paladin node, its rendered [`InputMapping`](crate::InputMapping)
-///   and [`Paladin::config_fingerprint`](crate::Paladin::config_fingerprint)
+/// - for a Paladin node, its rendered [`InputMapping`](crate::graph::InputMapping)
+///   and [`Paladin::config_fingerprint`](crate::paladin::Paladin::config_fingerprint)
 ///   (model, system prompt, temperature, max_loops, stop words, tools), plus,
 ///   under [`CacheKeySpec::Fields`], the named fields' values;
 /// - for a Function node, the whole snapshot under [`CacheKeySpec::Default`],

@@ -2,7 +2,7 @@
 //!
 //! Two things are needed: a backend on the engine
 //! (`WarEngine::with_node_cache(Arc<dyn NodeCache>)`) and a
-//! [`CachePolicy`](crate::CachePolicy) in a node's [`Aegis`](crate::Aegis).
+//! [`CachePolicy`](crate::policy::CachePolicy) in a node's [`Aegis`](crate::policy::Aegis).
 //!
 //! - [`NodeCache`] is the backend trait: `get`, `put` (the entry carries its
 //!   expiry), `invalidate_prefix`, `invalidate_all`. [`InMemoryNodeCache`]
@@ -16,7 +16,7 @@
 //!   fingerprint; a Function node's snapshot or named fields, each field by
 //!   the digest of its value, memoised on the snapshot), the mustered task
 //!   and the engine's cache namespace (`WarEngine::with_cache_namespace`),
-//!   plus, by the policy's [`CacheScope`](crate::CacheScope), the graph
+//!   plus, by the policy's [`CacheScope`](crate::policy::CacheScope), the graph
 //!   fingerprint (`Graph`, the default: two graphs never share a key) or the
 //!   node's own shape (`Node`: any graph holding the same node shares its
 //!   entries). Change the node's code, the prompt, the model or the input

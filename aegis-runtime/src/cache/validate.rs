@@ -62,7 +62,7 @@ pub enum EntryMisfit {
 /// Whether a stored `delta` fits `schema` as the merge will apply it: every
 /// field declared and not `Deny`, every value one its dispatch rule takes
 /// (`Sum` a number, `Merge` an object; `LastWrite` and `Append` anything,
-/// exactly as [`merge`](crate::merge) decides).
+/// exactly as [`merge`] decides).
 pub(crate) fn delta_fits(
     schema: &BattlefieldSchema,
     delta: &StateDelta,

@@ -18,7 +18,7 @@ use crate::graph::EngineLimits;
 /// An unset variable keeps the default; a malformed one is an error naming
 /// it, never a silent default: a value that is not UTF-8, not a whole
 /// number, out of its type's range, or a duration past
-/// [`MAX_CONFIG_DURATION_SECS`](crate::MAX_CONFIG_DURATION_SECS). Every duration accepted is therefore one a
+/// [`MAX_CONFIG_DURATION_SECS`](crate::engine::MAX_CONFIG_DURATION_SECS). Every duration accepted is therefore one a
 /// deadline can be computed from. Per-node policies are code, not
 /// configuration.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -243,7 +243,7 @@ impl<S: WaypointStore> WarEngine<S> {
     /// worker pool's engine factory, which receives each run's
     /// `LeasedStore` and so its lease's thread id, can pick it per run).
     /// Prefix invalidation
-    /// ([`CacheKey::graph_prefix`](crate::CacheKey::graph_prefix) and the
+    /// ([`CacheKey::graph_prefix`](crate::cache::CacheKey::graph_prefix) and the
     /// rest) spans every namespace; to drop one tenant's entries alone,
     /// give the tenant a backend of its own (a Redis key prefix).
     ///
@@ -499,7 +499,7 @@ impl<S: WaypointStore> WarEngine<S> {
     /// existing thread, the store); a run that executed returns
     /// `Ok(RunOutcome)`, failed or not. A thread id no store can hold, or
     /// one containing `>` (reserved for Battalion child threads, see
-    /// [`battalion_thread_id`](crate::battalion_thread_id)), is
+    /// [`battalion_thread_id`](crate::id::battalion_thread_id)), is
     /// [`EngineError::InvalidThreadId`] before anything runs.
     pub async fn start(
         &self,
@@ -564,7 +564,7 @@ impl<S: WaypointStore> WarEngine<S> {
     /// state; otherwise it fails with `GraphMismatch`, which lists why and
     /// what differs (see the README's "Deploying a new version"). Waypoints
     /// written after such a change record both fingerprints
-    /// ([`Waypoint::previous_graph`](crate::Waypoint::previous_graph)).
+    /// ([`Waypoint::previous_graph`](crate::waypoint::Waypoint::previous_graph)).
     /// Fails with
     /// `UnexpectedParleyResponse` if a response is given to a thread that is
     /// not awaiting one. A thread id no store can hold, or a Battalion's

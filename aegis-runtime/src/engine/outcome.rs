@@ -85,7 +85,7 @@ impl RunOutcome {
     /// The failures a Completed run's error handlers compensated: empty when
     /// nothing failed, so a compensated completion is told from a clean one
     /// without reading application fields. Always empty for the other
-    /// outcomes: their latest waypoint's [`Waypoint::handled`](crate::Waypoint::handled) lists them.
+    /// outcomes: their latest waypoint's [`Waypoint::handled`](crate::waypoint::Waypoint::handled) lists them.
     pub fn handled(&self) -> &[HandledFailure] {
         match self {
             RunOutcome::Completed { handled, .. } => handled,

@@ -49,7 +49,7 @@ pub enum StreamMode {
     /// attempts, retries, handlers, parleys, the run's end).
     Events,
     /// [`StreamEvent::Custom`]: payloads nodes send with
-    /// [`NodeContext::emit`](crate::NodeContext::emit).
+    /// [`NodeContext::emit`](crate::graph::NodeContext::emit).
     Custom,
 }
 
@@ -195,7 +195,7 @@ pub enum StreamEvent {
         reason: AttemptStatus,
     },
     /// A node's own payload, from
-    /// [`NodeContext::emit`](crate::NodeContext::emit) ([`StreamMode::Custom`]).
+    /// [`NodeContext::emit`](crate::graph::NodeContext::emit) ([`StreamMode::Custom`]).
     Custom {
         /// The thread.
         thread_id: String,

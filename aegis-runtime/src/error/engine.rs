@@ -544,7 +544,7 @@ pub enum EngineError {
         nodes: Vec<NodeId>,
     },
     /// A node-scoped cache policy on a Function node without a code
-    /// version ([`StateNode::code_version`](crate::StateNode::code_version)):
+    /// version ([`StateNode::code_version`](crate::graph::StateNode::code_version)):
     /// its key would hold none of its code, so a fixed node would keep
     /// being served its old answers in every graph that holds it.
     #[error(

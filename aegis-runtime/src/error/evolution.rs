@@ -7,7 +7,7 @@ use crate::id::NodeId;
 use crate::state::{DispatchRule, FieldName};
 
 /// One difference between two graphs' manifests, as
-/// [`EngineError::GraphMismatch`](crate::EngineError::GraphMismatch) lists it.
+/// [`EngineError::GraphMismatch`](crate::error::EngineError::GraphMismatch) lists it.
 ///
 /// Differences are informational: only an [`Incompatibility`] refuses a
 /// resume.

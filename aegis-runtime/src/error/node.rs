@@ -2,7 +2,7 @@
 //!
 //! **Conversions keep transience.** `LlmError` and `PaladinError` become a
 //! node's error without losing their classification: `?` on either inside a
-//! [`StateNode`](crate::StateNode) gives a [`StateNodeError`](StateNodeError) whose
+//! [`StateNode`](crate::graph::StateNode) gives a [`StateNodeError`](StateNodeError) whose
 //! `transience` is the error's own `transience()` (a 503 stays transient and
 //! is retried, a 401 stays permanent and is not), and a Paladin node's
 //! failure is a [`NodeError`] with the same `transience` beside a
@@ -227,7 +227,7 @@ impl fmt::Display for NodeError {
 
 impl std::error::Error for NodeError {}
 
-/// The error a [`StateNode`](crate::StateNode) returns.
+/// The error a [`StateNode`](crate::graph::StateNode) returns.
 ///
 /// Its classification is a typed field: [`StateNodeError::new`] is
 /// `Unknown`, [`StateNodeError::transient`] and [`StateNodeError::permanent`]

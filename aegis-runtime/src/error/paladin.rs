@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{LlmError, Transience};
 
-/// An error from running a [`Paladin`](crate::Paladin) agent.
+/// An error from running a [`Paladin`](crate::paladin::Paladin) agent.
 #[derive(Debug, Clone, PartialEq, thiserror::Error, Serialize, Deserialize)]
 #[non_exhaustive]
 pub enum PaladinError {

@@ -37,7 +37,7 @@ pub enum StoreError {
     #[error("{0}")]
     Backend(String),
     /// The thread id is one no store can hold (see
-    /// [`validate_thread_id`](crate::validate_thread_id)); nothing was read
+    /// [`validate_thread_id`](crate::id::validate_thread_id)); nothing was read
     /// or written. Every built-in store refuses the same ids the same way.
     #[error("{0}")]
     InvalidThreadId(ThreadIdError),

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 ///
 /// Every error type the engine sees classifies itself by reading its typed
 /// fields (a variant, an HTTP status as a `u16`), never by parsing a message.
-/// The [`RetryPredicate`](crate::RetryPredicate) of a node's policy then decides
+/// The [`RetryPredicate`](crate::policy::RetryPredicate) of a node's policy then decides
 /// which classes it retries.
 ///
 /// Deliberately exhaustive (not `#[non_exhaustive]`): the guide's

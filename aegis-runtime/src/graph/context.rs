@@ -18,7 +18,7 @@ use crate::id::NodeId;
 /// unconditionally. Clones share one heartbeat.
 ///
 /// The handle also carries the attempt's first-chunk deadline
-/// ([`TimeoutPolicy::first_chunk`](crate::TimeoutPolicy::first_chunk)),
+/// ([`TimeoutPolicy::first_chunk`](crate::policy::TimeoutPolicy::first_chunk)),
 /// which a streaming LLM call reads ([`HeartbeatHandle::first_chunk`]), and
 /// lets that call hold the idle window while it waits for a first chunk
 /// ([`HeartbeatHandle::hold_idle`]).
@@ -328,8 +328,8 @@ impl NodeContext {
     }
 
     /// Sends a progress payload of the node's own to the run's stream (a
-    /// [`StreamEvent::Custom`](crate::StreamEvent::Custom), for consumers of
-    /// [`StreamMode::Custom`](crate::StreamMode::Custom)), and beats the
+    /// [`StreamEvent::Custom`](crate::engine::StreamEvent::Custom), for consumers of
+    /// [`StreamMode::Custom`](crate::engine::StreamMode::Custom)), and beats the
     /// heartbeat: progress reported to the caller is progress. Without a
     /// stream consumer only the beat happens.
     pub fn emit(&self, payload: impl Into<serde_json::Value>) {
@@ -340,13 +340,13 @@ impl NodeContext {
     }
 
     /// Sends a text delta of an LLM answer to the run's stream (a
-    /// [`StreamEvent::Token`](crate::StreamEvent::Token) tagged with this
+    /// [`StreamEvent::Token`](crate::engine::StreamEvent::Token) tagged with this
     /// attempt and `provider`). The Paladin service calls this for every
-    /// streamed chunk; a custom [`PaladinPort`](crate::PaladinPort) may too.
+    /// streamed chunk; a custom [`PaladinPort`](crate::paladin::PaladinPort) may too.
     /// It does not beat the heartbeat (the caller reports its own progress).
     /// If the attempt is later abandoned (a failure, a timeout, a shutdown),
     /// the stream says so with a
-    /// [`StreamEvent::AttemptAbandoned`](crate::StreamEvent::AttemptAbandoned).
+    /// [`StreamEvent::AttemptAbandoned`](crate::engine::StreamEvent::AttemptAbandoned).
     pub fn emit_token(&self, provider: &str, text: &str) {
         self.emitter.token(provider, text);
     }

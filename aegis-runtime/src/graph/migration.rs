@@ -32,7 +32,7 @@ type MigrateFn = dyn Fn(Value) -> Result<Value, MigrationError> + Send + Sync;
 /// one, the field checks of a compatible change apply.
 ///
 /// The name identifies the migration in each waypoint written after it ran
-/// ([`PreviousGraph::migration`](crate::PreviousGraph::migration)), in a
+/// ([`PreviousGraph::migration`](crate::waypoint::PreviousGraph::migration)), in a
 /// worker fleet's run status and in the verdicts workers record: give a
 /// migration a new name when you change what it does, so workers that
 /// already judged a thread judge it again.
@@ -99,7 +99,7 @@ impl Migration {
     /// field values and returns the state for this graph (only declared
     /// fields, each of the type its dispatch rule needs; a field left unset
     /// gets its default). An `Err` refuses the thread with
-    /// [`Incompatibility::MigrationFailed`](crate::Incompatibility::MigrationFailed).
+    /// [`Incompatibility::MigrationFailed`](crate::error::Incompatibility::MigrationFailed).
     #[must_use]
     pub fn with_state<F>(mut self, migrate: F) -> Self
     where
@@ -156,7 +156,7 @@ impl WarGraph {
     /// checks run.
     ///
     /// Waypoints written afterwards record both fingerprints and the
-    /// migration's name ([`Waypoint::previous_graph`](crate::Waypoint::previous_graph)).
+    /// migration's name ([`Waypoint::previous_graph`](crate::waypoint::Waypoint::previous_graph)).
     /// Registering a second migration from the same fingerprint replaces
     /// the first. Migrations are not part of the fingerprint; a worker
     /// fleet tells graphs with different migrations apart by a digest of

@@ -211,7 +211,7 @@ pub enum NodeSpec {
     },
     /// A child graph run as one node, in its own thread
     /// `{parent_thread}>{node_id}` (see
-    /// [`battalion_thread_id`](crate::battalion_thread_id)).
+    /// [`battalion_thread_id`](crate::id::battalion_thread_id)).
     Battalion {
         /// The child graph.
         child: Arc<WarGraph>,

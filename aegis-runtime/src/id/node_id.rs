@@ -10,7 +10,7 @@ pub const START: &str = "__start__";
 /// The id of the virtual exit node: `graph.add_edge("last", END)`.
 pub const END: &str = "__end__";
 
-/// The id of a node in a [`WarGraph`](crate::WarGraph). Cheap to clone.
+/// The id of a node in a [`WarGraph`](crate::graph::WarGraph). Cheap to clone.
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct NodeId(Arc<str>);

@@ -158,7 +158,7 @@ shared_str! {
 
 shared_str! {
     /// The fingerprint of the graph that wrote a waypoint
-    /// ([`WarGraph::fingerprint`](crate::WarGraph::fingerprint)), shared by
+    /// ([`WarGraph::fingerprint`](crate::graph::WarGraph::fingerprint)), shared by
     /// all of the run's waypoints. Reads and compares as the digest string.
     GraphFingerprint
 }

@@ -77,13 +77,13 @@ pub enum CircuitState {
 /// transience (an overloaded or unreachable provider — a Permanent error
 /// says the *request* is wrong and is not held against the provider), the
 /// circuit opens: calls fail at once with [`LlmError::CircuitOpen`], which
-/// is **Transient**, so a [`FallbackLlmAdapter`](crate::FallbackLlmAdapter)
+/// is **Transient**, so a [`FallbackLlmAdapter`](crate::llm::FallbackLlmAdapter)
 /// hops past the provider without waiting on it. After `cool_down` one probe
 /// call goes through (half-open): its success closes the circuit, its failure
 /// opens it for another `cool_down`. A refusal carries the remaining
 /// cool-down as its typed hint (`CircuitOpen::retry_after`), so a node whose
 /// chain is all open can wait it out, or skip a retry the budget cannot
-/// hold (see [`FallbackLlmAdapter`](crate::FallbackLlmAdapter)). A streamed call counts as a success once
+/// hold (see [`FallbackLlmAdapter`](crate::llm::FallbackLlmAdapter)). A streamed call counts as a success once
 /// its first item is a chunk (the breaker peeks it, like the chain does).
 ///
 /// The clock is tokio's, so cool-downs are testable on a paused clock. The

@@ -11,7 +11,7 @@ use crate::deadline::deadline_after;
 use crate::error::LlmError;
 
 /// Per-provider stream deadlines of a
-/// [`FallbackLlmAdapter`](crate::FallbackLlmAdapter).
+/// [`FallbackLlmAdapter`](crate::llm::FallbackLlmAdapter).
 ///
 /// * `first_chunk`: the provider must deliver its first chunk (or fail)
 ///   within this, counted from the call. A provider silent that long fails

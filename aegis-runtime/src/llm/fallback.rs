@@ -55,7 +55,7 @@ pub enum FallbackChainError {
 ///   item, and still delivers a good one). Once a chunk has been delivered, a
 ///   later error propagates unchanged — a partial answer is never completed
 ///   by another model.
-/// * An open circuit is never waited on: a [`CircuitBreaker`](crate::CircuitBreaker)
+/// * An open circuit is never waited on: a [`CircuitBreaker`](crate::llm::CircuitBreaker)
 ///   refuses at once and the chain hops past it (Transient). The budget
 ///   rule of a node's retry applies to the chain as a whole: when every
 ///   element failed with a typed hint (an open circuit's remaining

@@ -295,8 +295,8 @@ macro_rules! endpoint_builders {
         /// Bounds one event of a streamed response (all its `data:` lines
         /// together), and a non-streamed response body, to `bytes`; a
         /// larger one is a
-        /// [`LlmError::ParseError`](crate::LlmError::ParseError). The
-        /// default is [`DEFAULT_MAX_EVENT_BYTES`](crate::DEFAULT_MAX_EVENT_BYTES).
+        /// [`LlmError::ParseError`](crate::error::LlmError::ParseError). The
+        /// default is [`DEFAULT_MAX_EVENT_BYTES`](crate::llm::DEFAULT_MAX_EVENT_BYTES).
         pub fn with_max_event_bytes(mut self, bytes: usize) -> Self {
             self.endpoint.max_event_bytes = bytes;
             self
@@ -304,7 +304,7 @@ macro_rules! endpoint_builders {
 
         /// How long reading a non-2xx body may take before the error is
         /// mapped from what arrived so far (default
-        /// [`DEFAULT_ERROR_BODY_DEADLINE`](crate::DEFAULT_ERROR_BODY_DEADLINE));
+        /// [`DEFAULT_ERROR_BODY_DEADLINE`](crate::llm::DEFAULT_ERROR_BODY_DEADLINE));
         /// one too long for an `Instant` means no deadline but the 64 KiB
         /// cap and the read timeout.
         pub fn with_error_body_deadline(mut self, deadline: std::time::Duration) -> Self {

@@ -28,6 +28,7 @@ pub use mock::{MOCK_DEFAULT_RESPONSE, MockLlmAdapter, MockStreamStep};
 pub use openai::{OPENAI_BASE_URL, OpenAiCompatibleLlmAdapter};
 pub use port::LlmPort;
 pub use secret::ApiKey;
+pub use sse::DEFAULT_MAX_EVENT_BYTES;
 pub(crate) use types::ResponseBuilder;
 pub use types::{
     CHAIN_POSITION_KEY, FALLBACK_KEY, FinishReason, LlmChunk, LlmMessage, LlmRequest, LlmResponse,

@@ -7,8 +7,8 @@ use super::{LlmChunk, LlmRequest, LlmResponse, LlmStream};
 use crate::error::{KnownSecrets, LlmError};
 
 /// An LLM provider: an HTTP adapter, a mock, or a composition of ports
-/// (a [`FallbackLlmAdapter`](crate::FallbackLlmAdapter), a
-/// [`CircuitBreaker`](crate::CircuitBreaker)). Object safe: ports travel as
+/// (a [`FallbackLlmAdapter`](crate::llm::FallbackLlmAdapter), a
+/// [`CircuitBreaker`](crate::llm::CircuitBreaker)). Object safe: ports travel as
 /// `Arc<dyn LlmPort>`.
 #[async_trait]
 pub trait LlmPort: Send + Sync + 'static {
@@ -27,13 +27,13 @@ pub trait LlmPort: Send + Sync + 'static {
 
     /// The response as a stream whose first item arrives within
     /// `first_chunk` (a node's
-    /// [`TimeoutPolicy::first_chunk`](crate::TimeoutPolicy::first_chunk)).
+    /// [`TimeoutPolicy::first_chunk`](crate::policy::TimeoutPolicy::first_chunk)).
     ///
     /// The default opens [`LlmPort::generate_stream`] and waits for its
     /// first item under the deadline; a missed deadline is a transient
     /// [`LlmError::Timeout`]. The first item, an error included, is still
     /// delivered at the head of the stream. A
-    /// [`FallbackLlmAdapter`](crate::FallbackLlmAdapter) overrides this to
+    /// [`FallbackLlmAdapter`](crate::llm::FallbackLlmAdapter) overrides this to
     /// bound each of its providers in turn (hopping past a silent one), so
     /// the deadline is per provider, never for the whole chain.
     async fn generate_stream_within(

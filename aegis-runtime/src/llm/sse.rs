@@ -158,8 +158,8 @@ impl SseDecoder {
 /// Turns a provider's response body, piece by piece, into [`LlmChunk`]s.
 ///
 /// Implemented by [`SseStreamParser`], of which
-/// [`OpenAiStreamParser`](crate::OpenAiStreamParser) and
-/// [`AnthropicStreamParser`](crate::AnthropicStreamParser) are the two
+/// [`OpenAiStreamParser`] and
+/// [`AnthropicStreamParser`] are the two
 /// dialects. A parser that returned an error is done: feed it nothing more.
 #[doc(hidden)]
 pub trait StreamParser: Send + 'static {

@@ -21,7 +21,7 @@ pub struct PaladinResult {
     pub chain_position: Option<u32>,
     /// Whether a fallback chain served the answer from a provider other
     /// than its first (a node's cache then skips it by default, see
-    /// [`CachePolicy`](crate::CachePolicy)).
+    /// [`CachePolicy`](crate::policy::CachePolicy)).
     pub fallback: bool,
     /// The model that produced the answer, when the port knows it.
     pub model: Option<String>,

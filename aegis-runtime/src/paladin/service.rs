@@ -18,7 +18,7 @@ use crate::llm::{
 use crate::share::IntoShared;
 
 /// The [`PaladinPort`] that runs agents over an [`LlmPort`] — a single
-/// provider adapter, or a [`FallbackLlmAdapter`](crate::FallbackLlmAdapter)
+/// provider adapter, or a [`FallbackLlmAdapter`](crate::llm::FallbackLlmAdapter)
 /// chain.
 ///
 /// One execution sends the system prompt and the input, then loops: a

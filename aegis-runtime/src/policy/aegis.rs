@@ -148,7 +148,7 @@ impl RetryPredicate {
 /// tick: a jittered 180.4 ms wait takes 181 ms.
 ///
 /// **Retry-After floor (opt-in).** With `respect_retry_after`, a failure
-/// that carries the provider's typed hint ([`NodeError::retry_after`](crate::NodeError::retry_after):
+/// that carries the provider's typed hint ([`NodeError::retry_after`](crate::error::NodeError::retry_after):
 /// a 429's `Retry-After`) waits `max(backoff, min(hint, max_retry_after))`:
 /// the hint is a floor under the backoff, the cap bounds only the hint (a
 /// backoff longer than the cap is never shortened). Off by default, so the
@@ -159,7 +159,7 @@ impl RetryPredicate {
 /// (`EngineLimits::run_timeout`) or an enclosing deadline (a Battalion
 /// child's parent attempt) is not scheduled: the node fails at once with its
 /// last error, its `on_error` handler runs, and
-/// [`TraceEvent::RetrySkipped`](crate::TraceEvent::RetrySkipped) and the
+/// [`TraceEvent::RetrySkipped`](crate::trace::TraceEvent::RetrySkipped) and the
 /// record's `retry_skipped` say why.
 ///
 /// `retry` is not part of the graph fingerprint, so neither are the two
@@ -433,7 +433,7 @@ impl ErrorHandlerSpec {
 /// the whole TTL after the primary recovered. Such a result is still the
 /// node's result for this run; it is only not stored. Set
 /// `cache_fallback_results` to store it anyway (any answer beats none, and
-/// the entry's [`CacheOrigin`](crate::CacheOrigin) still says who served
+/// the entry's [`CacheOrigin`](crate::trace::CacheOrigin) still says who served
 /// it).
 ///
 /// Build one with [`CachePolicy::new`] and the `with_*` builders (the type
@@ -511,7 +511,7 @@ impl CachePolicy {
 ///
 /// Whatever the scope, a key covers the node id, the node's own code (the
 /// digest `#[aegis]` computes from the function's tokens, or the version a
-/// builder node gives: [`StateNode::code_version`](crate::StateNode::code_version)),
+/// builder node gives: [`StateNode::code_version`](crate::graph::StateNode::code_version)),
 /// its input (a Paladin node's rendered prompt and configuration; a
 /// Function node's snapshot or named fields), the mustered task and the
 /// engine's cache namespace (`WarEngine::with_cache_namespace`). So a node
@@ -539,7 +539,7 @@ impl CachePolicy {
 ///   schema on every hit (an undeclared or `Deny` field is a miss).
 ///
 /// A hit reports the scope that served it
-/// ([`CacheOrigin::scope`](crate::CacheOrigin::scope)).
+/// ([`CacheOrigin::scope`](crate::trace::CacheOrigin::scope)).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]

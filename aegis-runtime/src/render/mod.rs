@@ -1,7 +1,7 @@
 //! Pictures of a run: [`timeline`] turns a thread's waypoints into a
 //! self-contained HTML page (one inline SVG, no script, nothing fetched).
 //!
-//! A graph's own picture is [`WarGraph::to_mermaid`](crate::WarGraph::to_mermaid).
+//! A graph's own picture is [`WarGraph::to_mermaid`](crate::graph::WarGraph::to_mermaid).
 
 mod html;
 mod timeline;

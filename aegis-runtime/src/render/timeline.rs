@@ -24,7 +24,7 @@ pub fn timeline(waypoints: &[Waypoint]) -> String {
 }
 
 /// A thread's run drawn from its waypoints (in `seq` order, as
-/// [`WaypointStore::history`](crate::WaypointStore::history) returns them).
+/// [`WaypointStore::history`](crate::waypoint::WaypointStore::history) returns them).
 ///
 /// The page holds one lane per node, one per task for a mustered worker
 /// template, in the order they first ran: by superstep, then vanguard order
@@ -55,7 +55,7 @@ pub fn timeline(waypoints: &[Waypoint]) -> String {
 /// activation started (only failed attempts are listed), so without a trace
 /// that attempt's bar includes the backoff wait before it; with the trace,
 /// its [`TraceEvent::RetryScheduled`] splits the two. A trace also brings
-/// the fallback hops, which only a [`FallbackLlmAdapter`](crate::FallbackLlmAdapter)'s
+/// the fallback hops, which only a [`FallbackLlmAdapter`](crate::llm::FallbackLlmAdapter)'s
 /// trace sink reports: add the same sink to the engine and the chain.
 #[derive(Debug, Clone)]
 pub struct Timeline<'a> {
@@ -75,7 +75,7 @@ impl<'a> Timeline<'a> {
     }
 
     /// Adds what waypoints do not record, from the run's trace events (a
-    /// [`CollectingTraceSink`](crate::CollectingTraceSink)'s, in the order
+    /// [`CollectingTraceSink`](crate::trace::CollectingTraceSink)'s, in the order
     /// emitted): the exact backoff before a retried activation's last attempt,
     /// and fallback hops, each placed on the attempt that was running when it
     /// was reported (its node's, when the event names it). Events of other

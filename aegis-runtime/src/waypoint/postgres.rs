@@ -115,7 +115,7 @@ impl PostgresOptions {
 /// asks: `require`, `verify-ca` or `verify-full` as in libpq. Thread ids are
 /// PostgreSQL `TEXT` (the database should be UTF-8 encoded, as `createdb`
 /// makes it by default); an id no store can hold (a NUL, more than
-/// [`MAX_THREAD_ID_BYTES`](crate::MAX_THREAD_ID_BYTES) bytes, empty) is
+/// [`MAX_THREAD_ID_BYTES`](crate::id::MAX_THREAD_ID_BYTES) bytes, empty) is
 /// refused before any query, as [`StoreError::InvalidThreadId`], exactly as
 /// on the other stores.
 ///

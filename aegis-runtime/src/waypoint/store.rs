@@ -12,9 +12,9 @@ use crate::error::StoreError;
 /// cannot both succeed; the loser gets [`StoreError::Conflict`].
 ///
 /// Thread ids: every built-in store checks each id with
-/// [`validate_thread_id`](crate::validate_thread_id) before anything else
+/// [`validate_thread_id`](crate::id::validate_thread_id) before anything else
 /// and refuses a bad one with [`StoreError::InvalidThreadId`] (empty,
-/// longer than [`MAX_THREAD_ID_BYTES`](crate::MAX_THREAD_ID_BYTES) bytes,
+/// longer than [`MAX_THREAD_ID_BYTES`](crate::id::MAX_THREAD_ID_BYTES) bytes,
 /// or holding a NUL), on `put`, `latest` and `history` alike; any other id
 /// round-trips exactly. A store of your own should do the same, so that an
 /// id behaves the same on every store.

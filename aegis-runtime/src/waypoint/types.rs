@@ -451,11 +451,11 @@ impl<'de> Deserialize<'de> for Completed {
 pub struct PreviousGraph {
     /// Its fingerprint.
     pub fingerprint: String,
-    /// Whether a migration ([`WarGraph::with_migration`](crate::WarGraph::with_migration))
+    /// Whether a migration ([`WarGraph::with_migration`](crate::graph::WarGraph::with_migration))
     /// carried the thread over, rather than the change being compatible as
     /// it was.
     pub migrated: bool,
-    /// The migration's name ([`Migration::name`](crate::Migration::name));
+    /// The migration's name ([`Migration::name`](crate::graph::Migration::name));
     /// `None` for a compatible change, and in rows written before
     /// migrations had names.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -269,7 +269,7 @@ impl RunFault {
 pub struct GraphKey {
     /// The registered name.
     pub name: String,
-    /// [`WarGraph::fingerprint`](crate::WarGraph::fingerprint).
+    /// [`WarGraph::fingerprint`](crate::graph::WarGraph::fingerprint).
     pub fingerprint: String,
     /// A digest of the graph's registered migrations (empty when it has
     /// none). Migrations are not part of the fingerprint, yet they decide

@@ -1,6 +1,6 @@
 //! The `on_error` rule: a node's final failure goes to its handler — Route
 //! writes the error into a field and jumps, Absorb contributes a fallback
-//! delta, Custom asks a registered [`ErrorHandler`](crate::ErrorHandler).
+//! delta, Custom asks a registered [`ErrorHandler`](crate::engine::ErrorHandler).
 //! The record stays Failed either way.
 
 use super::ActivationResult;

@@ -41,7 +41,7 @@ pub const ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com/v1";
 /// [`LlmError::AuthenticationError`] (a `permission_error`: the key may not
 /// use the resource) and an `overloaded_error` is a 529 whatever status
 /// carried it; every other non-2xx goes through
-/// [`map_http_status`](crate::map_http_status); an error envelope inside a
+/// `map_http_status`; an error envelope inside a
 /// 200, or an `error` event mid-stream, maps by its type's documented
 /// status; malformed JSON or SSE is [`LlmError::ParseError`].
 ///

@@ -20,7 +20,7 @@
 //!   on a new connection. Headers: `Authorization:
 //!   Bearer <key>` when a key is set; `Accept: text/event-stream` when
 //!   streaming.
-//! - **Streaming is the default.** [`PaladinExecutionService`](crate::PaladinExecutionService)
+//! - **Streaming is the default.** [`PaladinExecutionService`](crate::paladin::PaladinExecutionService)
 //!   calls [`LlmPort::generate_stream`] unless built `with_streaming(false)`,
 //!   so a Paladin node sends `"stream": true` and expects Server-Sent Events:
 //!   `data: {json}` events, ending with `data: [DONE]`. Of each event it
@@ -40,7 +40,7 @@
 //!   `usage`; the body is bounded like one streamed event. No choice at all
 //!   is a parse error.
 //! - **Errors.** A non-2xx status is classified by
-//!   [`map_http_status`](crate::map_http_status) (408, 425, 429 and 5xx
+//!   [`map_http_status`] (408, 425, 429 and 5xx
 //!   transient; a 429's `retry-after-ms` / `retry-after` header is kept),
 //!   except an `{"error": {"code": ..}}` envelope whose `code` is
 //!   `context_length_exceeded` or `content_filter` /
@@ -84,7 +84,7 @@ pub const OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
 /// Errors: a connection failure is [`LlmError::NetworkError`] (a transport
 /// timeout [`LlmError::Timeout`]); error codes with a dedicated variant
 /// (`context_length_exceeded`, `content_filter`) map to it; every other
-/// non-2xx goes through [`map_http_status`](crate::map_http_status); an error
+/// non-2xx goes through `map_http_status`; an error
 /// envelope inside a 200 is an error too; malformed JSON or SSE is
 /// [`LlmError::ParseError`].
 ///
