@@ -59,6 +59,15 @@ struct ArchitectureGuide;
 #[cfg(doctest)]
 #[doc = include_str!("../RELIABILITY.md")]
 struct ReliabilityGuide;
+#[cfg(doctest)]
+#[doc = include_str!("../docs/STREAMING.md")]
+struct StreamingGuide;
+#[cfg(doctest)]
+#[doc = include_str!("../docs/LOCAL_MODELS.md")]
+struct LocalModelsGuide;
+#[cfg(doctest)]
+#[doc = include_str!("../docs/PICTURES.md")]
+struct PicturesGuide;
 
 /// What the code `#[aegis]` and `graph!` generate names, and nothing else
 /// should: it changes with the macros. `crate = "path"` in either macro
