@@ -4,17 +4,6 @@
 
 use std::sync::Arc;
 
-use crate::cache::NodeCache;
-use crate::engine::{
-    EdgeConditionEvaluator, ErrorHandler, NodeInterceptor, RetryPredicateEvaluator,
-};
-use crate::graph::Armament;
-use crate::llm::LlmPort;
-use crate::paladin::PaladinPort;
-use crate::trace::TraceSink;
-use crate::waypoint::WaypointStore;
-use crate::worker::RunQueue;
-
 /// A value, or an [`Arc`] of it, that a constructor or builder keeps as an
 /// `Arc<T>`.
 ///
@@ -53,53 +42,28 @@ pub trait IntoShared<T: ?Sized> {
     fn into_shared(self) -> Arc<T>;
 }
 
-/// A store by value, or an `Arc` of it (the store is generic on the
-/// engine, so no `dyn` here).
-impl<S: WaypointStore> IntoShared<S> for S {
-    fn into_shared(self) -> Arc<S> {
-        Arc::new(self)
-    }
-}
-
-impl<S: WaypointStore> IntoShared<S> for Arc<S> {
-    fn into_shared(self) -> Arc<S> {
-        self
-    }
-}
-
 /// `IntoShared<dyn Trait>` for a value of the trait, an `Arc` of one, and an
-/// `Arc<dyn Trait>`.
+/// `Arc<dyn Trait>`: each trait's own module invokes it beside the trait,
+/// so this leaf imports none of them.
 macro_rules! into_shared_dyn {
     ($($trait:path),* $(,)?) => {$(
-        impl<T: $trait> IntoShared<dyn $trait> for T {
-            fn into_shared(self) -> Arc<dyn $trait> {
-                Arc::new(self)
+        impl<T: $trait> $crate::share::IntoShared<dyn $trait> for T {
+            fn into_shared(self) -> ::std::sync::Arc<dyn $trait> {
+                ::std::sync::Arc::new(self)
             }
         }
 
-        impl<T: $trait> IntoShared<dyn $trait> for Arc<T> {
-            fn into_shared(self) -> Arc<dyn $trait> {
+        impl<T: $trait> $crate::share::IntoShared<dyn $trait> for ::std::sync::Arc<T> {
+            fn into_shared(self) -> ::std::sync::Arc<dyn $trait> {
                 self
             }
         }
 
-        impl IntoShared<dyn $trait> for Arc<dyn $trait> {
-            fn into_shared(self) -> Arc<dyn $trait> {
+        impl $crate::share::IntoShared<dyn $trait> for ::std::sync::Arc<dyn $trait> {
+            fn into_shared(self) -> ::std::sync::Arc<dyn $trait> {
                 self
             }
         }
     )*};
 }
-
-into_shared_dyn!(
-    NodeCache,
-    LlmPort,
-    PaladinPort,
-    RunQueue,
-    TraceSink,
-    NodeInterceptor,
-    RetryPredicateEvaluator,
-    EdgeConditionEvaluator,
-    ErrorHandler,
-    Armament,
-);
+pub(crate) use into_shared_dyn;

@@ -658,3 +658,6 @@ pub(crate) fn log_event(event: &TraceEvent) {
         }
     }
 }
+
+// Taken by value or as an `Arc` wherever a constructor keeps one.
+crate::share::into_shared_dyn!(TraceSink);

@@ -104,3 +104,6 @@ pub trait NodeCache: Any + Send + Sync {
         "custom"
     }
 }
+
+// Taken by value or as an `Arc` wherever a constructor keeps one.
+crate::share::into_shared_dyn!(NodeCache);

@@ -82,3 +82,11 @@ pub trait ErrorHandler: Send + Sync + 'static {
     /// that error.
     async fn handle(&self, err: &NodeError, state: &Battlefield) -> Result<Directive, NodeError>;
 }
+
+// Taken by value or as an `Arc` wherever a constructor keeps one.
+crate::share::into_shared_dyn!(
+    RetryPredicateEvaluator,
+    EdgeConditionEvaluator,
+    NodeInterceptor,
+    ErrorHandler,
+);

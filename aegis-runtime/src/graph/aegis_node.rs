@@ -413,7 +413,10 @@ mod tests {
             ctx: &'a NodeContext,
         ) -> BoxFuture<'a, Result<Directive, StateNodeError>> {
             Box::pin(async move {
-                crate::__macro_support::NodeReturn::into_node_result(double(state, ctx).await)
+                double(state, ctx)
+                    .await
+                    .map(Directive::edges)
+                    .map_err(StateNodeError::from)
             })
         }
     }

@@ -142,6 +142,9 @@ impl fmt::Debug for Paladin {
     }
 }
 
+// Taken by value or as an `Arc` wherever a constructor keeps one.
+crate::share::into_shared_dyn!(Armament);
+
 #[cfg(test)]
 mod tests {
     use super::*;

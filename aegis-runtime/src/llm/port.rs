@@ -60,3 +60,6 @@ pub trait LlmPort: Send + Sync + 'static {
         KnownSecrets::default()
     }
 }
+
+// Taken by value or as an `Arc` wherever a constructor keeps one.
+crate::share::into_shared_dyn!(LlmPort);

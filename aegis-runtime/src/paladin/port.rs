@@ -159,3 +159,6 @@ impl PaladinPort for UnconfiguredPaladinPort {
         )))
     }
 }
+
+// Taken by value or as an `Arc` wherever a constructor keeps one.
+crate::share::into_shared_dyn!(PaladinPort);

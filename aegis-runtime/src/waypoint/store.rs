@@ -1,6 +1,8 @@
 //! The `WaypointStore` trait every backend implements, and its error.
 
+use crate::share::IntoShared;
 use async_trait::async_trait;
+use std::sync::Arc;
 
 use super::Waypoint;
 use crate::error::StoreError;
@@ -29,4 +31,18 @@ pub trait WaypointStore: Send + Sync + 'static {
     async fn latest(&self, thread_id: &str) -> Result<Option<Waypoint>, StoreError>;
     /// Every waypoint of the thread, oldest first.
     async fn history(&self, thread_id: &str) -> Result<Vec<Waypoint>, StoreError>;
+}
+
+/// A store by value, or an `Arc` of it (the store is generic on the
+/// engine, so no `dyn` here).
+impl<S: WaypointStore> IntoShared<S> for S {
+    fn into_shared(self) -> Arc<S> {
+        Arc::new(self)
+    }
+}
+
+impl<S: WaypointStore> IntoShared<S> for Arc<S> {
+    fn into_shared(self) -> Arc<S> {
+        self
+    }
 }

@@ -132,3 +132,6 @@ pub trait RunQueue: Send + Sync + 'static {
     /// release), or after `timeout`. Spurious wake-ups are allowed.
     async fn wait_for_change(&self, timeout: Duration);
 }
+
+// Taken by value or as an `Arc` wherever a constructor keeps one.
+crate::share::into_shared_dyn!(RunQueue);
