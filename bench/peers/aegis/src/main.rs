@@ -14,6 +14,7 @@
 //! bytes and allocations it left live per node or task: what the waypoints
 //! it keeps cost.
 
+use aegis::policy::CacheKeySpec;
 use aegis::prelude::*;
 use serde_json::{Value, json};
 use std::sync::Arc;
