@@ -8,6 +8,7 @@
 use ::aegis::*;
 use aegis::cache::InMemoryNodeCache;
 use aegis::cache::NodeCache;
+#[cfg(feature = "redis-cache")]
 use aegis::cache::RedisNodeCache;
 use aegis::error::StateNodeError;
 use aegis::graph::Directive;

@@ -11,6 +11,7 @@ use aegis::cache::CacheEntry;
 use aegis::cache::CacheKey;
 use aegis::cache::NodeCache;
 use aegis::cache::NodeCacheError;
+#[cfg(feature = "redis-cache")]
 use aegis::cache::RedisNodeCache;
 use aegis::engine::InterceptorDecision;
 use aegis::engine::NodeInterceptor;

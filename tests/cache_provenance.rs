@@ -11,6 +11,7 @@ mod support;
 use DispatchRule::*;
 use aegis::cache::CacheEntry;
 use aegis::cache::NodeCache;
+#[cfg(feature = "redis-cache")]
 use aegis::cache::RedisNodeCache;
 use aegis::error::LlmError;
 use aegis::graph::EngineLimits;

@@ -15,6 +15,7 @@ mod support;
 use DispatchRule::*;
 use aegis::cache::CacheKey;
 use aegis::cache::NodeCache;
+#[cfg(feature = "redis-cache")]
 use aegis::cache::RedisNodeCache;
 use aegis::graph::AegisNode;
 use aegis::graph::AegisNodeFn;
