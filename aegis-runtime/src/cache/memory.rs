@@ -58,8 +58,7 @@ struct Store {
 /// The hash of the slots' map: each 8 bytes a key hashes (16 of a derived
 /// key's digest) folded in by a 128-bit multiply with a random key drawn
 /// per cache. A derived key's digest is already uniform, so this is all the
-/// mixing it needs, at a few instructions where SipHash took a hundred; the
-/// random key keeps anyone who cannot read it from aiming keys at a bucket.
+/// mixing it needs, far cheaper than a general-purpose hash; the random key keeps anyone who cannot read it from aiming keys at a bucket.
 #[derive(Clone)]
 struct KeyedFold {
     seed: u64,

@@ -328,8 +328,9 @@ impl<S: WaypointStore> WarEngine<S> {
     /// `tokio::task::spawn_blocking`) holds only its own worker: the run
     /// still sees the attempt's deadline fire, records the timeout and moves
     /// on, and the abandoned task is aborted. Off by default: the task
-    /// hand-off costs about 11% more instructions per node on a chain or a
-    /// fan-out of trivial nodes (`cargo bench --bench engine -- engine_mt`).
+    /// hand-off costs each attempt a spawn and a wake-up, which a chain or
+    /// a fan-out of trivial nodes notices (`cargo bench --bench engine --
+    /// engine_mt` measures it).
     /// Either way a result that arrives past its deadline is a timeout, never
     /// merged. On a current-thread runtime this changes nothing.
     pub fn with_isolated_attempts(mut self) -> Self {

@@ -518,8 +518,8 @@ impl<S: WaypointStore> WarEngine<S> {
         let mut running = FuturesUnordered::new();
         let mut todo = todo.into_iter();
         // The box of the last activation that finished inline, reused for
-        // the next: an activation's future is about 2.5 KB, and allocating
-        // and freeing one per task was a fifth of a muster's allocations.
+        // the next: an activation's future is large, and a muster would
+        // otherwise allocate and free one per task.
         let mut spare = None;
         loop {
             // Start activations while there is room. One that finishes on

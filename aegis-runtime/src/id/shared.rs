@@ -2,9 +2,9 @@
 //! belongs to, as every waypoint of a run shares them.
 //!
 //! A run writes a waypoint per superstep, each naming its thread and its
-//! graph's fingerprint; as `String`s that was two allocations and copies
-//! per superstep, and two more buffers kept per waypoint. These are shared
-//! strings instead: cloning one is a reference count. Each reads, compares
+//! graph's fingerprint. As `String`s each would be copied per superstep and
+//! kept per waypoint; these are shared strings instead: cloning one is a
+//! reference count. Each reads, compares
 //! and prints as the string it holds (`w.thread_id == "trip-1"`,
 //! `w.fingerprint == graph.fingerprint()`), and is stored as a plain string.
 

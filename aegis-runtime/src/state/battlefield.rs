@@ -26,8 +26,8 @@ use crate::canon::{Digest32, array_digest, inline_in_key, value_digest};
 /// that did not rewrite the field shares it.
 #[derive(Clone)]
 pub(crate) enum Slot {
-    /// No digest memo: a key never asks for one. A counter rewritten every
-    /// superstep is then 48 bytes a snapshot keeps, not 88.
+    /// No digest memo: a key never asks for one, so a counter rewritten
+    /// every superstep keeps no memo in each snapshot.
     Small(Arc<Value>),
     Value(Stored),
     /// Behind one `Arc` with what it computes lazily: a slot is two words,

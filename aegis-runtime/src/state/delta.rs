@@ -84,7 +84,7 @@ impl StateDelta {
             Err(i) => {
                 // Most deltas write one field, and a finished task's is
                 // kept until its superstep merges: room for one, not the
-                // four (192 bytes) a first push reserves.
+                // four a first push reserves.
                 if writes.capacity() == 0 {
                     writes.reserve_exact(1);
                 }

@@ -28,8 +28,8 @@ const INLINE: usize = 22;
 
 #[derive(Clone)]
 enum Repr {
-    /// In place: every node's `delta.set("field", ..)` makes a name, and an
-    /// allocation per write was one of a chain superstep's seven.
+    /// In place: every node's `delta.set("field", ..)` makes a name, which
+    /// then costs no allocation.
     Inline {
         len: u8,
         bytes: [u8; INLINE],

@@ -4,8 +4,7 @@
 //! The public [`Waypoint`] owns every part. Built from the cursor, it
 //! clones the thread id, the fingerprint and the manifest (a reference
 //! count each, an atomic write) for a store that keeps its own form to
-//! drop them again, and moves its 224 bytes through three calls on the way
-//! in. The in-memory store builds what it keeps straight from a draft,
+//! drop them again, and is moved through three calls on the way in. The in-memory store builds what it keeps straight from a draft,
 //! cloning only what it keeps; every other store gets the `Waypoint` the
 //! draft makes ([`Draft::take_waypoint`]).
 

@@ -1,9 +1,8 @@
 //! `Kept`: a waypoint as the in-memory store holds it.
 //!
 //! A run keeps one waypoint per superstep, so what each one costs to hold
-//! is what a long in-memory thread costs: in a fresh process every 4 KiB
-//! of it is a page the kernel must zero first, and that was a fifth of a
-//! chain's time. The public [`Waypoint`] carries what the store already
+//! is what a long in-memory thread costs (in a fresh process every page of
+//! it is one the kernel must zero first). The public [`Waypoint`] carries what the store already
 //! knows and keeps everything in its general form; `Kept` keeps the common
 //! case in place and the rest behind one pointer:
 //!
@@ -15,10 +14,9 @@
 //! - what few waypoints carry (another status, a parley answer, handled
 //!   failures) in one [`Rare`] box.
 //!
-//! A chain's superstep is 144 bytes and no allocation of its own, where
-//! the `Waypoint` and its one-record `Vec` were 392 bytes in two. (Times
-//! stay `SystemTime`s: as 8-byte nanoseconds they would save 16 bytes a
-//! superstep, but converting costs more than those bytes save.)
+//! So a chain's superstep needs no allocation of its own. (Times stay
+//! `SystemTime`s: converting them to nanoseconds costs more than the bytes
+//! it would save.)
 
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -106,8 +104,8 @@ fn same_arc<T>(a: Option<&Arc<T>>, b: Option<&Arc<T>>) -> bool {
 }
 
 /// A superstep's records: a chain's one, when it holds no more than its
-/// node, outcome and times (nearly always), in place and in a third of a
-/// record's size; any other list as it came (the engine sizes it exactly,
+/// node, outcome and times (nearly always), in place and without the
+/// fields it leaves empty; any other list as it came (the engine sizes it exactly,
 /// so boxing it keeps its allocation).
 #[derive(Debug)]
 enum Records {
@@ -204,8 +202,8 @@ impl Records {
 impl Kept {
     /// Keeps `draft`, whose thread id, position and graph the caller holds
     /// ([`GraphOf::holds`]): what it lends is cloned only if kept, what it
-    /// owns is taken out (lent by reference: moving a draft, its lone
-    /// record in place, is a copy of 312 bytes).
+    /// owns is taken out (lent by reference, so the draft, its record in
+    /// place, is not copied on the way in).
     #[inline]
     pub(super) fn new(draft: &mut Draft<'_>) -> Self {
         // Every field named: a new one must be kept here, or the store

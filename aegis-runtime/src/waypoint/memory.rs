@@ -30,8 +30,8 @@ struct Threads {
     by_id: HashMap<String, usize>,
     list: Vec<Thread>,
     /// A run appends every superstep to one thread: found again by
-    /// comparing its id, not by hashing it and probing the map (a fifth
-    /// of an append). Its id was validated when it was first appended to.
+    /// comparing its id, not by hashing it and probing the map on every
+    /// append. Its id was validated when it was first appended to.
     last: Option<(ThreadId, usize)>,
 }
 

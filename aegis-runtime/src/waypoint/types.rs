@@ -135,8 +135,8 @@ pub enum WaypointStatus {
         /// The human-readable reason.
         error: String,
         /// The structured node error, when a node's failure ended the run.
-        /// Boxed: inline it made every waypoint's status 144 bytes, where
-        /// nearly every waypoint is `Running`.
+        /// Boxed: inline it would make every waypoint's status as large as
+        /// a node error, where nearly every waypoint is `Running`.
         node_error: Option<Box<NodeError>>,
     },
     /// The run was cancelled; `resume` continues it.
@@ -500,8 +500,8 @@ mod tests {
     #[test]
     fn a_status_is_pointer_sized_but_for_its_tag() {
         // Nearly every waypoint is `Running`; a `Failed` holding its node
-        // error inline made every status 144 bytes and every waypoint kept
-        // in memory 432.
+        // error inline would make every status (and every waypoint kept in
+        // memory) as large as a node error.
         assert!(
             std::mem::size_of::<WaypointStatus>() <= 40,
             "{}",
