@@ -123,21 +123,7 @@ impl TestServer {
         let addr = listener.local_addr().unwrap();
         let requests = Arc::new(Mutex::new(Vec::new()));
         let recorded = requests.clone();
-        let mut replies: VecDeque<Reply> = replies.into();
-        let task = tokio::spawn(async move {
-            loop {
-                let Ok((socket, _)) = listener.accept().await else {
-                    return;
-                };
-                let reply = replies
-                    .pop_front()
-                    .unwrap_or_else(|| Reply::body(500, "no reply scripted"));
-                let recorded = recorded.clone();
-                tokio::spawn(async move {
-                    let _ = serve(socket, reply, recorded).await;
-                });
-            }
-        });
+        let task = tokio::spawn(serve_in_order(listener, replies.into(), recorded));
         TestServer {
             addr,
             requests,
@@ -154,7 +140,6 @@ impl TestServer {
         let addr = listener.local_addr().unwrap();
         let requests = Arc::new(Mutex::new(Vec::new()));
         let recorded = requests.clone();
-        let mut rest: VecDeque<Reply> = rest.into();
         let task = tokio::spawn(async move {
             if let Ok((mut socket, _)) = listener.accept().await {
                 let recorded = recorded.clone();
@@ -166,15 +151,7 @@ impl TestServer {
                     }
                 });
             }
-            while let Ok((socket, _)) = listener.accept().await {
-                let reply = rest
-                    .pop_front()
-                    .unwrap_or_else(|| Reply::body(500, "no reply scripted"));
-                let recorded = recorded.clone();
-                tokio::spawn(async move {
-                    let _ = serve(socket, reply, recorded).await;
-                });
-            }
+            serve_in_order(listener, rest.into(), recorded).await;
         });
         TestServer {
             addr,
@@ -200,6 +177,24 @@ pub(crate) async fn refused_url() -> String {
     let addr = listener.local_addr().unwrap();
     drop(listener);
     format!("http://{addr}")
+}
+
+/// Answers each connection `listener` accepts with the next of `replies`
+/// (then 500s), until the listener fails.
+async fn serve_in_order(
+    listener: TcpListener,
+    mut replies: VecDeque<Reply>,
+    recorded: Arc<Mutex<Vec<Recorded>>>,
+) {
+    while let Ok((socket, _)) = listener.accept().await {
+        let reply = replies
+            .pop_front()
+            .unwrap_or_else(|| Reply::body(500, "no reply scripted"));
+        let recorded = recorded.clone();
+        tokio::spawn(async move {
+            let _ = serve(socket, reply, recorded).await;
+        });
+    }
 }
 
 async fn serve(
