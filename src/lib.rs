@@ -36,38 +36,27 @@ pub mod prelude {
     pub use aegis_runtime::waypoint::{InMemoryWaypointStore, WaypointStore};
 }
 
-// The longer guides in docs/ are doctested as the README is: every Rust
-// block in them compiles and runs with `cargo test --doc`.
-#[cfg(doctest)]
-#[doc = include_str!("../docs/DEPLOYING.md")]
-struct DeployingGuide;
-#[cfg(doctest)]
-#[doc = include_str!("../docs/POLICIES.md")]
-struct PoliciesGuide;
-#[cfg(doctest)]
-#[doc = include_str!("../docs/RUNNING_AT_SCALE.md")]
-struct RunningAtScaleGuide;
-#[cfg(doctest)]
-#[doc = include_str!("../docs/THREADS.md")]
-struct ThreadsGuide;
-#[cfg(doctest)]
-#[doc = include_str!("../docs/PERFORMANCE.md")]
-struct PerformanceGuide;
-#[cfg(doctest)]
-#[doc = include_str!("../docs/ARCHITECTURE.md")]
-struct ArchitectureGuide;
-#[cfg(doctest)]
-#[doc = include_str!("../RELIABILITY.md")]
-struct ReliabilityGuide;
-#[cfg(doctest)]
-#[doc = include_str!("../docs/STREAMING.md")]
-struct StreamingGuide;
-#[cfg(doctest)]
-#[doc = include_str!("../docs/LOCAL_MODELS.md")]
-struct LocalModelsGuide;
-#[cfg(doctest)]
-#[doc = include_str!("../docs/PICTURES.md")]
-struct PicturesGuide;
+// The longer guides are doctested as the README is: every Rust block in
+// them compiles and runs with `cargo test --doc`.
+macro_rules! doctested {
+    ($($guide:ident = $path:literal,)*) => {$(
+        #[cfg(doctest)]
+        #[doc = include_str!($path)]
+        struct $guide;
+    )*};
+}
+doctested! {
+    DeployingGuide = "../docs/DEPLOYING.md",
+    PoliciesGuide = "../docs/POLICIES.md",
+    RunningAtScaleGuide = "../docs/RUNNING_AT_SCALE.md",
+    ThreadsGuide = "../docs/THREADS.md",
+    PerformanceGuide = "../docs/PERFORMANCE.md",
+    ArchitectureGuide = "../docs/ARCHITECTURE.md",
+    ReliabilityGuide = "../RELIABILITY.md",
+    StreamingGuide = "../docs/STREAMING.md",
+    LocalModelsGuide = "../docs/LOCAL_MODELS.md",
+    PicturesGuide = "../docs/PICTURES.md",
+}
 
 /// What the code `#[aegis]` and `graph!` generate names, and nothing else
 /// should: it changes with the macros. `crate = "path"` in either macro

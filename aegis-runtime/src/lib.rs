@@ -1,6 +1,7 @@
 //! The runtime behind the `aegis` facade: state, graphs, the superstep
-//! engine and the Aegis fault-tolerance layer. Use it through `aegis`, which
-//! re-exports this crate's modules and flat API; its crate docs (the README)
+//! engine and the Aegis fault-tolerance layer. Use it through `aegis`
+//! (package `aegis-agents`), which re-exports this crate's modules; its crate
+//! docs (the README)
 //! open with a glossary of the themed names — `Battlefield` is the graph
 //! state, a `Waypoint` a checkpoint, a `Battalion` a subgraph, a `Paladin`
 //! an LLM agent, an `Aegis` one node's retry/timeout/fallback/cache policy.

@@ -38,7 +38,7 @@ pub enum NodeCacheBackend {
 /// An unset variable keeps the default; a malformed one is a [`ConfigError`]
 /// naming it, never a silent default: a value that is not UTF-8, not a
 /// whole number, out of range, or a duration past
-/// [`MAX_CONFIG_DURATION_SECS`](crate::engine::MAX_CONFIG_DURATION_SECS) (so every
+/// [`MAX_CONFIG_DURATION_SECS`](crate::config::MAX_CONFIG_DURATION_SECS) (so every
 /// accepted TTL ceiling and timeout is a representable deadline). A URL is
 /// shown with its credentials redacted
 /// ([`redact_connection_string`]), even a
