@@ -12,7 +12,7 @@ use imbl::OrdMap;
 use std::sync::Arc;
 
 use super::FieldName;
-use super::battlefield::Slot;
+use super::slot::Slot;
 
 /// The most fields kept as a slice: a change then copies at most this many
 /// pairs, each a name (in place, mostly) and a reference count.

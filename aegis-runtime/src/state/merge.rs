@@ -5,7 +5,7 @@ use serde_json::{Map, Number, Value};
 use std::fmt;
 use std::sync::Arc;
 
-use super::battlefield::Slot;
+use super::slot::Slot;
 use super::{Battlefield, BattlefieldSchema, DispatchRule, FieldName, StateDelta};
 use crate::few::Few;
 

@@ -6,15 +6,16 @@ mod field;
 mod fields;
 pub(crate) mod merge;
 mod schema;
+mod slot;
 
 pub use battlefield::Battlefield;
-pub(crate) use battlefield::FieldPart;
 pub use delta::StateDelta;
 pub use field::{FieldName, IntoFieldName};
 pub use merge::MergeError;
 pub(crate) use merge::{MergeWriter, merge_with};
 pub(crate) use merge::{Writer, initial_state, merge};
 pub use schema::{BattlefieldSchema, CacheMarker, DispatchRule, FieldSpec};
+pub(crate) use slot::FieldPart;
 
 /// An error building state: a bad field name or a value that is not JSON.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
