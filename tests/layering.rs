@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 const LEVELS: &[(&str, u32)] = &[
     // The leaves, and what the leaves themselves use.
     ("few", 0),
+    ("fnv", 0),
     ("canon", 0),
     ("share", 0),
     ("deadline", 0),

@@ -22,6 +22,7 @@ mod deadline;
 pub mod engine;
 pub mod error;
 mod few;
+mod fnv;
 pub mod graph;
 pub mod id;
 pub mod llm;

@@ -3,10 +3,11 @@
 //! builder method changes the graph, so a `start` costs nothing per node.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
+use std::hash::BuildHasherDefault;
 use std::sync::Arc;
 
 use crate::cache::{GraphKeySeed, KeySeed};
+use crate::fnv::Fnv;
 use crate::graph::{ConditionalEdges, NodeSpec, WarGraph};
 use crate::id::{END, NodeId, START};
 use crate::policy::{Aegis, CacheScope};
@@ -238,30 +239,6 @@ impl<'g> GraphIndex<'g> {
             .cloned()
             .map(Activation::node)
             .collect()
-    }
-}
-
-/// FNV-1a: node ids are short and chosen by the graph's author, so a keyed
-/// hash buys no protection here and costs more than the lookup it serves.
-#[derive(Default)]
-pub(crate) struct Fnv(u64);
-
-impl Hasher for Fnv {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        let mut h = if self.0 == 0 {
-            0xcbf2_9ce4_8422_2325
-        } else {
-            self.0
-        };
-        for b in bytes {
-            h ^= u64::from(*b);
-            h = h.wrapping_mul(0x0100_0000_01b3);
-        }
-        self.0 = h;
     }
 }
 

@@ -4,7 +4,8 @@
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
 
-use super::index::{Fnv, GraphIndex};
+use super::index::GraphIndex;
+use crate::fnv::Fnv;
 use crate::id::NodeId;
 use crate::waypoint::Visits;
 

@@ -25,6 +25,8 @@
 mod call;
 mod client;
 mod config;
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+mod epoch_column;
 mod error;
 mod judge;
 mod lease_clock;

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::AbortOnDropHandle;
 
 use super::call::within;
 use super::judge::{JUDGE_BATCH, JUDGE_PAUSE_POLLS, judge};
@@ -242,7 +243,7 @@ impl Shared {
         let end = Arc::new(LeaseEnd::default());
         // Aborted on drop too: a run task aborted with its pool must not
         // leave a heartbeat keeping its lease alive.
-        let beat = AbortOnDrop(tokio::spawn(heartbeat(
+        let beat = AbortOnDropHandle::new(tokio::spawn(heartbeat(
             self.queue.clone(),
             lease.clone(),
             self.config.lease_ttl,
@@ -384,12 +385,4 @@ impl Shared {
 /// run's: the run is retried from its last waypoint, never failed for it.
 fn is_store_trouble(e: &EngineError) -> bool {
     matches!(e, EngineError::Store(StoreError::Backend(_)))
-}
-
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
 }

@@ -11,6 +11,7 @@ use tokio::sync::Notify;
 use tokio_postgres::AsyncMessage;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
+use super::epoch_column::{epoch_from, epoch_to};
 use super::types::{to_judge, waiting_reason};
 use super::{
     AttemptInfo, Claim, GraphKey, Lease, PinnedRun, Release, Renewal, RunFault, RunQueue, RunState,
@@ -143,14 +144,6 @@ impl fmt::Debug for PostgresRunQueue {
 
 fn backend(e: tokio_postgres::Error) -> WorkerError {
     WorkerError::Store(pg_backend(e))
-}
-
-fn epoch_from(n: i64) -> u64 {
-    u64::try_from(n).unwrap_or(0)
-}
-
-fn epoch_to(n: u64) -> i64 {
-    i64::try_from(n).unwrap_or(i64::MAX)
 }
 
 fn ttl_ms(ttl: Duration) -> i64 {

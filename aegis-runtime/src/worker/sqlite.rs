@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::Notify;
 
+use super::epoch_column::{epoch_from, epoch_to};
 use super::types::{claiming_graph, runs_fingerprint, to_judge, waiting_reason};
 use super::{
     AttemptInfo, Claim, GraphKey, Lease, PinnedRun, Release, Renewal, RunFault, RunQueue, RunState,
@@ -120,14 +121,6 @@ fn now_ms() -> i64 {
 
 fn expiry_ms(ttl: Duration) -> i64 {
     now_ms().saturating_add(i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX))
-}
-
-fn epoch_from(n: i64) -> u64 {
-    u64::try_from(n).unwrap_or(0)
-}
-
-fn epoch_to(n: u64) -> i64 {
-    i64::try_from(n).unwrap_or(i64::MAX)
 }
 
 fn encode_graphs(graphs: &[GraphKey]) -> String {

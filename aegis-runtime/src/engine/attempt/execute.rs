@@ -5,6 +5,7 @@
 
 use futures::FutureExt;
 use std::panic::AssertUnwindSafe;
+use tokio_util::task::AbortOnDropHandle;
 
 use super::ActivationCtx;
 use crate::engine::WarEngine;
@@ -71,8 +72,10 @@ impl<S: WaypointStore> WarEngine<S> {
                     .unwrap_or_else(|payload| Err(panicked(payload)));
             }
         };
-        let mut task = AbortOnDrop(tokio::spawn(job));
-        (&mut task.0).await.unwrap_or_else(|e| {
+        // Aborted when its driver gives up on it (a timeout, a shutdown, a
+        // dropped run): a task still running then would only burn time.
+        let mut task = AbortOnDropHandle::new(tokio::spawn(job));
+        (&mut task).await.unwrap_or_else(|e| {
             let payload = e
                 .try_into_panic()
                 .unwrap_or_else(|_| Box::new("the attempt's task was cancelled"));
@@ -138,16 +141,6 @@ impl<S: WaypointStore> WarEngine<S> {
                 Box::pin(self.run_battalion(child, inputs, outputs, state, ctx, act)).await
             }
         }
-    }
-}
-
-/// Aborts a spawned attempt when its driver gives up on it (a timeout, a
-/// shutdown, a dropped run): a task still running then would only burn time.
-struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
-
-impl<T> Drop for AbortOnDrop<T> {
-    fn drop(&mut self) {
-        self.0.abort();
     }
 }
 

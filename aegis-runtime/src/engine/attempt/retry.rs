@@ -7,6 +7,7 @@
 
 use rand::SeedableRng;
 use rand::rngs::StdRng;
+use std::hash::Hasher;
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -16,6 +17,7 @@ use super::record::{Recorder, millis};
 use crate::deadline::deadline_after;
 use crate::engine::WarEngine;
 use crate::error::{NodeError, NodeErrorSource, TimeoutKind};
+use crate::fnv::Fnv;
 use crate::id::NodeId;
 use crate::policy::{RetryPolicy, RetryPredicate};
 use crate::trace::{BudgetBound, TraceEvent};
@@ -187,19 +189,11 @@ struct Skip {
 /// attempt of the same thread always draws the same jitter (a std
 /// `Hasher` is not promised to be stable across Rust releases).
 fn jitter_key(seed: u64, act: &ActivationCtx<'_>, node_id: &NodeId, attempt: u32) -> u64 {
-    const PRIME: u64 = 0x0000_0100_0000_01b3;
-    let mut h = 0xcbf2_9ce4_8422_2325 ^ seed;
-    let mut eat = |bytes: &[u8]| {
-        for b in bytes {
-            h = (h ^ u64::from(*b)).wrapping_mul(PRIME);
-        }
-        // A separator, so ("ab", "c") and ("a", "bc") differ.
-        h = (h ^ 0xff).wrapping_mul(PRIME);
-    };
-    eat(act.thread_id.as_bytes());
-    eat(node_id.as_str().as_bytes());
-    eat(act.task.map_or(&[][..], |t| t.task_key.as_bytes()));
-    eat(&act.superstep.to_le_bytes());
-    eat(&attempt.to_le_bytes());
-    h
+    Fnv::seeded(seed)
+        .field(act.thread_id.as_bytes())
+        .field(node_id.as_str().as_bytes())
+        .field(act.task.map_or(&[][..], |t| t.task_key.as_bytes()))
+        .field(&act.superstep.to_le_bytes())
+        .field(&attempt.to_le_bytes())
+        .finish()
 }
