@@ -1,0 +1,150 @@
+//! Streaming a run to its caller: [`WarEngine::stream`] runs the thread on a
+//! task of its own and hands back a [`RunStream`] of [`StreamEvent`]s that
+//! ends with the run's outcome.
+//!
+//! The engine pushes into a bounded queue and never waits for the consumer:
+//! when the queue is full, events are dropped and counted, and the consumer
+//! later reads one [`StreamEvent::Lagged`] where they would have been. Two
+//! events are never dropped, whatever the backlog: the final
+//! [`StreamEvent::Finished`], and [`StreamEvent::AttemptAbandoned`], which
+//! tells the consumer to discard tokens it already holds.
+
+mod events;
+mod run_stream;
+mod tap;
+
+pub use events::{DEFAULT_STREAM_CAPACITY, NodeUpdate, StreamEvent, StreamMode, StreamOptions};
+pub use run_stream::RunStream;
+pub(crate) use tap::{AttemptTap, StreamTap, emitter};
+
+use std::sync::Arc;
+
+use super::WarEngine;
+use super::barrier::Finished;
+use super::run::Cursor;
+use crate::graph::{MusterTask, NextStep, ParleyRequest, ParleyResponse, WarGraph};
+use crate::id::NodeId;
+use crate::trace::TraceEvent;
+use crate::waypoint::WaypointStore;
+
+impl<S: WaypointStore> WarEngine<S> {
+    /// [`WarEngine::start`] as a stream of every [`StreamMode`]: see
+    /// [`WarEngine::stream_with`].
+    pub fn stream(&self, graph: &WarGraph, thread_id: &str, input: serde_json::Value) -> RunStream {
+        self.stream_with(graph, thread_id, input, StreamOptions::default())
+    }
+
+    /// [`WarEngine::start`] on a task of its own, returning its events as
+    /// they happen and its outcome as the last one
+    /// ([`StreamEvent::Finished`]; an error `start` would return comes
+    /// there too).
+    ///
+    /// Must be called within a tokio runtime. The graph is cloned (its nodes
+    /// are shared, not copied). Events beyond `options`' capacity are
+    /// dropped and counted, never waited for. Dropping the stream halts the
+    /// run (see [`RunStream`]).
+    pub fn stream_with(
+        &self,
+        graph: &WarGraph,
+        thread_id: &str,
+        input: serde_json::Value,
+        options: StreamOptions,
+    ) -> RunStream {
+        let (engine, tap) = self.streaming(options);
+        let halt = tokio_util::sync::CancellationToken::clone(&engine.cancellation).drop_guard();
+        let (graph, id) = (graph.clone(), thread_id.to_string());
+        let run = tokio::spawn(async move { engine.start(&graph, &id, input).await });
+        RunStream::new(thread_id, tap, run, halt)
+    }
+
+    /// [`WarEngine::resume`] as a stream of every [`StreamMode`].
+    pub fn stream_resume(
+        &self,
+        graph: &WarGraph,
+        thread_id: &str,
+        response: Option<ParleyResponse>,
+    ) -> RunStream {
+        self.stream_resume_with(graph, thread_id, response, StreamOptions::default())
+    }
+
+    /// [`WarEngine::resume`] as a stream: see [`WarEngine::stream_with`].
+    pub fn stream_resume_with(
+        &self,
+        graph: &WarGraph,
+        thread_id: &str,
+        response: Option<ParleyResponse>,
+        options: StreamOptions,
+    ) -> RunStream {
+        let (engine, tap) = self.streaming(options);
+        let halt = tokio_util::sync::CancellationToken::clone(&engine.cancellation).drop_guard();
+        let (graph, id) = (graph.clone(), thread_id.to_string());
+        let run = tokio::spawn(async move { engine.resume(&graph, &id, response).await });
+        RunStream::new(thread_id, tap, run, halt)
+    }
+
+    /// A superstep merged (its state is `cur.state`, its completed
+    /// activations still listed): the parleys it raised, and for a stream
+    /// its writes and the merged state.
+    pub(crate) fn superstep_merged(
+        &self,
+        cur: &Cursor,
+        finished: &[Finished<'_>],
+        requests: &[(NodeId, ParleyRequest)],
+    ) {
+        for (node_id, request) in requests {
+            self.emit(TraceEvent::ParleyRaised {
+                thread_id: cur.thread_id.to_string(),
+                superstep: cur.superstep,
+                node_id: node_id.clone(),
+                prompt: request.prompt.clone(),
+            });
+        }
+        let Some(tap) = &self.stream else {
+            return;
+        };
+        tap.push_with(StreamMode::Updates, || StreamEvent::Updates {
+            thread_id: cur.thread_id.to_string(),
+            superstep: cur.superstep,
+            writes: finished
+                .iter()
+                .filter(|f| !matches!(f.directive.next, NextStep::Parley(_)))
+                .map(|f| NodeUpdate {
+                    node_id: f.activation.node_id.clone(),
+                    task_key: f.activation.task_key().map(str::to_string),
+                    delta: f.directive.delta.clone(),
+                })
+                .collect(),
+        });
+        tap.push_with(StreamMode::Values, || StreamEvent::Values {
+            thread_id: cur.thread_id.to_string(),
+            superstep: cur.superstep,
+            state: cur.state.clone(),
+        });
+    }
+
+    /// The stream emitter of one attempt, when a stream wants tokens or
+    /// custom events.
+    pub(crate) fn attempt_tap(
+        &self,
+        thread_id: &Arc<str>,
+        node_id: &NodeId,
+        task: Option<&MusterTask>,
+        attempt: u32,
+    ) -> Option<Arc<AttemptTap>> {
+        let task_key = task.map(|t| t.task_key.as_str());
+        self.stream
+            .as_ref()?
+            .attempt(thread_id, node_id, task_key, attempt)
+    }
+
+    /// This engine with a stream attached and a child cancellation token
+    /// (cancelled when the stream is dropped).
+    fn streaming(&self, options: StreamOptions) -> (WarEngine<S>, Arc<StreamTap>) {
+        let tap = StreamTap::new(options);
+        let engine = WarEngine {
+            stream: Some(tap.clone()),
+            ..self.derived()
+        };
+        (engine, tap)
+    }
+}
