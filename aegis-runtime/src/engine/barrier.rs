@@ -7,42 +7,22 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use super::WarEngine;
-use super::attempt::{ActivationResult, RunDeadline};
+use super::attempt::activation::ActivationResult;
+use super::cursor::{Cursor, sort_completed};
+use super::ending::Ending;
+use super::finished::Finished;
 use super::index::{GraphIndex, NodeEntry};
-use super::run::{Cursor, Ending, sort_completed};
+use super::run_deadline::RunDeadline;
 use crate::error::{EngineError, NodeError};
 use crate::few::Few;
-use crate::graph::{Directive, MusterTask, NextStep, NodeSpec, ParleyRequest};
+use crate::graph::{MusterTask, NextStep, NodeSpec, ParleyRequest};
 use crate::id::{END, NodeId};
 use crate::policy::ErrorHandlerSpec;
 use crate::state::{Battlefield, MergeWriter, StateDelta, Writer, merge_with};
 use crate::trace::TraceEvent;
 use crate::waypoint::{
-    Activation, CompletedActivation, HandledFailure, NodeExecutionRecord, NodeStatus,
-    WaypointStatus, WaypointStore,
+    Activation, CompletedActivation, NodeExecutionRecord, NodeStatus, WaypointStatus, WaypointStore,
 };
-
-/// One finished activation as the barrier reads it: finished in this call,
-/// or earlier in a superstep that was interrupted (or wrote progress
-/// waypoints) and is kept in the cursor.
-pub(crate) struct Finished<'a> {
-    pub(crate) activation: &'a Activation,
-    pub(crate) directive: &'a Directive,
-    pub(crate) handled: Option<&'a HandledFailure>,
-    /// The directive is the error handler's (the node itself failed).
-    from_handler: bool,
-}
-
-impl<'a> Finished<'a> {
-    fn kept(c: &'a CompletedActivation) -> Self {
-        Finished {
-            activation: &c.activation,
-            directive: &c.directive,
-            handled: c.handled.as_deref(),
-            from_handler: c.record.status == NodeStatus::Failed,
-        }
-    }
-}
 
 /// Names a writer from its activation, only when a merge refuses a write.
 struct ByActivation<'a>(&'a Activation);

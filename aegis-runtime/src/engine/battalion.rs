@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
 
-use super::attempt::ActivationCtx;
+use super::attempt::activation::ActivationCtx;
 use super::{RunOutcome, WarEngine};
 use crate::error::{EngineError, NodeError, NodeErrorSource, Transience};
 use crate::graph::{Directive, ParleyRequest, WarGraph};

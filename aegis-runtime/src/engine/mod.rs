@@ -4,12 +4,16 @@ mod attempt;
 mod barrier;
 mod battalion;
 mod config;
+mod cursor;
+mod ending;
 pub(crate) mod evolve;
+mod finished;
 mod hooks;
 mod index;
 mod outcome;
 mod presets;
 mod run;
+mod run_deadline;
 mod stream;
 mod tally;
 
@@ -47,9 +51,9 @@ use crate::trace::{TraceEvent, TraceSink, log_event};
 use crate::waypoint::{
     Chronicle, InMemoryWaypointStore, ParleyDelivery, WaypointStatus, WaypointStore,
 };
-use attempt::RunDeadline;
+use cursor::Cursor;
 use index::GraphIndex;
-use run::Cursor;
+use run_deadline::RunDeadline;
 
 /// Runs [`WarGraph`]s, writing a waypoint per superstep to its store.
 ///

@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
+use super::activation::{ActivationCtx, ActivationResult};
 use super::record::Recorder;
-use super::{ActivationCtx, ActivationResult};
 use crate::cache::{CacheEntry, CacheKey, CacheLookup, KeySeed, derive_key_seeded};
 use crate::engine::WarEngine;
 use crate::graph::Directive;

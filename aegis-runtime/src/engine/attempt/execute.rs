@@ -7,7 +7,7 @@ use futures::FutureExt;
 use std::panic::AssertUnwindSafe;
 use tokio_util::task::AbortOnDropHandle;
 
-use super::ActivationCtx;
+use super::activation::ActivationCtx;
 use crate::engine::WarEngine;
 use crate::error::{NodeError, NodeErrorSource, PaladinError, Transience};
 use crate::graph::{Directive, NodeContext, NodeSpec, ParleyRequest, StateNode, TemplateError};

@@ -3,7 +3,7 @@
 //! delta, Custom asks a registered [`ErrorHandler`](crate::engine::ErrorHandler).
 //! The record stays Failed either way.
 
-use super::ActivationResult;
+use super::activation::ActivationResult;
 use crate::engine::WarEngine;
 use crate::error::NodeError;
 use crate::graph::{Directive, NextStep};

@@ -1,7 +1,7 @@
 //! Interceptors around each attempt: `before` may skip or fail it, `after`
 //! may drop or fail a success. The first that does not continue decides.
 
-use super::ActivationResult;
+use super::activation::ActivationResult;
 use super::record::Recorder;
 use crate::engine::{InterceptorDecision, WarEngine};
 use crate::error::{NodeError, NodeErrorSource, Transience};

@@ -13,6 +13,7 @@
 //! | `on_error` handlers | [`handler`] |
 //! | the activation's record | [`record`] |
 
+pub(super) mod activation;
 mod cache;
 mod deadline;
 mod execute;
@@ -21,77 +22,17 @@ mod intercept;
 mod record;
 mod retry;
 
-use std::sync::Arc;
-use std::time::Duration;
 use tracing::Instrument;
 
 use super::WarEngine;
-use crate::error::NodeError;
-use crate::graph::{Directive, MusterTask, NodeSpec, ParleyResponse, TaskRef};
+use crate::graph::NodeSpec;
 use crate::id::NodeId;
-use crate::policy::Aegis;
-use crate::state::{Battlefield, BattlefieldSchema};
-use crate::waypoint::{Activation, HandledFailure, NodeExecutionRecord, NodeStatus, WaypointStore};
+use crate::state::Battlefield;
+use crate::waypoint::{Activation, NodeStatus, WaypointStore};
 
-pub(crate) use deadline::RunDeadline;
+use activation::{ActivationCtx, ActivationResult, AttemptEnd};
 use record::Recorder;
 use retry::Next;
-
-/// Everything one activation of a node needs to know: where it runs, its
-/// node and policies, its task and the answer to its parley.
-pub(crate) struct ActivationCtx<'a> {
-    pub(crate) thread_id: &'a Arc<str>,
-    pub(crate) superstep: u32,
-    /// When the whole `start`/`resume` call runs out of time.
-    pub(crate) run_deadline: RunDeadline,
-    pub(crate) spec: &'a NodeSpec,
-    /// The node's policies (an empty [`Aegis`] when it declares none).
-    pub(crate) aegis: &'a Aegis,
-    pub(crate) fingerprint: &'a str,
-    pub(crate) schema: &'a BattlefieldSchema,
-    pub(crate) task: Option<&'a MusterTask>,
-    /// The node's cache key seed, for the graph `fingerprint` names.
-    pub(crate) cache_seed: Option<&'a crate::cache::KeySeed>,
-    /// The same task as the attempt's context holds it (shared, not copied).
-    pub(crate) task_ref: Option<TaskRef>,
-    pub(crate) parley_response: Option<&'a ParleyResponse>,
-    /// How often this node has been activated in the thread (1 = first).
-    pub(crate) visit: u32,
-    pub(crate) shutdown_grace: Duration,
-}
-
-/// The policies of a node that declares none.
-pub(crate) static NO_POLICIES: Aegis = Aegis::new();
-
-/// How one activation ended.
-pub(crate) enum ActivationResult {
-    /// Contributes a directive: the node's own success, or, after a final
-    /// failure, what its error handler decided (the record then reads Failed).
-    Done {
-        directive: Directive,
-        record: NodeExecutionRecord,
-        /// Set when the directive is the error handler's. Boxed: a rare
-        /// case, and every result is moved through several futures.
-        handled: Option<Box<HandledFailure>>,
-    },
-    /// A final failure. Its error is boxed: a rare case, and inline it
-    /// would make every result (nearly all successes) a third larger.
-    Failed {
-        error: Box<NodeError>,
-        record: NodeExecutionRecord,
-        /// The run deadline passed (an `EngineRun` cut, or during a backoff).
-        budget_exhausted: bool,
-    },
-    /// Cancelled: re-listed in the Halted waypoint's vanguard.
-    Shutdown { record: NodeExecutionRecord },
-}
-
-/// How one attempt ended.
-enum AttemptEnd {
-    Done(Directive),
-    Error(NodeError),
-    Shutdown,
-}
 
 impl<S: WaypointStore> WarEngine<S> {
     /// Runs one activation to its end: success, final failure or shutdown.

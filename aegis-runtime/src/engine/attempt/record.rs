@@ -6,9 +6,10 @@ use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
 use tracing::Level;
 
-use super::deadline::{AttemptStart, RunDeadline};
-use super::{ActivationCtx, ActivationResult, AttemptEnd};
+use super::activation::{ActivationCtx, ActivationResult, AttemptEnd};
+use super::deadline::AttemptStart;
 use crate::engine::WarEngine;
+use crate::engine::run_deadline::RunDeadline;
 use crate::engine::stream::AttemptTap;
 use crate::error::{NodeError, NodeErrorSource, Transience};
 use crate::graph::{MusterTask, ServedSlot};

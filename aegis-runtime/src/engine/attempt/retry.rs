@@ -11,11 +11,12 @@ use std::hash::Hasher;
 use std::time::Duration;
 use tokio::time::Instant;
 
-use super::ActivationCtx;
-use super::deadline::{RunDeadline, sleep_opt};
+use super::activation::ActivationCtx;
+use super::deadline::sleep_opt;
 use super::record::{Recorder, millis};
 use crate::deadline::deadline_after;
 use crate::engine::WarEngine;
+use crate::engine::run_deadline::RunDeadline;
 use crate::error::{NodeError, NodeErrorSource, TimeoutKind};
 use crate::fnv::Fnv;
 use crate::id::NodeId;

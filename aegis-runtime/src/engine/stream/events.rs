@@ -51,7 +51,7 @@ impl StreamMode {
 /// The default bound of a stream's queue.
 pub const DEFAULT_STREAM_CAPACITY: usize = 1024;
 
-/// Which events a [`RunStream`] carries and how many it holds unread.
+/// Which events a [`RunStream`](crate::engine::RunStream) carries and how many it holds unread.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StreamOptions {
     modes: u8,

@@ -20,8 +20,8 @@ pub(crate) use tap::{AttemptTap, StreamTap, emitter};
 use std::sync::Arc;
 
 use super::WarEngine;
-use super::barrier::Finished;
-use super::run::Cursor;
+use super::cursor::Cursor;
+use super::finished::Finished;
 use crate::graph::{MusterTask, NextStep, ParleyRequest, ParleyResponse, WarGraph};
 use crate::id::NodeId;
 use crate::trace::TraceEvent;

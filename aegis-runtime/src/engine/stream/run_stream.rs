@@ -19,7 +19,7 @@ use crate::error::EngineError;
 /// [`StreamEvent::Finished`].
 ///
 /// The run executes on a tokio task of its own, so a slow consumer slows
-/// nothing but its stream (see [`StreamOptions::with_capacity`]). Dropping
+/// nothing but its stream (see [`StreamOptions::with_capacity`](crate::engine::StreamOptions::with_capacity)). Dropping
 /// the stream before the end shuts the run down as the engine's
 /// cancellation token would: running attempts get their shutdown grace and
 /// the thread halts with a resumable `Halted` waypoint.
