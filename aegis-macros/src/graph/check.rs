@@ -7,8 +7,7 @@ use std::collections::BTreeMap;
 use syn::Ident;
 
 use super::parse::{
-    EdgeStmt, FieldDecl, GraphInput, MusterDecl, NodeDecl, NodeKind, Rule, parse_dynamic,
-    parse_edge, parse_field, parse_items, parse_muster, parse_node,
+    EdgeStmt, FieldDecl, GraphInput, MusterDecl, NodeDecl, NodeKind, Rule, Sections, sections,
 };
 use crate::errors::Errors;
 use crate::names::{
@@ -23,7 +22,9 @@ pub(crate) struct Node {
     pub(crate) own: Option<AegisSpec>,
 }
 
-/// A graph that passed every check.
+/// A graph as graph! declares it. Its problems are in [`Checked::errors`]:
+/// it is expanded into builder calls only when there are none, and with
+/// some it still names the `#[aegis]` functions whose own checks run.
 pub(crate) struct Graph {
     pub(crate) krate: Option<syn::Path>,
     pub(crate) limits: Option<syn::Expr>,
@@ -234,40 +235,28 @@ impl Site<'_> {
     }
 }
 
-/// Parses the sections and runs every check graph!'s own tokens allow.
-/// The graph comes back even when there are errors, so the checks of the
-/// `#[aegis]` functions it names can still run and be reported with them.
-pub(crate) fn check(input: GraphInput) -> Checked {
+/// graph!'s input read in full: its sections parsed, then checked.
+pub(crate) fn parse_and_check(input: GraphInput) -> Checked {
     let mut errors = Errors::new();
-    let fields = match &input.schema {
-        Some(s) => parse_items(&s.content, ',', &mut errors, parse_field),
-        None => Vec::new(),
-    };
-    let fields_complete = errors.is_empty();
-    let before_nodes = errors.len();
-    let decls = match &input.nodes {
-        Some(s) => parse_items(&s.content, ',', &mut errors, parse_node),
-        None => {
-            errors.error(
-                Span::call_site(),
-                "graph! needs a `nodes { .. }` section declaring the graph's nodes",
-            );
-            Vec::new()
-        }
-    };
-    let nodes_complete = errors.len() == before_nodes;
-    let edges = match &input.edges {
-        Some(s) => parse_items(&s.content, ';', &mut errors, parse_edge),
-        None => Vec::new(),
-    };
-    let dynamic = match &input.dynamic {
-        Some(s) => parse_items(&s.content, ',', &mut errors, parse_dynamic),
-        None => Vec::new(),
-    };
-    let musters = match &input.musters {
-        Some(s) => parse_items(&s.content, ',', &mut errors, parse_muster),
-        None => Vec::new(),
-    };
+    let sections = sections(input, &mut errors);
+    check(sections, errors)
+}
+
+/// Runs every check graph!'s own tokens allow on its parsed sections,
+/// adding to the problems their parsing found. The graph comes back even
+/// when there are errors, so the checks of the `#[aegis]` functions it
+/// names can still run and be reported with them.
+fn check(sections: Sections, mut errors: Errors) -> Checked {
+    let Sections {
+        input,
+        fields,
+        decls,
+        edges,
+        dynamic,
+        musters,
+        fields_complete,
+        nodes_complete,
+    } = sections;
     let default_aegis = input.default_aegis.as_ref().map(|s| {
         let spec = policy::parse_and_validate(s.content.clone(), &mut errors);
         reject_attribute_only_keys(&spec, "default_aegis", &mut errors);

@@ -1,5 +1,5 @@
-//! `graph!`: parse the sections → check every cross-reference the tokens
-//! show → expand to the builder calls, with each `#[aegis]` function's
+//! `graph!`: parse the sections (each item on its own, so one mistake
+//! hides no other) → check every cross-reference the tokens show → expand to the builder calls, with each `#[aegis]` function's
 //! attribute checked against the graph through its descriptor
 //! ([`node_fn`]).
 
@@ -18,7 +18,7 @@ pub(crate) fn expand(input: TokenStream) -> TokenStream {
         Ok(parsed) => parsed,
         Err(errors) => return failed(errors.to_compile_error(), None),
     };
-    let checked = check::check(parsed);
+    let checked = check::parse_and_check(parsed);
     match checked.errors.finish() {
         Ok(()) => expand::expand(&checked.graph, &input),
         Err(errors) => {

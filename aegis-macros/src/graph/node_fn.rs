@@ -166,7 +166,7 @@ fn expand_no_descriptor(NoDescriptor(call): &NoDescriptor) -> TokenStream {
         return TokenStream::new();
     }
     let graph = match syn::parse2::<GraphInput>(call.input.clone()) {
-        Ok(input) => check::check(input).graph,
+        Ok(input) => check::parse_and_check(input).graph,
         Err(e) => return e.to_compile_error(),
     };
     let Some(node) = graph.nodes.get(call.index) else {
@@ -214,7 +214,7 @@ fn expand_call(call: &Callback) -> TokenStream {
     // graph! parsed this input before it called the descriptor, and
     // reported its own errors: only the graph's names are wanted here.
     let graph = match syn::parse2::<GraphInput>(call.side.input.clone()) {
-        Ok(input) => check::check(input).graph,
+        Ok(input) => check::parse_and_check(input).graph,
         Err(e) => return e.to_compile_error(),
     };
     if let Some(reach) = &call.side.reach {
@@ -714,7 +714,7 @@ mod tests {
             nodes { plan, done, book, cancel }
             edges { START -> plan -> book -> END; done -> END; cancel -> END; }
         };
-        let checked = check::check(syn::parse2(graph.clone()).unwrap());
+        let checked = check::parse_and_check(syn::parse2(graph.clone()).unwrap());
         assert!(checked.errors.is_empty());
         let unreached = &checked.graph.unreached;
         assert_eq!(
@@ -776,7 +776,7 @@ mod tests {
     #[test]
     fn graph_reports_what_nothing_leads_to_when_no_attribute_could() {
         let unreached = |graph: TokenStream| {
-            let checked = check::check(syn::parse2(graph).unwrap());
+            let checked = check::parse_and_check(syn::parse2(graph).unwrap());
             let messages: Vec<String> = checked
                 .errors
                 .finish()

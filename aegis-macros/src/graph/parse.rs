@@ -33,6 +33,68 @@ pub(crate) struct GraphInput {
     pub(crate) musters: Option<Section>,
 }
 
+/// graph!'s sections parsed item by item: a malformed item is reported
+/// and left out, and the rest still parse, so one mistake does not hide
+/// the others. `input` keeps the raw `default_aegis` (a policy, parsed and
+/// validated with the checks) and the edges section's span.
+pub(crate) struct Sections {
+    pub(crate) input: GraphInput,
+    pub(crate) fields: Vec<FieldDecl>,
+    pub(crate) decls: Vec<NodeDecl>,
+    pub(crate) edges: Vec<EdgeStmt>,
+    pub(crate) dynamic: Vec<Ident>,
+    pub(crate) musters: Vec<MusterDecl>,
+    /// Whether every field parsed: when one did not, its error is already
+    /// reported and "undeclared field" would only echo it.
+    pub(crate) fields_complete: bool,
+    /// The same for the nodes.
+    pub(crate) nodes_complete: bool,
+}
+
+/// Parses each section of `input` item by item into [`Sections`],
+/// reporting every malformed item into `errors`.
+pub(crate) fn sections(input: GraphInput, errors: &mut Errors) -> Sections {
+    let fields = match &input.schema {
+        Some(s) => parse_items(&s.content, ',', errors, parse_field),
+        None => Vec::new(),
+    };
+    let fields_complete = errors.is_empty();
+    let before_nodes = errors.len();
+    let decls = match &input.nodes {
+        Some(s) => parse_items(&s.content, ',', errors, parse_node),
+        None => {
+            errors.error(
+                Span::call_site(),
+                "graph! needs a `nodes { .. }` section declaring the graph's nodes",
+            );
+            Vec::new()
+        }
+    };
+    let nodes_complete = errors.len() == before_nodes;
+    let edges = match &input.edges {
+        Some(s) => parse_items(&s.content, ';', errors, parse_edge),
+        None => Vec::new(),
+    };
+    let dynamic = match &input.dynamic {
+        Some(s) => parse_items(&s.content, ',', errors, parse_dynamic),
+        None => Vec::new(),
+    };
+    let musters = match &input.musters {
+        Some(s) => parse_items(&s.content, ',', errors, parse_muster),
+        None => Vec::new(),
+    };
+    Sections {
+        input,
+        fields,
+        decls,
+        edges,
+        dynamic,
+        musters,
+        fields_complete,
+        nodes_complete,
+    }
+}
+
 const SECTIONS: [&str; 8] = [
     "crate",
     "limits",
