@@ -29,11 +29,12 @@ const LEVELS: &[(&str, u32)] = &[
     ("render", 5),
     ("engine", 6),
     ("worker", 7),
-    ("lib", 8),
+    ("console", 8),
+    ("lib", 9),
     // What the macros' expansions and the workspace's tests reach: crate
     // root modules, above everything they re-export.
-    ("__macro_support", 8),
-    ("__internal", 8),
+    ("__macro_support", 9),
+    ("__internal", 9),
 ];
 
 fn level(module: &str) -> Option<u32> {
