@@ -285,7 +285,8 @@ pub(crate) async fn build(path: &Path) -> Result<Fleet, DemoError> {
     })
 }
 
-fn corrupt_answer(path: &Path, thread: &str) -> Result<(), DemoError> {
+/// Writes an unreadable parley answer into `thread`'s row and queues it.
+pub(crate) fn corrupt_answer(path: &Path, thread: &str) -> Result<(), DemoError> {
     let conn = rusqlite::Connection::open(path)?;
     conn.busy_timeout(Duration::from_secs(5))?;
     conn.execute(

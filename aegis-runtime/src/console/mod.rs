@@ -34,6 +34,7 @@
 mod escape;
 mod guard;
 mod pages;
+mod redacted;
 mod server;
 
 use std::fmt;

@@ -15,6 +15,7 @@ use super::MAX_BODY_BYTES;
 use super::escape::url_encode;
 use super::guard::{self, TOKEN_COOKIE, same_secret};
 use super::pages::{self, Filters, RunRow, RunView};
+use super::redacted::redacted;
 use crate::graph::ParleyResponse;
 use crate::render::Timeline;
 use crate::waypoint::{Waypoint, WaypointStatus};
@@ -292,7 +293,7 @@ async fn run(State(app): State<Arc<App>>, Query(q): Query<RunQuery>) -> Response
     let row = app.row(status, &stranded).await;
     // An unreadable history (a quarantined thread's) leaves the tables
     // empty; the reason is on the page already.
-    let history = app.client.history(&q.id).await.unwrap_or_default();
+    let history = redacted(app.client.history(&q.id).await.unwrap_or_default());
     let flash = non_empty(&q.done).map(|d| match d {
         "answer" => "Answer delivered: the next worker to claim the thread resumes it.",
         "cancel" => "Cancellation requested.",
@@ -312,7 +313,7 @@ async fn run(State(app): State<Arc<App>>, Query(q): Query<RunQuery>) -> Response
 
 async fn timeline(State(app): State<Arc<App>>, Query(q): Query<RunQuery>) -> Response {
     match app.client.history(&q.id).await {
-        Ok(history) => html(StatusCode::OK, Timeline::new(&history).to_html()),
+        Ok(history) => html(StatusCode::OK, Timeline::new(&redacted(history)).to_html()),
         Err(e) => failure(
             StatusCode::INTERNAL_SERVER_ERROR,
             "Cannot read the waypoints",

@@ -756,13 +756,22 @@ async fn runs_lists_the_latest_first_filtered_by_state_and_graph(kind: Kind) {
     assert_eq!(c.lease.thread_id, "a");
     q.release(&c.lease, Release::Completed).await.unwrap();
     let ids = |v: Vec<RunStatus>| v.into_iter().map(|s| s.thread_id).collect::<Vec<_>>();
-    assert_eq!(ids(q.runs(None, None, 10).await.unwrap()), ["d", "c", "b", "a"]);
+    assert_eq!(
+        ids(q.runs(None, None, 10).await.unwrap()),
+        ["d", "c", "b", "a"]
+    );
     assert_eq!(ids(q.runs(None, None, 2).await.unwrap()), ["d", "c"]);
     assert_eq!(
-        ids(q.runs(Some(RunState::Queued), Some("counter"), 10).await.unwrap()),
+        ids(q
+            .runs(Some(RunState::Queued), Some("counter"), 10)
+            .await
+            .unwrap()),
         ["c", "b"]
     );
-    assert_eq!(ids(q.runs(Some(RunState::Completed), None, 10).await.unwrap()), ["a"]);
+    assert_eq!(
+        ids(q.runs(Some(RunState::Completed), None, 10).await.unwrap()),
+        ["a"]
+    );
     assert_eq!(ids(q.runs(None, Some("other"), 10).await.unwrap()), ["d"]);
     // Statuses as `status` reports them, waiting reasons included.
     let d = q.runs(None, Some("other"), 1).await.unwrap().remove(0);
