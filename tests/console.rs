@@ -159,7 +159,10 @@ async fn every_page_renders_the_demo_fleet() {
     // The attempt table redacts the credential the provider echoed.
     assert!(run.contains("[REDACTED]"));
     assert!(!run.contains("sk-demo-"), "a secret reached the page");
-    assert!(run.contains("<iframe title=\"timeline\" sandbox src=\"/run/timeline?id=etl-1\">"));
+    // The timeline in a frame sized to its two lanes.
+    assert!(run.contains(
+        "<iframe title=\"timeline\" sandbox style=\"height:300px\" src=\"/run/timeline?id=etl-1\">"
+    ));
     assert!(run.contains("<h2>Waypoints</h2>"));
     assert!(
         run.contains("<td>demo-v1</td><td>completed</td>"),
@@ -175,11 +178,14 @@ async fn every_page_renders_the_demo_fleet() {
     assert_eq!(status, 200);
     assert!(pinned.contains("<h2>Stranded runs</h2>"));
     assert!(listed(&pinned).contains(&"ledger-1".to_string()));
-    assert!(pinned.contains("none: its unfinished runs are stranded"));
+    assert!(pinned.contains("1: no live worker runs this fingerprint"));
 
     let (status, providers) = s.get("/providers").await;
     assert_eq!(status, 200);
-    assert!(providers.contains("<td><b>openai-primary</b></td><td>2</td><td>2</td><td>1</td>"));
+    assert!(
+        providers
+            .contains("<td class=\"nw\"><b>openai-primary</b></td><td>2</td><td>2</td><td>1</td>")
+    );
     assert!(providers.contains("Circuit-breaker state is not recorded in the fleet"));
     assert!(!providers.contains("sk-demo-"));
 
@@ -622,7 +628,7 @@ impl Driver {
             "goog:chromeOptions": {
                 "binary": CHROMIUM,
                 "args": ["--headless=new", "--no-sandbox", "--disable-gpu",
-                         "--disable-dev-shm-usage", "--window-size=1360,1000"]
+                         "--disable-dev-shm-usage", "--window-size=1360,1700"]
             }
         }}});
         let created = driver.call("POST", "/session", Some(caps)).await;

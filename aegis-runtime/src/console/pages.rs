@@ -24,6 +24,7 @@ h2{font-size:16px;margin:22px 0 8px}
 table{border-collapse:collapse;width:100%;background:#fff;border:1px solid #d8dde4;table-layout:auto}
 th,td{text-align:left;padding:6px 9px;border-bottom:1px solid #e5e8ed;vertical-align:top}
 th{background:#eef1f5;font-weight:600;white-space:nowrap}
+td.nw{white-space:nowrap}
 td.wrap{word-break:break-word;max-width:560px}
 td.id{word-break:break-all;max-width:280px}
 code,.mono{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:12.5px}
@@ -179,7 +180,7 @@ fn reason(row: &RunRow) -> String {
     if let Some(pinned) = &row.stranded {
         parts.push(stranded_reason(pinned));
     } else if let Some(w) = &s.waiting_reason {
-        parts.push(escape(&clip(w, 240)));
+        parts.push(escape(&clip(&short_fingerprints(w), 300)));
     }
     if let (RunState::Failed, Some(e)) = (s.state, &s.error) {
         parts.push(format!(
@@ -212,7 +213,10 @@ fn stranded_reason(pinned: &PinnedRun) -> String {
                 out,
                 "; {} cannot: {}",
                 short_fp(&v.fingerprint),
-                escape(&clip(v.reason.as_deref().unwrap_or("incompatible"), 200))
+                escape(&clip(
+                    &short_fingerprints(v.reason.as_deref().unwrap_or("incompatible")),
+                    300
+                ))
             );
         }
     }
@@ -390,7 +394,8 @@ pub(crate) fn run(view: &RunView<'_>, now: SystemTime) -> String {
     } else {
         let _ = write!(
             b,
-            "<iframe title=\"timeline\" sandbox src=\"/run/timeline?id={}\"></iframe>",
+            "<iframe title=\"timeline\" sandbox style=\"height:{}px\" src=\"/run/timeline?id={}\"></iframe>",
+            timeline_height(view.history),
             url_encode(t)
         );
     }
@@ -398,6 +403,55 @@ pub(crate) fn run(view: &RunView<'_>, now: SystemTime) -> String {
     b.push_str(&node_attempts(view.history));
     b.push_str(&waypoints(view.history, now));
     layout(&format!("Run {t}"), Nav::Runs, &b)
+}
+
+/// The frame's height for the timeline of `history`: its heading and
+/// legend, then one 30 px lane per node (per task) and parley, so a short
+/// run leaves no empty frame and a long one needs no inner scrolling.
+fn timeline_height(history: &[Waypoint]) -> usize {
+    let mut lanes = std::collections::HashSet::new();
+    for w in history {
+        for r in &w.records {
+            lanes.insert((r.node_id.to_string(), r.task_key.clone()));
+        }
+        if let WaypointStatus::AwaitingInput { requests } = &w.status {
+            for (node, _) in requests {
+                lanes.insert((node.to_string(), None));
+            }
+        }
+    }
+    240usize.saturating_add(lanes.len().max(1).saturating_mul(30))
+}
+
+/// `text` with every graph fingerprint (`v7:` and 64 hex digits) cut to
+/// its first 10 digits: a verdict's reason names two, and the reason
+/// itself comes after them.
+fn short_fingerprints(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find('v') {
+        out.push_str(&rest[..at]);
+        let candidate = &rest[at..];
+        let digits = candidate[1..]
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(candidate.len() - 1);
+        let after = &candidate[1 + digits..];
+        let hex = after
+            .strip_prefix(':')
+            .map(|h| h.find(|c: char| !c.is_ascii_hexdigit()).unwrap_or(h.len()))
+            .unwrap_or(0);
+        if digits > 0 && hex == 64 {
+            let keep = 1 + digits + 1 + 10;
+            out.push_str(&candidate[..keep]);
+            out.push('…');
+            rest = &candidate[1 + digits + 1 + 64..];
+        } else {
+            out.push('v');
+            rest = &candidate[1..];
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 fn actions(view: &RunView<'_>) -> String {
@@ -614,16 +668,17 @@ pub(crate) fn pinned(statuses: &[RunStatus], stranded: &[PinnedRun]) -> String {
         *m.entry(p.fingerprint.as_str()).or_default() += 1;
         m
     });
-    b.push_str("<table><thead><tr><th>Graph</th><th>Fingerprint</th><th>Runs by state</th><th>Live worker</th></tr></thead><tbody>");
+    b.push_str("<table><thead><tr><th>Graph</th><th>Fingerprint</th><th>Runs by state</th><th>Stranded runs</th></tr></thead><tbody>");
     for ((graph, fp), states) in &by_fp {
         let counts: Vec<String> = states
             .iter()
             .map(|(s, n)| format!("<span class=\"s s-{s}\">{s}</span> {n}"))
             .collect();
-        let live = if stranded_fps.contains_key(fp) {
-            "<span class=\"err\">none: its unfinished runs are stranded</span>"
-        } else {
-            "<span class=\"muted\">yes, or no unfinished run needs one</span>"
+        let live = match stranded_fps.get(fp) {
+            Some(n) => {
+                format!("<span class=\"err\">{n}: no live worker runs this fingerprint</span>")
+            }
+            None => "<span class=\"muted\">none</span>".to_string(),
         };
         let _ = write!(
             b,
@@ -747,7 +802,7 @@ pub(crate) fn providers(
             .unwrap_or_default();
         let _ = write!(
             b,
-            "<tr><td><b>{}</b></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"wrap\">{last}</td><td>{}</td></tr>",
+            "<tr><td class=\"nw\"><b>{}</b></td><td>{}</td><td>{}</td><td>{}</td><td class=\"nw\">{}</td><td class=\"wrap\">{last}</td><td>{}</td></tr>",
             escape(name),
             h.failures,
             h.transient,
@@ -786,6 +841,21 @@ mod tests {
         assert_eq!(span(Duration::from_secs(600)), "10m");
         assert_eq!(span(Duration::from_secs(7200)), "2h");
         assert_eq!(span(Duration::from_secs(3 * 86400)), "3d");
+    }
+
+    #[test]
+    fn fingerprints_in_a_reason_are_cut_and_the_rest_kept() {
+        let a = format!("v7:{}", "ab".repeat(32));
+        let b = format!("v12:{}", "0f".repeat(32));
+        let text = format!("run with graph {a}, this graph is {b}: the node `approval` is gone");
+        assert_eq!(
+            short_fingerprints(&text),
+            "run with graph v7:ababababab…, this graph is v12:0f0f0f0f0f…: the node `approval` is gone"
+        );
+        // Short hex, no digits after `v`, or text ending in `v`: unchanged.
+        for same in ["v7:abc", "vx:", "every value", "v", "v7:"] {
+            assert_eq!(short_fingerprints(same), same);
+        }
     }
 
     #[test]

@@ -313,7 +313,15 @@ async fn run(State(app): State<Arc<App>>, Query(q): Query<RunQuery>) -> Response
 
 async fn timeline(State(app): State<Arc<App>>, Query(q): Query<RunQuery>) -> Response {
     match app.client.history(&q.id).await {
-        Ok(history) => html(StatusCode::OK, Timeline::new(&redacted(history)).to_html()),
+        // Scaled to the frame the run page gives it, not scrolled.
+        Ok(history) => html(
+            StatusCode::OK,
+            Timeline::new(&redacted(history)).to_html().replacen(
+                "</head>",
+                "<style>svg{max-width:100%;height:auto}</style></head>",
+                1,
+            ),
+        ),
         Err(e) => failure(
             StatusCode::INTERNAL_SERVER_ERROR,
             "Cannot read the waypoints",
