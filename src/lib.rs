@@ -59,6 +59,7 @@ doctested! {
     StreamingGuide = "../docs/STREAMING.md",
     LocalModelsGuide = "../docs/LOCAL_MODELS.md",
     PicturesGuide = "../docs/PICTURES.md",
+    ConsoleGuide = "../docs/CONSOLE.md",
 }
 
 /// What the code `#[aegis]` and `graph!` generate names, and nothing else
