@@ -141,7 +141,7 @@ async fn every_page_renders_the_demo_fleet() {
     assert_eq!(
         ids,
         [
-            "etl-1", "etl-2", "intake-7", "ledger-1", "review-1", "review-2"
+            "etl-1", "etl-2", "etl-3", "intake-7", "ledger-1", "review-1", "review-2"
         ]
     );
     // Why each run stands where it stands.
@@ -154,19 +154,29 @@ async fn every_page_renders_the_demo_fleet() {
     let (status, run) = s.get("/run?id=etl-1").await;
     assert_eq!(status, 200);
     assert!(run.contains("<span class=\"s s-completed\">completed</span>"));
-    assert!(run.contains("llm openai-primary (HTTP 503)"), "{run}");
-    assert!(run.contains("llm openai-primary (HTTP 502)"));
+    // A timed-out attempt, then a fallback chain that failed as a whole
+    // once, each retried.
+    assert!(run.contains("run timeout elapsed"), "{run}");
+    assert!(run.contains("llm anthropic-backup (HTTP 502): all 2 providers failed"));
     // The attempt table redacts the credential the provider echoed.
     assert!(run.contains("[REDACTED]"));
     assert!(!run.contains("sk-demo-"), "a secret reached the page");
-    // The timeline in a frame sized to its two lanes.
+    // The timeline in a frame sized to its three lanes.
     assert!(run.contains(
-        "<iframe title=\"timeline\" sandbox style=\"height:300px\" src=\"/run/timeline?id=etl-1\">"
+        "<iframe title=\"timeline\" sandbox style=\"height:330px\" src=\"/run/timeline?id=etl-1\">"
     ));
     assert!(run.contains("<h2>Waypoints</h2>"));
     assert!(
         run.contains("<td>demo-v1</td><td>completed</td>"),
         "claims table"
+    );
+
+    let (_, cached) = s.get("/run?id=etl-3").await;
+    assert!(cached.contains("cache hit"));
+    assert!(
+        cached.contains(
+            "served from the cache: produced by summarize attempt 2 via anthropic-backup"
+        )
     );
 
     let (status, timeline) = s.get("/run/timeline?id=etl-1").await;
@@ -183,8 +193,9 @@ async fn every_page_renders_the_demo_fleet() {
     let (status, providers) = s.get("/providers").await;
     assert_eq!(status, 200);
     assert!(
-        providers
-            .contains("<td class=\"nw\"><b>openai-primary</b></td><td>2</td><td>2</td><td>1</td>")
+        providers.contains(
+            "<td class=\"nw\"><b>anthropic-backup</b></td><td>1</td><td>1</td><td>1</td>"
+        )
     );
     assert!(providers.contains("Circuit-breaker state is not recorded in the fleet"));
     assert!(!providers.contains("sk-demo-"));
@@ -206,11 +217,11 @@ async fn filters_narrow_the_runs_list() {
     };
     assert_eq!(
         sorted(s.get("/?state=completed").await.1),
-        ["etl-1", "review-2"]
+        ["etl-1", "etl-3", "review-2"]
     );
     assert_eq!(
         sorted(s.get("/?graph=pipeline&state=").await.1),
-        ["etl-1", "etl-2"]
+        ["etl-1", "etl-2", "etl-3"]
     );
     assert_eq!(
         sorted(s.get("/?state=awaiting_input&graph=review").await.1),
@@ -218,7 +229,7 @@ async fn filters_narrow_the_runs_list() {
     );
     assert_eq!(sorted(s.get("/?state=quarantined").await.1), ["intake-7"]);
     // Every run wrote its last waypoint seconds ago.
-    assert_eq!(s.get("/?age=lt1h").await.1.matches("/run?id=").count(), 6);
+    assert_eq!(s.get("/?age=lt1h").await.1.matches("/run?id=").count(), 7);
     assert!(listed(&s.get("/?age=gt1h").await.1).is_empty());
     // The form shows the filters it applied.
     let (_, page) = s.get("/?state=failed&age=lt5m").await;
@@ -765,6 +776,8 @@ async fn a_parked_run_is_answered_from_its_page_in_a_real_browser() {
         driver.screenshot("providers").await;
         driver.open(&format!("{base}/run?id=etl-1")).await;
         driver.screenshot("run-completed").await;
+        driver.open(&format!("{base}/run?id=etl-3")).await;
+        driver.screenshot("run-cached").await;
         driver.open(&format!("{base}/run?id=intake-7")).await;
         driver.screenshot("run-quarantined").await;
 

@@ -4,7 +4,10 @@
 //!
 //! - `review-1`: waits on a parley ("Publish this draft?");
 //! - `review-2`: asked, answered, completed;
-//! - `etl-1`: completed after its LLM provider failed twice (503, 502);
+//! - `etl-1`: completed after a timed-out attempt and an LLM call whose
+//!   fallback chain failed once (503 then 502) and then answered from its
+//!   second provider;
+//! - `etl-3`: the same rows, its summary served from the node cache;
 //! - `etl-2`: failed (a permanent error);
 //! - `ledger-1`: parked on graph `ledger` v1, then v1's workers were
 //!   retired: pinned to a fingerprint no live worker runs, judged
@@ -14,8 +17,9 @@
 
 use aegis::error::LlmError;
 use aegis::graph::{EngineLimits, InputMapping, NodeSpec, ParleyResponse};
-use aegis::llm::MockLlmAdapter;
+use aegis::llm::{FallbackLlmAdapter, LlmPort, MockLlmAdapter};
 use aegis::paladin::Paladin;
+use aegis::policy::CacheKeySpec;
 use aegis::prelude::*;
 use aegis::state::FieldName;
 use aegis::worker::{Client, RunState, SqliteRunQueue, WorkerConfig, WorkerError, WorkerPool};
@@ -68,16 +72,22 @@ pub(crate) fn review() -> Result<WarGraph, DemoError> {
     Ok(g)
 }
 
-/// fetch (fails permanently when the input says `fail`) → summarize (an
-/// LLM call, retried on transient provider errors).
+/// fetch (fails permanently when the input says `fail`) → enrich (its
+/// first attempt overruns a 100 ms timeout when the input says `slow`) →
+/// summarize (an LLM call through a two-provider fallback chain, retried on
+/// transient errors, its answer cached).
 fn pipeline() -> Result<WarGraph, DemoError> {
-    let schema = BattlefieldSchema::new(vec![
-        FieldSpec::new(
-            FieldName::new("fail")?,
+    let flag = |name: &str| -> Result<FieldSpec, DemoError> {
+        Ok(FieldSpec::new(
+            FieldName::new(name)?,
             DispatchRule::LastWrite,
             Some(json!(false)),
             false,
-        ),
+        ))
+    };
+    let schema = BattlefieldSchema::new(vec![
+        flag("fail")?,
+        flag("slow")?,
         field("rows")?,
         field("summary")?,
     ]);
@@ -99,6 +109,21 @@ fn pipeline() -> Result<WarGraph, DemoError> {
         }),
     )
     .add_node(
+        "enrich",
+        NodeSpec::from_fn("enrich", |state, ctx| {
+            let stall =
+                ctx.attempt() == 1 && state.get("slow").and_then(|v| v.as_bool()).unwrap_or(false);
+            Box::pin(async move {
+                if stall {
+                    tokio::time::sleep(Duration::from_millis(400)).await;
+                }
+                let mut delta = StateDelta::new();
+                delta.set("rows", "1204 orders, 3 regions")?;
+                Ok(delta.into())
+            })
+        }),
+    )
+    .add_node(
         "summarize",
         NodeSpec::paladin(
             Paladin::new("Summarizer").with_model("gpt-4o-mini"),
@@ -107,14 +132,23 @@ fn pipeline() -> Result<WarGraph, DemoError> {
         ),
     )
     .add_edge(START, "fetch")
-    .add_edge("fetch", "summarize")
+    .add_edge("fetch", "enrich")
+    .add_edge("enrich", "summarize")
     .add_edge("summarize", END);
+    let retry = RetryPolicy::default()
+        .with_initial_interval(Duration::from_millis(20))
+        .with_jitter(false);
+    g.set_aegis(
+        "enrich",
+        Aegis::new()
+            .with_retry(retry.clone())
+            .with_timeout(TimeoutPolicy::run(Duration::from_millis(100))),
+    );
     g.set_aegis(
         "summarize",
-        Aegis::new().with_retry(
-            RetryPolicy::default()
-                .with_initial_interval(Duration::from_millis(20))
-                .with_jitter(false),
+        Aegis::new().with_retry(retry).with_cache(
+            CachePolicy::new(Duration::from_secs(3600), CacheKeySpec::Default)
+                .with_cache_fallback_results(true),
         ),
     );
     Ok(g)
@@ -143,29 +177,46 @@ fn ledger(version: u32) -> Result<WarGraph, DemoError> {
     Ok(g)
 }
 
-/// The provider the pipeline's LLM node calls: fails twice, then answers.
-fn provider() -> MockLlmAdapter {
-    let down = |status: u16, text: &str| LlmError::ProviderError {
-        provider: "openai-primary".to_string(),
+/// The chain the pipeline's LLM node calls: `openai-primary` is down
+/// (503), and `anthropic-backup` fails once (502, its proxy echoing the
+/// caller's credential in the error body), then answers.
+fn chain() -> Result<Arc<dyn LlmPort>, DemoError> {
+    let down = |provider: &str, status: u16, text: &str| LlmError::ProviderError {
+        provider: provider.to_string(),
         status,
         message: text.to_string(),
         retry_after: None,
     };
-    MockLlmAdapter::new()
+    let primary = MockLlmAdapter::new()
         .with_provider_name("openai-primary")
-        .with_error(down(503, "upstream overloaded (request sent with Authorization: Bearer sk-demo-4f9a8b7c6d5e4f3a2b1c)"))
-        .with_error(down(502, "bad gateway"))
-        .with_response("1204 orders, 3% up on last week")
+        .with_error(down("openai-primary", 503, "upstream overloaded"))
+        .with_error(down("openai-primary", 503, "upstream overloaded"));
+    let backup = MockLlmAdapter::new()
+        .with_provider_name("anthropic-backup")
+        .with_error(down(
+            "anthropic-backup",
+            502,
+            "bad gateway (the proxy echoed Authorization: Bearer sk-demo-4f9a8b7c6d5e4f3a2b1c)",
+        ))
+        .with_response("1204 orders in 3 regions, 3% up on last week");
+    Ok(Arc::new(FallbackLlmAdapter::new(vec![
+        Arc::new(primary),
+        Arc::new(backup),
+    ])?))
 }
 
 fn pool(
     queue: Arc<SqliteRunQueue>,
     id: &str,
     ledger_version: u32,
-    llm: MockLlmAdapter,
+    llm: Arc<dyn LlmPort>,
 ) -> Result<WorkerPool, DemoError> {
+    // One node cache for the fleet: a run's answer serves the next one.
+    let cache = Arc::new(InMemoryNodeCache::new());
     Ok(WorkerPool::new(queue, move |store| {
-        WarEngine::new(store).with_llm(llm.clone())
+        WarEngine::new(store)
+            .with_llm(llm.clone())
+            .with_node_cache(cache.clone())
     })
     .with_config(
         WorkerConfig::default()
@@ -216,7 +267,7 @@ pub(crate) async fn build(path: &Path) -> Result<Fleet, DemoError> {
 
     // The first version of the fleet.
     let stop_old = CancellationToken::new();
-    let old = tokio::spawn(pool(queue.clone(), "demo-v1", 1, provider())?.run(stop_old.clone()));
+    let old = tokio::spawn(pool(queue.clone(), "demo-v1", 1, chain()?)?.run(stop_old.clone()));
     for (graph, thread, input) in [
         ("review", "review-1", json!({})),
         ("review", "review-2", json!({})),
@@ -229,8 +280,13 @@ pub(crate) async fn build(path: &Path) -> Result<Fleet, DemoError> {
         wait_for(&client, thread, RunState::AwaitingInput).await?;
     }
     // One at a time: the provider's script is consumed in call order.
-    client.submit("pipeline", "etl-1", json!({})).await?;
+    client
+        .submit("pipeline", "etl-1", json!({"slow": true}))
+        .await?;
     wait_for(&client, "etl-1", RunState::Completed).await?;
+    // The same rows again: the summary comes from the cache.
+    client.submit("pipeline", "etl-3", json!({})).await?;
+    wait_for(&client, "etl-3", RunState::Completed).await?;
     client
         .submit("pipeline", "etl-2", json!({"fail": true}))
         .await?;
@@ -248,8 +304,7 @@ pub(crate) async fn build(path: &Path) -> Result<Fleet, DemoError> {
 
     // The next version: `ledger` v2 cannot continue `ledger-1`.
     let stop = CancellationToken::new();
-    let worker =
-        tokio::spawn(pool(queue.clone(), "demo-live", 2, MockLlmAdapter::new())?.run(stop.clone()));
+    let worker = tokio::spawn(pool(queue.clone(), "demo-live", 2, chain()?)?.run(stop.clone()));
     // Three claims in a row find the answer unreadable; `retry_now` skips
     // the backoffs between them (1 s, then 5 s).
     let deadline = tokio::time::Instant::now() + WAIT;

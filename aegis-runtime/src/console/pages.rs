@@ -772,7 +772,9 @@ pub(crate) fn providers(
         "<div class=\"note\">Circuit-breaker state is not recorded in the fleet: each worker \
          process keeps its breakers in memory. What the queue's rows do record is every failed \
          LLM attempt with its provider, status and transience; below, those of the latest {scanned} \
-         run{} (and which providers served cached results).</div>",
+         run{} (and which providers served cached results). A fallback chain that failed as a \
+         whole counts against its last provider; hops inside a call that succeeded leave no \
+         row.</div>",
         if scanned == 1 { "" } else { "s" }
     );
     if health.is_empty() {
