@@ -551,9 +551,13 @@ fn node_attempts(history: &[Waypoint]) -> String {
                 None => r.node_id.to_string(),
             };
             for a in &r.attempts {
+                let how = match &a.error.source {
+                    NodeErrorSource::Timeout(_) => "timed out",
+                    _ => "failed",
+                };
                 let _ = write!(
                     rows,
-                    "<tr><td>{}</td><td><code>{}</code></td><td>{}</td><td class=\"err\">failed ({})</td><td>{} ms</td><td class=\"wrap\">{}</td></tr>",
+                    "<tr><td>{}</td><td><code>{}</code></td><td>{}</td><td class=\"err\">{how} ({})</td><td>{} ms</td><td class=\"wrap\">{}</td></tr>",
                     w.superstep,
                     escape(&node),
                     a.attempt,
@@ -583,9 +587,16 @@ fn node_attempts(history: &[Waypoint]) -> String {
                     )
                 })
                 .unwrap_or_default();
+            // A record times its whole activation; after failed attempts
+            // that includes them and the waits between.
+            let whole = if r.attempts.is_empty() {
+                ""
+            } else {
+                " <span class=\"muted\">(all attempts and waits)</span>"
+            };
             let _ = write!(
                 rows,
-                "<tr><td>{}</td><td><code>{}</code></td><td>{}</td><td>{}</td><td>{} ms</td><td class=\"wrap\">{}</td></tr>",
+                "<tr><td>{}</td><td><code>{}</code></td><td>{}</td><td>{}</td><td>{} ms{whole}</td><td class=\"wrap\">{}</td></tr>",
                 w.superstep,
                 escape(&node),
                 r.attempt,
