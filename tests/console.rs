@@ -821,3 +821,58 @@ async fn a_parked_run_is_answered_from_its_page_in_a_real_browser() {
     .await
     .expect("the browser test finished within its bound");
 }
+
+/// The console over a PostgreSQL queue (what `console postgres://...`
+/// serves): a run no live worker takes is listed with its reason.
+#[cfg(feature = "postgres")]
+#[tokio::test]
+async fn the_console_reads_a_postgres_queue() {
+    use aegis::waypoint::PostgresOptions;
+    use aegis::worker::PostgresRunQueue;
+
+    let url = std::env::var("AEGIS_PG_URL")
+        .unwrap_or_else(|_| "host=127.0.0.1 user=postgres dbname=test".to_string());
+    let schema = format!("aegis_console_{}", std::process::id());
+    let queue = Arc::new(
+        PostgresRunQueue::connect_with(
+            &url,
+            PostgresOptions::default()
+                .with_schema(&schema)
+                .with_pool_size(2),
+        )
+        .await
+        .expect("the test PostgreSQL server answers"),
+    );
+    queue
+        .submit("triage", "ticket-42", json!({}))
+        .await
+        .unwrap();
+    let server = Console::new(queue.clone())
+        .bind("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let base = format!("http://{}", server.local_addr());
+    let page = http()
+        .get(format!("{base}/?state=queued"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    server.shutdown().await.unwrap();
+    drop(queue);
+    let (client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    client
+        .batch_execute(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"))
+        .await
+        .unwrap();
+    assert_eq!(listed(&page), ["ticket-42"]);
+    assert!(
+        page.contains("no live worker runs graph `triage`"),
+        "{page}"
+    );
+}
