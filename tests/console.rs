@@ -141,7 +141,7 @@ async fn every_page_renders_the_demo_fleet() {
     assert_eq!(
         ids,
         [
-            "etl-1", "etl-2", "etl-3", "intake-7", "ledger-1", "review-1", "review-2"
+            "etl-1", "etl-2", "etl-3", "intake-7", "intake-8", "ledger-1", "review-1", "review-2"
         ]
     );
     // Why each run stands where it stands.
@@ -178,6 +178,13 @@ async fn every_page_renders_the_demo_fleet() {
             "served from the cache: produced by summarize attempt 2 via anthropic-backup"
         )
     );
+
+    // A run whose waypoints do not read still has its page, saying so.
+    let (status, broken) = s.get("/run?id=intake-8").await;
+    assert_eq!(status, 200);
+    assert!(broken.contains("quarantined: the thread&#39;s waypoints are unreadable"));
+    assert!(broken.contains("waypoints unreadable: "));
+    assert!(broken.contains("id=\"release\">Release (requeue)</button>"));
 
     let (status, timeline) = s.get("/run/timeline?id=etl-1").await;
     assert_eq!(status, 200);
@@ -227,8 +234,12 @@ async fn filters_narrow_the_runs_list() {
         sorted(s.get("/?state=awaiting_input&graph=review").await.1),
         ["review-1"]
     );
-    assert_eq!(sorted(s.get("/?state=quarantined").await.1), ["intake-7"]);
-    // Every run wrote its last waypoint seconds ago.
+    assert_eq!(
+        sorted(s.get("/?state=quarantined").await.1),
+        ["intake-7", "intake-8"]
+    );
+    // Every run wrote its last waypoint seconds ago; `intake-8`'s does not
+    // read, so it has no age to filter on.
     assert_eq!(s.get("/?age=lt1h").await.1.matches("/run?id=").count(), 7);
     assert!(listed(&s.get("/?age=gt1h").await.1).is_empty());
     // The form shows the filters it applied.
@@ -780,6 +791,8 @@ async fn a_parked_run_is_answered_from_its_page_in_a_real_browser() {
         driver.screenshot("run-cached").await;
         driver.open(&format!("{base}/run?id=intake-7")).await;
         driver.screenshot("run-quarantined").await;
+        driver.open(&format!("{base}/run?id=intake-8")).await;
+        driver.screenshot("run-unreadable").await;
 
         // The parked run: type the answer into its form and send it.
         driver.open(&format!("{base}/run?id=review-1")).await;
@@ -797,8 +810,28 @@ async fn a_parked_run_is_answered_from_its_page_in_a_real_browser() {
         driver
             .call("POST", &format!("/element/{send}/click"), None)
             .await;
-        // The form posts and lands back on the run's page; poll it until
-        // the run shows completed.
+        // The browser posts the form (its Origin and the form token pass
+        // the guard) and follows the redirect back to the run's page.
+        let mut landed = String::new();
+        for _ in 0..100 {
+            landed = driver
+                .call("GET", "/url", None)
+                .await
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            if landed.ends_with("/run?id=review-1&done=answer") {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert!(
+            landed.ends_with("&done=answer"),
+            "the browser is at {landed}"
+        );
+        assert!(driver.source().await.contains("Answer delivered"));
+        driver.screenshot("run-answer-sent").await;
+        // Poll the page until the run shows completed.
         let mut page = String::new();
         for _ in 0..100 {
             driver.open(&format!("{base}/run?id=review-1")).await;

@@ -13,7 +13,9 @@
 //!   retired: pinned to a fingerprint no live worker runs, judged
 //!   incompatible by v2;
 //! - `intake-7`: its stored parley answer became unreadable; three claims
-//!   in a row found it so and it was quarantined.
+//!   in a row found it so and it was quarantined;
+//! - `intake-8`: quarantined the same way for a waypoint that no longer
+//!   decodes.
 
 use aegis::error::LlmError;
 use aegis::graph::{EngineLimits, InputMapping, NodeSpec, ParleyResponse};
@@ -272,11 +274,12 @@ pub(crate) async fn build(path: &Path) -> Result<Fleet, DemoError> {
         ("review", "review-1", json!({})),
         ("review", "review-2", json!({})),
         ("review", "intake-7", json!({})),
+        ("review", "intake-8", json!({})),
         ("ledger", "ledger-1", json!({})),
     ] {
         client.submit(graph, thread, input).await?;
     }
-    for thread in ["review-1", "review-2", "intake-7", "ledger-1"] {
+    for thread in ["review-1", "review-2", "intake-7", "intake-8", "ledger-1"] {
         wait_for(&client, thread, RunState::AwaitingInput).await?;
     }
     // One at a time: the provider's script is consumed in call order.
@@ -301,23 +304,31 @@ pub(crate) async fn build(path: &Path) -> Result<Fleet, DemoError> {
     // A parley answer that no longer reads (a bad migration, a manual
     // edit): written straight into the row, as only a broken writer would.
     corrupt_answer(path, "intake-7")?;
+    // A waypoint whose bytes no longer decode (a disk fault, a bad
+    // restore), on a thread then answered.
+    corrupt_latest_waypoint(path, "intake-8")?;
+    client
+        .answer("intake-8", ParleyResponse::new(json!("yes")))
+        .await?;
 
     // The next version: `ledger` v2 cannot continue `ledger-1`.
     let stop = CancellationToken::new();
     let worker = tokio::spawn(pool(queue.clone(), "demo-live", 2, chain()?)?.run(stop.clone()));
     // Three claims in a row find the answer unreadable; `retry_now` skips
     // the backoffs between them (1 s, then 5 s).
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
-        let state = client.status("intake-7").await?.map(|s| s.state);
-        if state == Some(RunState::Quarantined) {
-            break;
+    for thread in ["intake-7", "intake-8"] {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            let state = client.status(thread).await?.map(|s| s.state);
+            if state == Some(RunState::Quarantined) {
+                break;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(format!("{thread} was not quarantined (it is {state:?})").into());
+            }
+            client.retry_now(thread).await?;
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        if tokio::time::Instant::now() >= deadline {
-            return Err(format!("intake-7 was not quarantined (it is {state:?})").into());
-        }
-        client.retry_now("intake-7").await?;
-        tokio::time::sleep(Duration::from_millis(50)).await;
     }
     // `ledger-1` is judged by v2 (incompatible) within a poll or two.
     let deadline = tokio::time::Instant::now() + WAIT;
@@ -346,6 +357,18 @@ pub(crate) fn corrupt_answer(path: &Path, thread: &str) -> Result<(), DemoError>
     conn.busy_timeout(Duration::from_secs(5))?;
     conn.execute(
         "UPDATE aegis_runs SET state = 'queued', answer = '{\"value\": tru' WHERE thread_id = ?1",
+        [thread],
+    )?;
+    Ok(())
+}
+
+/// Overwrites `thread`'s latest waypoint with bytes that do not decode.
+fn corrupt_latest_waypoint(path: &Path, thread: &str) -> Result<(), DemoError> {
+    let conn = rusqlite::Connection::open(path)?;
+    conn.busy_timeout(Duration::from_secs(5))?;
+    conn.execute(
+        "UPDATE aegis_waypoints SET payload = X'7B2267617262' WHERE thread_id = ?1 \
+         AND seq = (SELECT max(seq) FROM aegis_waypoints WHERE thread_id = ?1)",
         [thread],
     )?;
     Ok(())
