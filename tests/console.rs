@@ -183,7 +183,8 @@ async fn every_page_renders_the_demo_fleet() {
     let (status, broken) = s.get("/run?id=intake-8").await;
     assert_eq!(status, 200);
     assert!(broken.contains("quarantined: the thread&#39;s waypoints are unreadable"));
-    assert!(broken.contains("waypoints unreadable: "));
+    assert!(broken.contains("The thread's waypoints cannot be read"));
+    assert!(!broken.contains("the run has not started"));
     assert!(broken.contains("id=\"release\">Release (requeue)</button>"));
 
     let (status, timeline) = s.get("/run/timeline?id=etl-1").await;

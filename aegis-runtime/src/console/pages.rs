@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime};
 use super::escape::{escape, url_encode};
 use crate::error::{NodeErrorSource, redact_secrets};
 use crate::waypoint::{NodeStatus, Waypoint, WaypointStatus};
-use crate::worker::{AttemptInfo, PinnedRun, RunState, RunStatus};
+use crate::worker::{AttemptInfo, PinnedRun, RunFault, RunState, RunStatus};
 
 const STYLE: &str = "
 *{box-sizing:border-box}
@@ -188,7 +188,9 @@ fn reason(row: &RunRow) -> String {
             escape(&clip(&redact_secrets(e), 240))
         ));
     }
-    if let Some(e) = &row.unreadable {
+    // An unreadable-waypoint fault already says what reading them says.
+    let said = matches!(s.fault, Some(RunFault::UnreadableWaypoint { .. }));
+    if let Some(e) = row.unreadable.as_ref().filter(|_| !said) {
         parts.push(format!(
             "<span class=\"err\">waypoints unreadable: {}</span>",
             escape(&clip(&redact_secrets(e), 200))
@@ -389,6 +391,14 @@ pub(crate) fn run(view: &RunView<'_>, now: SystemTime) -> String {
     b.push_str("</dl>");
     b.push_str(&actions(view));
     b.push_str("<h2>Timeline</h2>");
+    if view.row.unreadable.is_some() {
+        b.push_str(
+            "<p class=\"err\">The thread's waypoints cannot be read (see above): no timeline, \
+             node attempts or waypoints to show until its rows are repaired.</p>",
+        );
+        b.push_str(&claims(view.claims));
+        return layout(&format!("Run {t}"), Nav::Runs, &b);
+    }
     if view.history.is_empty() {
         b.push_str("<p class=\"muted\">No waypoint yet: the run has not started.</p>");
     } else {

@@ -290,10 +290,16 @@ async fn run(State(app): State<Arc<App>>, Query(q): Query<RunQuery>) -> Response
             );
         }
     };
-    let row = app.row(status, &stranded).await;
+    let mut row = app.row(status, &stranded).await;
     // An unreadable history (a quarantined thread's) leaves the tables
-    // empty; the reason is on the page already.
-    let history = redacted(app.client.history(&q.id).await.unwrap_or_default());
+    // out; the page says why.
+    let history = match app.client.history(&q.id).await {
+        Ok(history) => redacted(history),
+        Err(e) => {
+            row.unreadable.get_or_insert_with(|| e.to_string());
+            Vec::new()
+        }
+    };
     let flash = non_empty(&q.done).map(|d| match d {
         "answer" => "Answer delivered: the next worker to claim the thread resumes it.",
         "cancel" => "Cancellation requested.",
