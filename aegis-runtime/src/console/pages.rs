@@ -170,7 +170,10 @@ fn reason(row: &RunRow) -> String {
             escape(&clip(&redact_secrets(&fault.to_string()), 240))
         ));
     }
-    for (node, prompt) in &row.parleys {
+    // The question a run waits on; a quarantined one asks it again once
+    // released. A run already answered and running asks nothing.
+    let asks = matches!(s.state, RunState::AwaitingInput | RunState::Quarantined);
+    for (node, prompt) in row.parleys.iter().filter(|_| asks) {
         parts.push(format!(
             "parley at <code>{}</code>: {}",
             escape(node),
@@ -864,6 +867,23 @@ mod tests {
         assert_eq!(span(Duration::from_secs(600)), "10m");
         assert_eq!(span(Duration::from_secs(7200)), "2h");
         assert_eq!(span(Duration::from_secs(3 * 86400)), "3d");
+    }
+
+    #[test]
+    fn only_a_waiting_or_quarantined_run_shows_its_question() {
+        let row = |state| RunRow {
+            status: RunStatus::new("t", "g", state, 1),
+            last_activity: None,
+            parleys: vec![("approval".into(), "Publish?".into())],
+            stranded: None,
+            unreadable: None,
+        };
+        assert!(reason(&row(RunState::AwaitingInput)).contains("Publish?"));
+        assert!(reason(&row(RunState::Quarantined)).contains("Publish?"));
+        // Answered, and resumed by a worker: the latest waypoint still
+        // holds the question, the run no longer asks it.
+        assert_eq!(reason(&row(RunState::Running)), "");
+        assert_eq!(reason(&row(RunState::Queued)), "");
     }
 
     #[test]
