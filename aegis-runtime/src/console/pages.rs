@@ -50,6 +50,9 @@ iframe{width:100%;height:460px;border:1px solid #d8dde4;background:#fff}
 pre{white-space:pre-wrap;word-break:break-word;margin:4px 0}
 ";
 
+/// How many of a thread's latest waypoints the run page's tables show.
+pub(crate) const TABLE_WAYPOINTS: usize = 200;
+
 /// Which page the navigation marks.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Nav {
@@ -413,8 +416,20 @@ pub(crate) fn run(view: &RunView<'_>, now: SystemTime) -> String {
         );
     }
     b.push_str(&claims(view.claims));
-    b.push_str(&node_attempts(view.history));
-    b.push_str(&waypoints(view.history, now));
+    // A long thread's tables show its latest waypoints only: a page stays
+    // readable, and its size bounded, whatever the thread's length.
+    let shown = &view.history[view.history.len().saturating_sub(TABLE_WAYPOINTS)..];
+    if shown.len() < view.history.len() {
+        let _ = write!(
+            b,
+            "<p class=\"note\">The tables below show the latest {} of the thread's {} waypoints; \
+             the timeline shows them all.</p>",
+            shown.len(),
+            view.history.len()
+        );
+    }
+    b.push_str(&node_attempts(shown));
+    b.push_str(&waypoints(shown, now));
     layout(&format!("Run {t}"), Nav::Runs, &b)
 }
 
@@ -867,6 +882,41 @@ mod tests {
         assert_eq!(span(Duration::from_secs(600)), "10m");
         assert_eq!(span(Duration::from_secs(7200)), "2h");
         assert_eq!(span(Duration::from_secs(3 * 86400)), "3d");
+    }
+
+    #[test]
+    fn a_long_threads_tables_show_its_latest_waypoints() {
+        let history: Vec<Waypoint> = (0..250u64)
+            .map(|seq| {
+                Waypoint::new(
+                    "long",
+                    seq,
+                    WaypointStatus::Running,
+                    crate::state::Battlefield::new(),
+                )
+            })
+            .collect();
+        let row = RunRow {
+            status: RunStatus::new("long", "g", RunState::Running, 1),
+            last_activity: None,
+            parleys: Vec::new(),
+            stranded: None,
+            unreadable: None,
+        };
+        let view = RunView {
+            row: &row,
+            claims: &[],
+            history: &history,
+            csrf: "token",
+            flash: None,
+        };
+        let page = run(&view, SystemTime::now());
+        assert!(
+            page.contains("the latest 200 of the thread's 250 waypoints"),
+            "{page}"
+        );
+        assert_eq!(page.matches("<tr><td>").count(), 200);
+        assert!(page.contains("<tr><td>249</td>") && !page.contains("<tr><td>49</td>"));
     }
 
     #[test]
