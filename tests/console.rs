@@ -247,6 +247,22 @@ async fn filters_narrow_the_runs_list() {
     let (_, page) = s.get("/?state=failed&age=lt5m").await;
     assert!(page.contains("<option value=\"failed\" selected>"));
     assert!(page.contains("<option value=\"lt5m\" selected>"));
+    // A console that lists fewer runs shows the latest submitted.
+    let short = Console::new(s.fleet.as_ref().unwrap().queue.clone())
+        .with_max_runs(2)
+        .bind("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let page = http()
+        .get(format!("http://{}/", short.local_addr()))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(listed(&page), ["etl-2", "etl-3"]);
+    short.shutdown().await.unwrap();
     assert_eq!(s.get("/?state=bogus").await.0, 400);
     assert_eq!(s.get("/?age=forever").await.0, 400);
     s.stop().await;
