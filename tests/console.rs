@@ -614,8 +614,15 @@ async fn retry_now_lets_the_next_claim_take_a_held_back_run() {
 // ---------------------------------------------------------------------
 // The browser: chromedriver over its WebDriver HTTP API.
 
-const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
-const CHROMIUM: &str = "/usr/bin/chromium";
+/// Debian's chromedriver and Chromium, or where `AEGIS_CHROMEDRIVER` and
+/// `AEGIS_CHROMIUM` say.
+fn chromedriver() -> String {
+    std::env::var("AEGIS_CHROMEDRIVER").unwrap_or_else(|_| "/usr/bin/chromedriver".to_string())
+}
+
+fn chromium() -> String {
+    std::env::var("AEGIS_CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".to_string())
+}
 
 /// A chromedriver process on a free port, killed on drop.
 struct Driver {
@@ -642,7 +649,7 @@ fn free_port() -> u16 {
 impl Driver {
     async fn start() -> Driver {
         let port = free_port();
-        let child = std::process::Command::new(CHROMEDRIVER)
+        let child = std::process::Command::new(chromedriver())
             .arg(format!("--port={port}"))
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
@@ -665,7 +672,7 @@ impl Driver {
         let caps = json!({"capabilities": {"alwaysMatch": {
             "browserName": "chrome",
             "goog:chromeOptions": {
-                "binary": CHROMIUM,
+                "binary": chromium(),
                 "args": ["--headless=new", "--no-sandbox", "--disable-gpu",
                          "--disable-dev-shm-usage", "--window-size=1360,1700"]
             }
@@ -772,15 +779,16 @@ fn base64_decodes() {
 /// said to skip it (`AEGIS_SKIP_BROWSER=1`); otherwise the test fails
 /// saying what to install.
 fn browser_available() -> bool {
-    if std::path::Path::new(CHROMEDRIVER).exists() && std::path::Path::new(CHROMIUM).exists() {
+    let (driver, browser) = (chromedriver(), chromium());
+    if std::path::Path::new(&driver).exists() && std::path::Path::new(&browser).exists() {
         return true;
     }
     if std::env::var("AEGIS_SKIP_BROWSER").as_deref() == Ok("1") {
-        eprintln!("skipped: no {CHROMEDRIVER} / {CHROMIUM} and AEGIS_SKIP_BROWSER=1");
+        eprintln!("skipped the browser test: no {driver} / {browser}, and AEGIS_SKIP_BROWSER=1");
         return false;
     }
     panic!(
-        "the browser test needs headless Chromium and chromedriver ({CHROMIUM}, {CHROMEDRIVER}): \
+        "the browser test needs headless Chromium and chromedriver ({browser}, {driver}): \
          `apt-get install chromium chromium-driver`, or set AEGIS_SKIP_BROWSER=1 to skip it"
     );
 }
