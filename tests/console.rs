@@ -150,6 +150,9 @@ async fn every_page_renders_the_demo_fleet() {
     assert!(runs.contains("which no live worker runs"));
     assert!(runs.contains("cannot: graph mismatch"));
     assert!(runs.contains("table `orders_2026` does not exist"));
+    // intake-8's latest waypoint does not decode: its age is unknown, not
+    // "never ran".
+    assert!(runs.contains("<td><span class=\"err\">unreadable</span></td>"));
 
     let (status, run) = s.get("/run?id=etl-1").await;
     assert_eq!(status, 200);

@@ -25,7 +25,7 @@ table{border-collapse:collapse;width:100%;background:#fff;border:1px solid #d8dd
 th,td{text-align:left;padding:6px 9px;border-bottom:1px solid #e5e8ed;vertical-align:top}
 th{background:#eef1f5;font-weight:600;white-space:nowrap}
 td.nw{white-space:nowrap}
-td.wrap{word-break:break-word;max-width:560px}
+td.wrap{word-break:break-word;max-width:560px;min-width:240px}
 td.id{word-break:break-all;max-width:280px}
 code,.mono{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:12.5px}
 .s{display:inline-block;padding:1px 8px;border-radius:10px;font-size:12px;font-weight:600;white-space:nowrap}
@@ -319,9 +319,11 @@ pub(crate) fn runs(
             state_badge(s.state),
             s.epoch,
             s.worker_id.as_deref().map(escape).unwrap_or_default(),
-            row.last_activity
-                .map(|t| when(t, now))
-                .unwrap_or_else(|| "<span class=\"muted\">never ran</span>".to_string()),
+            match (row.last_activity, &row.unreadable) {
+                (Some(t), _) => when(t, now),
+                (None, Some(_)) => "<span class=\"err\">unreadable</span>".to_string(),
+                (None, None) => "<span class=\"muted\">never ran</span>".to_string(),
+            },
             reason(row)
         );
     }
@@ -756,6 +758,9 @@ pub(crate) struct ProviderHealth {
     pub(crate) last: Option<(SystemTime, String)>,
     pub(crate) kinds: BTreeMap<String, usize>,
     pub(crate) cache_served: usize,
+    /// The latest attempt its circuit breaker refused (`CircuitOpen`): when,
+    /// and the cool-down it had left then.
+    pub(crate) breaker_open: Option<(SystemTime, Option<Duration>)>,
 }
 
 /// Adds what `history` records of providers to `health`.
@@ -791,6 +796,9 @@ pub(crate) fn tally_providers(history: &[Waypoint], health: &mut BTreeMap<String
                     None => kind.clone(),
                 };
                 *h.kinds.entry(label.clone()).or_default() += 1;
+                if kind == "CircuitOpen" && h.breaker_open.is_none_or(|(t, _)| t <= a.started_at) {
+                    h.breaker_open = Some((a.started_at, a.error.retry_after));
+                }
                 if h.last.as_ref().is_none_or(|(t, _)| *t <= a.started_at) {
                     h.last = Some((a.started_at, format!("{label}: {message}")));
                 }
@@ -809,7 +817,9 @@ pub(crate) fn providers(
     let _ = write!(
         b,
         "<div class=\"note\">Circuit-breaker state is not recorded in the fleet: each worker \
-         process keeps its breakers in memory. What the queue's rows do record is every failed \
+         process keeps its breakers in memory. The breaker column shows the latest attempt a \
+         breaker refused (a <code>CircuitOpen</code> error), when one was recorded; it may have \
+         closed since. What the queue's rows do record is every failed \
          LLM attempt with its provider, status and transience; below, those of the latest {scanned} \
          run{} (and which providers served cached results). A fallback chain that failed as a \
          whole counts against its last provider; hops inside a call that succeeded leave no \
@@ -822,7 +832,8 @@ pub(crate) fn providers(
     }
     b.push_str(
         "<table><thead><tr><th>Provider</th><th>Failed attempts</th><th>Transient</th>\
-         <th>Threads</th><th>By kind</th><th>Last failure</th><th>Cache entries served</th></tr></thead><tbody>",
+         <th>Threads</th><th>By kind</th><th>Last failure</th><th>Breaker (as recorded)</th>\
+         <th>Cache entries served</th></tr></thead><tbody>",
     );
     for (name, h) in health {
         let kinds: Vec<String> = h
@@ -841,9 +852,22 @@ pub(crate) fn providers(
                 )
             })
             .unwrap_or_default();
+        let breaker = match h.breaker_open {
+            Some((t, cool_down)) => format!(
+                "<span class=\"err\">open</span> {}{}",
+                when(t, now),
+                match cool_down {
+                    Some(d) if d < Duration::from_secs(86400 * 365) => {
+                        format!(", cool-down {} left then", span(d))
+                    }
+                    _ => String::new(),
+                }
+            ),
+            None => "<span class=\"muted\">no open breaker recorded</span>".to_string(),
+        };
         let _ = write!(
             b,
-            "<tr><td class=\"nw\"><b>{}</b></td><td>{}</td><td>{}</td><td>{}</td><td class=\"nw\">{}</td><td class=\"wrap\">{last}</td><td>{}</td></tr>",
+            "<tr><td class=\"nw\"><b>{}</b></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"wrap\">{last}</td><td>{breaker}</td><td>{}</td></tr>",
             escape(name),
             h.failures,
             h.transient,
@@ -917,6 +941,57 @@ mod tests {
         );
         assert_eq!(page.matches("<tr><td>").count(), 200);
         assert!(page.contains("<tr><td>249</td>") && !page.contains("<tr><td>49</td>"));
+    }
+
+    #[test]
+    fn providers_are_tallied_from_records_with_the_latest_open_breaker() {
+        use crate::error::{NodeError, Transience};
+        use crate::id::NodeId;
+        use crate::waypoint::{AttemptRecord, NodeExecutionRecord};
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let failed = |secs: u64, kind: &str, status: Option<u16>, retry_after: Option<Duration>| {
+            let source = NodeErrorSource::Llm {
+                status,
+                provider: Some("openai".into()),
+                kind: kind.into(),
+                message: "Bearer sk-live-0123456789abcdef refused".into(),
+            };
+            AttemptRecord {
+                attempt: 1,
+                started_at: t0 + Duration::from_secs(secs),
+                duration_ms: 5,
+                error: NodeError::new(NodeId::new("ask"), 1, Transience::Transient, source)
+                    .with_retry_after(retry_after),
+            }
+        };
+        let mut w = Waypoint::new(
+            "t1",
+            1,
+            WaypointStatus::Running,
+            crate::state::Battlefield::new(),
+        );
+        w.records = vec![
+            NodeExecutionRecord::new(NodeId::new("ask"), NodeStatus::Succeeded, 3, t0, 50)
+                .with_attempts(vec![
+                    failed(1, "ProviderError", Some(503), None),
+                    failed(2, "CircuitOpen", None, Some(Duration::from_secs(30))),
+                ]),
+        ];
+        // A progress waypoint repeating the record counts once.
+        let history = vec![w.clone(), w];
+        let mut health = BTreeMap::new();
+        tally_providers(&history, &mut health);
+        let h = &health["openai"];
+        assert_eq!((h.failures, h.transient, h.threads.len()), (2, 2, 1));
+        assert_eq!(
+            h.breaker_open,
+            Some((t0 + Duration::from_secs(2), Some(Duration::from_secs(30))))
+        );
+        let page = providers(&health, 1, t0 + Duration::from_secs(62));
+        assert!(page.contains("<span class=\"err\">open</span>"), "{page}");
+        assert!(page.contains("cool-down 30s left then"), "{page}");
+        assert!(page.contains("ProviderError (HTTP 503) × 1"));
+        assert!(!page.contains("sk-live-0123456789abcdef"), "{page}");
     }
 
     #[test]
