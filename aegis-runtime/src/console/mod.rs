@@ -31,6 +31,7 @@
 //! # Ok(()) }
 //! ```
 
+mod age;
 mod escape;
 mod guard;
 mod pages;
