@@ -5,6 +5,9 @@ pub use aegis_macros::{aegis, graph};
 pub use aegis_runtime::async_trait;
 // Every item lives at one path, in the module of its concept; the prelude
 // is the one shortcut.
+/// The operator's web console over a worker fleet (feature `console`).
+#[cfg(feature = "console")]
+pub use aegis_runtime::console;
 pub use aegis_runtime::{
     cache, engine, error, graph, id, llm, paladin, policy, render, state, trace, waypoint, worker,
 };
@@ -56,6 +59,7 @@ doctested! {
     StreamingGuide = "../docs/STREAMING.md",
     LocalModelsGuide = "../docs/LOCAL_MODELS.md",
     PicturesGuide = "../docs/PICTURES.md",
+    ConsoleGuide = "../docs/CONSOLE.md",
 }
 
 /// What the code `#[aegis]` and `graph!` generate names, and nothing else

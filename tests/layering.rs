@@ -38,11 +38,12 @@ const LEVELS: &[(&str, u32)] = &[
     ("render", 10),
     ("engine", 11),
     ("worker", 12),
-    ("lib", 13),
+    ("console", 13),
+    ("lib", 14),
     // What the macros' expansions and the workspace's tests reach: crate
     // root modules, above everything they re-export.
-    ("__macro_support", 13),
-    ("__internal", 13),
+    ("__macro_support", 14),
+    ("__internal", 14),
 ];
 
 fn level(module: &str) -> Option<u32> {

@@ -18,6 +18,8 @@
 pub mod cache;
 mod canon;
 mod config;
+#[cfg(feature = "console")]
+pub mod console;
 mod deadline;
 pub mod engine;
 pub mod error;

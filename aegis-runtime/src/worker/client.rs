@@ -68,6 +68,23 @@ impl Client {
         self.queue.quarantined(max).await
     }
 
+    /// Up to `max` runs, the latest submitted first, only those in `state`
+    /// and of graph `graph_name` when given (see [`RunQueue::runs`]).
+    pub async fn runs(
+        &self,
+        state: Option<RunState>,
+        graph_name: Option<&str>,
+        max: usize,
+    ) -> Result<Vec<RunStatus>, WorkerError> {
+        self.queue.runs(state, graph_name, max).await
+    }
+
+    /// Lets the next claim take a run its unreadable-claim backoff holds
+    /// back (see [`RunQueue::retry_now`]).
+    pub async fn retry_now(&self, thread_id: &str) -> Result<(), WorkerError> {
+        self.queue.retry_now(thread_id).await
+    }
+
     /// Cancels a run (see [`RunQueue::cancel`]).
     pub async fn cancel(&self, thread_id: &str) -> Result<(), WorkerError> {
         self.queue.cancel(thread_id).await

@@ -72,6 +72,10 @@ pub enum WorkerError {
     /// Two graphs registered under one name, or a worker with no graph.
     #[error("invalid worker configuration: {0}")]
     Config(String),
+    /// The queue does not implement this operation (a [`RunQueue`](super::RunQueue)
+    /// written before the operation existed).
+    #[error("this run queue does not support {0}")]
+    Unsupported(&'static str),
     /// The SIGTERM / SIGINT handlers could not be installed (see
     /// [`shutdown_signal`](super::shutdown_signal)).
     #[error("cannot listen for shutdown signals: {0}")]

@@ -555,6 +555,46 @@ impl RunQueue for InMemoryRunQueue {
         Ok(Some(run.status(thread_id, waiting.flatten())))
     }
 
+    async fn runs(
+        &self,
+        state: Option<RunState>,
+        graph_name: Option<&str>,
+        max: usize,
+    ) -> Result<Vec<RunStatus>, WorkerError> {
+        let mut picked: Vec<(u64, String)> = {
+            let queue = self.state.lock().await;
+            queue
+                .runs
+                .iter()
+                .filter(|(_, run)| state.is_none_or(|s| run.state == s))
+                .filter(|(_, run)| graph_name.is_none_or(|g| run.graph_name == g))
+                .map(|(thread_id, run)| (run.order, thread_id.clone()))
+                .collect()
+        };
+        picked.sort_by_key(|(order, _)| std::cmp::Reverse(*order));
+        let mut found = Vec::with_capacity(picked.len().min(max));
+        for (_, thread_id) in picked.into_iter().take(max) {
+            if let Some(status) = self.status(&thread_id).await? {
+                found.push(status);
+            }
+        }
+        Ok(found)
+    }
+
+    async fn retry_now(&self, thread_id: &str) -> Result<(), WorkerError> {
+        let mut state = self.state.lock().await;
+        let run = state
+            .runs
+            .get_mut(thread_id)
+            .ok_or_else(|| unknown(thread_id))?;
+        if let Some((_, _, until)) = &mut run.fault {
+            *until = None;
+        }
+        drop(state);
+        super::wake(&self.changed);
+        Ok(())
+    }
+
     async fn attempts(&self, thread_id: &str) -> Result<Vec<AttemptInfo>, WorkerError> {
         let state = self.state.lock().await;
         Ok(state

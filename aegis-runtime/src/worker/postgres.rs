@@ -1003,6 +1003,75 @@ impl RunQueue for PostgresRunQueue {
         .await
     }
 
+    async fn runs(
+        &self,
+        state: Option<RunState>,
+        graph_name: Option<&str>,
+        max: usize,
+    ) -> Result<Vec<RunStatus>, WorkerError> {
+        self.within(async {
+            let threads: Vec<String> = {
+                let client = self.client().await?;
+                let max = i64::try_from(max).unwrap_or(i64::MAX);
+                let state = state.map(RunState::as_str);
+                client
+                    .query(
+                        &self.sql(
+                            "SELECT thread_id FROM {s}.aegis_runs \
+                             WHERE ($1::TEXT IS NULL OR state = $1) \
+                             AND ($2::TEXT IS NULL OR graph_name = $2) \
+                             ORDER BY queued_at DESC LIMIT $3",
+                        ),
+                        &[&state, &graph_name, &max],
+                    )
+                    .await
+                    .map_err(backend)?
+                    .iter()
+                    .map(|r| r.try_get(0).map_err(backend))
+                    .collect::<Result<_, _>>()?
+            };
+            let mut found = Vec::with_capacity(threads.len());
+            for t in threads {
+                if let Some(status) = self.status(&t).await? {
+                    found.push(status);
+                }
+            }
+            Ok(found)
+        })
+        .await
+    }
+
+    async fn retry_now(&self, thread_id: &str) -> Result<(), WorkerError> {
+        self.within(async {
+            let client = self.client().await?;
+            client
+                .execute(
+                    &self.sql(
+                        "UPDATE {s}.aegis_run_faults SET not_before = NULL WHERE thread_id = $1",
+                    ),
+                    &[&thread_id],
+                )
+                .await
+                .map_err(backend)?;
+            // Touching the run's row fires the change trigger: idle workers
+            // wake and claim it now rather than at their next poll.
+            let n = client
+                .execute(
+                    &self.sql("UPDATE {s}.aegis_runs SET state = state WHERE thread_id = $1"),
+                    &[&thread_id],
+                )
+                .await
+                .map_err(backend)?;
+            if n == 0 {
+                return Err(WorkerError::UnknownThread {
+                    thread_id: thread_id.to_string(),
+                });
+            }
+            Ok(())
+        })
+        .await
+    }
+
     async fn cancel(&self, thread_id: &str) -> Result<(), WorkerError> {
         self.within(async {
             let client = self.client().await?;

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{
-    AttemptInfo, Claim, Lease, PinnedRun, Release, Renewal, RunStatus, Submitted, Verdict,
-    WorkerError, WorkerInfo,
+    AttemptInfo, Claim, Lease, PinnedRun, Release, Renewal, RunState, RunStatus, Submitted,
+    Verdict, WorkerError, WorkerInfo,
 };
 use crate::error::StoreError;
 use crate::graph::ParleyResponse;
@@ -127,6 +127,31 @@ pub trait RunQueue: Send + Sync + 'static {
 
     /// Every claim of the thread, oldest first.
     async fn attempts(&self, thread_id: &str) -> Result<Vec<AttemptInfo>, WorkerError>;
+
+    /// Up to `max` runs, the latest submitted first: only those in `state`
+    /// and of graph `graph_name` when they are given. What an operator's
+    /// view of the fleet lists. Provided for queues written before it
+    /// existed: [`WorkerError::Unsupported`].
+    async fn runs(
+        &self,
+        state: Option<RunState>,
+        graph_name: Option<&str>,
+        max: usize,
+    ) -> Result<Vec<RunStatus>, WorkerError> {
+        let _ = (state, graph_name, max);
+        Err(WorkerError::Unsupported("listing runs"))
+    }
+
+    /// Ends the backoff that holds a queued run back after claims found it
+    /// unreadable ([`unreadable_backoff`](super::unreadable_backoff)): the
+    /// next claim takes it at once (an operator who repaired its rows need
+    /// not wait). Changes nothing for a run with no backoff;
+    /// [`WorkerError::UnknownThread`] if it was never submitted. Provided
+    /// for queues written before it existed: [`WorkerError::Unsupported`].
+    async fn retry_now(&self, thread_id: &str) -> Result<(), WorkerError> {
+        let _ = thread_id;
+        Err(WorkerError::Unsupported("retrying a run now"))
+    }
 
     /// Returns when the queue may have changed (a submission, an answer, a
     /// release), or after `timeout`. Spurious wake-ups are allowed.

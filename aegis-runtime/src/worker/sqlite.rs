@@ -964,6 +964,67 @@ impl RunQueue for SqliteRunQueue {
         .await
     }
 
+    async fn runs(
+        &self,
+        state: Option<RunState>,
+        graph_name: Option<&str>,
+        max: usize,
+    ) -> Result<Vec<RunStatus>, WorkerError> {
+        let state = state.map(RunState::as_str);
+        let graph = graph_name.map(str::to_string);
+        let threads: Vec<String> = self
+            .with(move |c| {
+                let mut q = c
+                    .prepare_cached(
+                        "SELECT thread_id FROM aegis_runs WHERE (?1 IS NULL OR state = ?1) \
+                         AND (?2 IS NULL OR graph_name = ?2) ORDER BY rowid DESC LIMIT ?3",
+                    )
+                    .map_err(backend)?;
+                q.query_map(
+                    params![state, graph, i64::try_from(max).unwrap_or(i64::MAX)],
+                    |r| r.get(0),
+                )
+                .map_err(backend)?
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(backend)
+            })
+            .await?;
+        let mut found = Vec::with_capacity(threads.len());
+        for t in threads {
+            if let Some(status) = self.status(&t).await? {
+                found.push(status);
+            }
+        }
+        Ok(found)
+    }
+
+    async fn retry_now(&self, thread_id: &str) -> Result<(), WorkerError> {
+        let thread = thread_id.to_string();
+        let known = self
+            .with(move |c| {
+                c.execute(
+                    "UPDATE aegis_run_faults SET not_before_ms = NULL WHERE thread_id = ?1",
+                    params![thread],
+                )
+                .map_err(backend)?;
+                c.query_row(
+                    "SELECT 1 FROM aegis_runs WHERE thread_id = ?1",
+                    params![thread],
+                    |_| Ok(()),
+                )
+                .optional()
+                .map_err(backend)
+            })
+            .await?;
+        if known.is_none() {
+            return Err(WorkerError::UnknownThread {
+                thread_id: thread_id.to_string(),
+            });
+        }
+        super::wake(&self.changed);
+        Ok(())
+    }
+
     async fn attempts(&self, thread_id: &str) -> Result<Vec<AttemptInfo>, WorkerError> {
         let thread = thread_id.to_string();
         self.with(move |c| {

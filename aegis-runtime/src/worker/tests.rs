@@ -745,6 +745,63 @@ async fn an_unreadable_answer_is_kept_and_requeue_asks_again(kind: Kind) {
     assert_eq!(c.answer.map(|a| a.value), Some(json!("again")));
 }
 
+async fn runs_lists_the_latest_first_filtered_by_state_and_graph(kind: Kind) {
+    let (q, _c) = queue(kind, "runs").await;
+    let w = worker("w", &counter_graph());
+    for t in ["a", "b", "c"] {
+        q.submit("counter", t, json!({})).await.unwrap();
+    }
+    q.submit("other", "d", json!({})).await.unwrap();
+    let c = q.claim(&w, 1, TTL).await.unwrap().remove(0);
+    assert_eq!(c.lease.thread_id, "a");
+    q.release(&c.lease, Release::Completed).await.unwrap();
+    let ids = |v: Vec<RunStatus>| v.into_iter().map(|s| s.thread_id).collect::<Vec<_>>();
+    assert_eq!(
+        ids(q.runs(None, None, 10).await.unwrap()),
+        ["d", "c", "b", "a"]
+    );
+    assert_eq!(ids(q.runs(None, None, 2).await.unwrap()), ["d", "c"]);
+    assert_eq!(
+        ids(q
+            .runs(Some(RunState::Queued), Some("counter"), 10)
+            .await
+            .unwrap()),
+        ["c", "b"]
+    );
+    assert_eq!(
+        ids(q.runs(Some(RunState::Completed), None, 10).await.unwrap()),
+        ["a"]
+    );
+    assert_eq!(ids(q.runs(None, Some("other"), 10).await.unwrap()), ["d"]);
+    // Statuses as `status` reports them, waiting reasons included.
+    let d = q.runs(None, Some("other"), 1).await.unwrap().remove(0);
+    assert_eq!(Some(d), q.status("d").await.unwrap());
+}
+
+async fn retry_now_ends_an_unreadable_threads_backoff(kind: Kind) {
+    let (q, _c) = queue(kind, "retry_now").await;
+    let w = worker("w", &counter_graph());
+    q.submit("counter", "t1", json!({})).await.unwrap();
+    let c = claim_one(&q, &w, TTL).await;
+    let fault = RunFault::UnreadableWaypoint {
+        message: "bad row".into(),
+    };
+    q.release(&c.lease, Release::Poisoned(fault)).await.unwrap();
+    // Held back by its backoff...
+    assert!(q.claim(&w, 10, TTL).await.unwrap().is_empty());
+    // ...until an operator retries it now.
+    Client::new(q.clone()).retry_now("t1").await.unwrap();
+    let c = claim_one(&q, &w, TTL).await;
+    assert_eq!((c.lease.thread_id.as_str(), c.lease.epoch), ("t1", 2));
+    // A run with no backoff is left as it is; an unknown one is an error.
+    q.retry_now("t1").await.unwrap();
+    assert_eq!(state(&q, "t1").await, RunState::Running);
+    assert!(matches!(
+        q.retry_now("nobody").await,
+        Err(WorkerError::UnknownThread { .. })
+    ));
+}
+
 macro_rules! contract {
     ($($name:ident),* $(,)?) => {
         mod memory {
@@ -776,6 +833,8 @@ contract!(
     an_unreadable_thread_backs_off_then_is_quarantined_until_requeued,
     an_unreadable_input_fails_the_run_at_once,
     an_unreadable_answer_is_kept_and_requeue_asks_again,
+    runs_lists_the_latest_first_filtered_by_state_and_graph,
+    retry_now_ends_an_unreadable_threads_backoff,
 );
 
 #[test]
@@ -1636,4 +1695,25 @@ async fn a_store_that_fails_a_write_sends_the_run_back_to_the_queue_not_to_faile
     assert_eq!(latest.state.get("count"), Some(&json!(1)), "applied once");
     stop.cancel();
     running.await.unwrap().unwrap();
+}
+
+/// A queue written before `runs` and `retry_now` existed (it implements
+/// neither) still compiles, and says what it cannot do.
+#[tokio::test]
+async fn a_queue_without_the_console_methods_answers_unsupported() {
+    let q = OneFailedWrite {
+        inner: Arc::new(InMemoryRunQueue::new()),
+        failed: std::sync::atomic::AtomicBool::new(false),
+    };
+    q.submit("counter", "t1", json!({})).await.unwrap();
+    let listed = q.runs(None, None, 10).await;
+    assert!(
+        matches!(listed, Err(WorkerError::Unsupported(what)) if what == "listing runs"),
+        "{listed:?}"
+    );
+    let retried = q.retry_now("t1").await.unwrap_err();
+    assert_eq!(
+        retried.to_string(),
+        "this run queue does not support retrying a run now"
+    );
 }
