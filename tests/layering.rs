@@ -178,57 +178,75 @@ fn skip_space(code: &str, mut at: usize) -> usize {
     at
 }
 
-/// The first segments of a `{ .. }` group opening at `at`: `{a, b::c,
-/// d::{e}}` names `a`, `b` and `d`.
-fn group_heads(code: &str, at: usize, heads: &mut Vec<(usize, String)>) {
-    let mut depth = 0usize;
-    let mut expect_head = true;
-    let mut i = at;
-    while i < code.len() {
-        let c = code[i..].chars().next().expect("in bounds");
-        match c {
-            '{' => {
-                depth += 1;
-                expect_head = depth == 1;
-            }
-            '}' => {
-                depth -= 1;
-                if depth == 0 {
+/// The paths written from `at` on: `a::b::C` is one, `a::{b::C, d}` two
+/// (`a::b::C` and `a::d`), each with the byte offset it starts at. A path
+/// ends at the first character that continues neither a segment nor a
+/// group.
+fn paths_at(code: &str, at: usize, prefix: &[String], out: &mut Vec<(usize, Vec<String>)>) {
+    let mut segments = prefix.to_vec();
+    let mut i = skip_space(code, at);
+    loop {
+        if code[i..].starts_with('{') {
+            // A group: each element continues the segments so far.
+            i += 1;
+            loop {
+                i = skip_space(code, i);
+                if i >= code.len() || code[i..].starts_with('}') {
+                    return;
+                }
+                let start = i;
+                paths_at(code, i, &segments, out);
+                // Skip to this element's end: a `,` or `}` at its depth.
+                let mut depth = 0usize;
+                while i < code.len() {
+                    let c = code[i..].chars().next().expect("in bounds");
+                    match c {
+                        '{' => depth += 1,
+                        '}' if depth == 0 => break,
+                        '}' => depth -= 1,
+                        ',' if depth == 0 => break,
+                        _ => {}
+                    }
+                    i += c.len_utf8();
+                }
+                if code[i..].starts_with(',') {
+                    i += 1;
+                }
+                if i == start {
                     return;
                 }
             }
-            ',' if depth == 1 => expect_head = true,
-            c if expect_head && (c.is_ascii_alphabetic() || c == '_') => {
-                let name = ident_at(code, i);
-                heads.push((i, name.to_owned()));
-                expect_head = false;
-                i += name.len();
-                continue;
-            }
-            _ => {}
         }
-        i += c.len_utf8();
+        let name = ident_at(code, i);
+        if name.is_empty() {
+            break;
+        }
+        segments.push(name.to_owned());
+        i = skip_space(code, i + name.len());
+        if code[i..].starts_with("::") {
+            i = skip_space(code, i + 2);
+        } else {
+            break;
+        }
+    }
+    if segments.len() > prefix.len() {
+        out.push((at, segments));
     }
 }
 
-/// The top-level modules a file's paths reach, with the byte offset of
-/// each: every `crate::`/`$crate::` path (a group by each of its heads),
-/// and every `super::` chain that climbs above the file's folder.
-/// `module_depth` is how many folders deep the file's module is (`engine/
-/// run.rs` is module `engine::run`, depth 2; `engine/mod.rs` is depth 1).
-fn reached(code: &str, module_depth: usize) -> Vec<(usize, String)> {
+/// Every path in `code` that names something by its place in the crate,
+/// as segments from the crate root, with its byte offset: `crate::` and
+/// `$crate::` paths, and `super::` chains resolved against `module`, the
+/// path of the file's own module (`["engine", "run"]` for `engine/run.rs`,
+/// `["engine"]` for `engine/mod.rs`).
+fn crate_paths(code: &str, module: &[String]) -> Vec<(usize, Vec<String>)> {
     let mut found = Vec::new();
     for (at, _) in code.match_indices("crate::") {
         let before = code[..at].chars().next_back();
         if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_') {
             continue;
         }
-        let next = skip_space(code, at + "crate::".len());
-        if code[next..].starts_with('{') {
-            group_heads(code, next, &mut found);
-        } else {
-            found.push((at, ident_at(code, next).to_owned()));
-        }
+        paths_at(code, at + "crate::".len(), &[], &mut found);
     }
     for (at, _) in code.match_indices("super::") {
         let before = code[..at].chars().next_back();
@@ -241,24 +259,36 @@ fn reached(code: &str, module_depth: usize) -> Vec<(usize, String)> {
             climbs += 1;
             i = skip_space(code, i + "super::".len());
         }
-        // `super` from a module at depth d names depth d-1; reaching depth
-        // 0 (the crate root) makes the next segment a top-level module.
-        if climbs >= module_depth {
-            if code[i..].starts_with('{') {
-                group_heads(code, i, &mut found);
-            } else {
-                found.push((at, ident_at(code, i).to_owned()));
-            }
-        }
+        let Some(kept) = module.len().checked_sub(climbs) else {
+            continue;
+        };
+        let mut here = Vec::new();
+        paths_at(code, i, &module[..kept], &mut here);
+        found.extend(here.into_iter().map(|(_, p)| (at, p)));
     }
     found
 }
 
-/// How deep the module of the file at `rel` (relative to `src/`) is.
-fn module_depth(rel: &Path) -> usize {
-    let parts = rel.components().count();
-    let file = rel.file_name().and_then(|f| f.to_str()).unwrap_or("");
-    if file == "mod.rs" { parts - 1 } else { parts }
+/// The top-level modules a file's paths reach (see [`crate_paths`]).
+fn reached(code: &str, module: &[String]) -> Vec<(usize, String)> {
+    crate_paths(code, module)
+        .into_iter()
+        .filter_map(|(at, path)| path.into_iter().next().map(|top| (at, top)))
+        .collect()
+}
+
+/// The module path of the file at `rel` (relative to `src/`):
+/// `engine/run.rs` is `engine::run`, `engine/mod.rs` is `engine`.
+fn module_of(rel: &Path) -> Vec<String> {
+    let mut parts: Vec<String> = rel
+        .components()
+        .filter_map(|c| c.as_os_str().to_str())
+        .map(|s| s.trim_end_matches(".rs").to_owned())
+        .collect();
+    if parts.last().is_some_and(|p| p == "mod") {
+        parts.pop();
+    }
+    parts
 }
 
 fn line_of(text: &str, at: usize) -> usize {
@@ -289,7 +319,7 @@ fn runtime_folders_depend_one_way() {
         };
         let text = fs::read_to_string(file).expect("readable source");
         let code = code_only(&text);
-        for (at, target) in reached(&code, module_depth(rel)) {
+        for (at, target) in reached(&code, &module_of(rel)) {
             if let Some(theirs) = level(&target)
                 && target != top
                 && theirs >= own
@@ -344,14 +374,43 @@ fn every_import_form_is_seen() {
          use super::super::waypoint::Store;\n\
          use super::sibling::Y;\n",
     );
-    let names: Vec<_> = reached(&code, 2).into_iter().map(|(_, n)| n).collect();
-    assert_eq!(names, ["engine", "graph", "worker", "cache", "waypoint"]);
-    // From a folder's own mod.rs (depth 1), one `super::` reaches the root.
-    let names: Vec<_> = reached(&code_only("use super::trace::Ev;"), 1)
+    let module = ["x".to_owned(), "y".to_owned()];
+    let names: Vec<_> = reached(&code, &module)
+        .into_iter()
+        .map(|(_, n)| n)
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "engine", "graph", "worker", "worker", "cache", "waypoint", "x"
+        ]
+    );
+    // From a folder's own mod.rs, one `super::` reaches the root.
+    let names: Vec<_> = reached(&code_only("use super::trace::Ev;"), &["engine".to_owned()])
         .into_iter()
         .map(|(_, n)| n)
         .collect();
     assert_eq!(names, ["trace"]);
+    // Whole paths, groups expanded, for the engine's inner order.
+    let paths: Vec<_> = crate_paths(
+        &code_only("use super::{activation::{Ctx, Res}, record::Recorder};"),
+        &[
+            "engine".to_owned(),
+            "attempt".to_owned(),
+            "retry".to_owned(),
+        ],
+    )
+    .into_iter()
+    .map(|(_, p)| p.join("::"))
+    .collect();
+    assert_eq!(
+        paths,
+        [
+            "engine::attempt::activation::Ctx",
+            "engine::attempt::activation::Res",
+            "engine::attempt::record::Recorder"
+        ]
+    );
     assert!(level("engine") > level("graph"));
     assert!(level("llm") < level("cache") && level("cache") < level("waypoint"));
 }
@@ -363,4 +422,107 @@ fn comments_and_literals_are_blanked_line_for_line() {
     assert_eq!(code.matches('\n').count(), text.matches('\n').count());
     assert!(!code.contains("engine"), "{code:?}");
     assert!(code.contains("'a"), "a lifetime is code: {code:?}");
+}
+
+/// The files of `engine/` and their rank: a file may import only files of
+/// a lower rank. The types both loops share are leaves; the attempt rules
+/// sit below the attempt loop, which sits below the superstep loop.
+const ENGINE_ORDER: &[(&str, u32)] = &[
+    ("outcome.rs", 0),
+    ("hooks.rs", 0),
+    ("config.rs", 0),
+    ("presets.rs", 0),
+    ("index.rs", 0),
+    ("run_deadline.rs", 0),
+    ("ending.rs", 0),
+    ("finished.rs", 0),
+    ("tally.rs", 1),
+    ("stream/events.rs", 1),
+    ("attempt/activation.rs", 1),
+    ("cursor.rs", 2),
+    ("stream/tap.rs", 2),
+    ("attempt/deadline.rs", 3),
+    ("attempt/execute.rs", 3),
+    ("attempt/handler.rs", 3),
+    ("stream/run_stream.rs", 3),
+    ("attempt/record.rs", 4),
+    ("attempt/cache.rs", 5),
+    ("attempt/intercept.rs", 5),
+    ("attempt/retry.rs", 5),
+    ("attempt/mod.rs", 6),
+    ("stream/mod.rs", 7),
+    ("battalion.rs", 7),
+    ("evolve.rs", 7),
+    ("barrier.rs", 8),
+    ("run.rs", 8),
+    ("mod.rs", 9),
+];
+
+/// The file of the deepest module `path` names (segments from the crate
+/// root), relative to `src`: `engine::attempt::record::Recorder` is
+/// `engine/attempt/record.rs`.
+fn file_of(src: &Path, path: &[String]) -> Option<PathBuf> {
+    (1..=path.len()).rev().find_map(|k| {
+        let dir: PathBuf = path[..k].iter().collect();
+        let file = dir.with_extension("rs");
+        let folder = dir.join("mod.rs");
+        [file, folder].into_iter().find(|f| src.join(f).is_file())
+    })
+}
+
+#[test]
+fn engine_files_import_down_their_order() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("aegis-runtime/src");
+    let engine = src.join("engine");
+    let mut files = Vec::new();
+    rust_files(&engine, &mut files);
+    let rank = |rel: &Path| {
+        let key = rel.to_str().map(|s| s.replace('\\', "/"));
+        ENGINE_ORDER
+            .iter()
+            .find(|(f, _)| Some(*f) == key.as_deref())
+            .map(|(_, r)| *r)
+    };
+    let mut wrong = Vec::new();
+    for file in &files {
+        let rel = file.strip_prefix(&engine).expect("under engine");
+        let Some(own) = rank(rel) else {
+            wrong.push(format!("engine/{}: no rank in ENGINE_ORDER", rel.display()));
+            continue;
+        };
+        let text = fs::read_to_string(file).expect("readable source");
+        let code = code_only(&text);
+        let module = module_of(file.strip_prefix(&src).expect("under src"));
+        for (at, path) in crate_paths(&code, &module) {
+            let Some(target) = file_of(&src, &path) else {
+                continue;
+            };
+            let Ok(target) = target.strip_prefix("engine") else {
+                continue;
+            };
+            // Every rule still extends `WarEngine`, defined in engine/mod.rs:
+            // naming the engine itself is the one import up the order.
+            if target == Path::new("mod.rs") && path.last().is_some_and(|s| s == "WarEngine") {
+                continue;
+            }
+            if target == rel {
+                continue;
+            }
+            match rank(target) {
+                Some(theirs) if theirs < own => {}
+                theirs => wrong.push(format!(
+                    "engine/{}:{}: rank {own} imports {} (engine/{}, rank {theirs:?})",
+                    rel.display(),
+                    line_of(&code, at),
+                    path.join("::"),
+                    target.display()
+                )),
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "engine files importing up or across their order:\n{}",
+        wrong.join("\n")
+    );
 }

@@ -4,8 +4,9 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
 
+use super::WarEngine;
 use super::attempt::activation::ActivationCtx;
-use super::{RunOutcome, WarEngine};
+use super::outcome::RunOutcome;
 use crate::error::{EngineError, NodeError, NodeErrorSource, Transience};
 use crate::graph::{Directive, ParleyRequest, WarGraph};
 use crate::graph::{HeartbeatHandle, NodeContext};

@@ -10,12 +10,13 @@ use std::sync::Arc;
 use std::task::Poll;
 use tracing::Instrument;
 
+use super::WarEngine;
 use super::attempt::activation::{ActivationCtx, ActivationResult, NO_POLICIES};
 use super::cursor::{Cursor, StepCopy, StepParts, sort_completed};
 use super::ending::Ending;
 use super::index::{GraphIndex, NodeEntry};
+use super::outcome::RunOutcome;
 use super::run_deadline::RunDeadline;
-use super::{RunOutcome, WarEngine};
 use crate::error::{EngineError, NodeError, StoreError};
 use crate::few::Few;
 use crate::graph::{MusterTask, TaskRef, TaskSource};

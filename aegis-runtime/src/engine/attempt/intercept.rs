@@ -3,7 +3,8 @@
 
 use super::activation::ActivationResult;
 use super::record::Recorder;
-use crate::engine::{InterceptorDecision, WarEngine};
+use crate::engine::WarEngine;
+use crate::engine::hooks::InterceptorDecision;
 use crate::error::{NodeError, NodeErrorSource, Transience};
 use crate::graph::Directive;
 use crate::id::NodeId;

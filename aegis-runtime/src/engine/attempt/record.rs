@@ -10,7 +10,7 @@ use super::activation::{ActivationCtx, ActivationResult, AttemptEnd};
 use super::deadline::AttemptStart;
 use crate::engine::WarEngine;
 use crate::engine::run_deadline::RunDeadline;
-use crate::engine::stream::AttemptTap;
+use crate::engine::stream::tap::{AttemptTap, emitter};
 use crate::error::{NodeError, NodeErrorSource, Transience};
 use crate::graph::{MusterTask, ServedSlot};
 use crate::id::NodeId;
@@ -239,7 +239,7 @@ impl<S: WaypointStore> WarEngine<S> {
         // A failed attempt's report never describes a later success.
         rec.served.take();
         let tap = self.attempt_tap(act.thread_id, node_id, act.task, attempt);
-        let emitter = crate::engine::stream::emitter(tap.as_ref());
+        let emitter = emitter(tap.as_ref());
         let (end, ended) = self
             .bounded_attempt(
                 act,

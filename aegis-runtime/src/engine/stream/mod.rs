@@ -11,11 +11,11 @@
 
 mod events;
 mod run_stream;
-mod tap;
+pub(super) mod tap;
 
 pub use events::{DEFAULT_STREAM_CAPACITY, NodeUpdate, StreamEvent, StreamMode, StreamOptions};
 pub use run_stream::RunStream;
-pub(crate) use tap::{AttemptTap, StreamTap, emitter};
+pub(crate) use tap::{AttemptTap, StreamTap};
 
 use std::sync::Arc;
 
