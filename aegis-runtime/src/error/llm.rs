@@ -111,6 +111,12 @@ pub enum LlmError {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         retry_after: Option<Duration>,
     },
+    /// Not sent: its expected spend would pass what is left of the run's
+    /// budget or the node's cap (or, for a fallback hop, the provider is
+    /// dearer than the primary beyond the configured ratio). Permanent:
+    /// retrying spends more of what is not there.
+    #[error("spend budget: {0}")]
+    SpendBudgetExceeded(String),
     /// Every provider of a fallback chain failed.
     #[error("all {} providers failed; last: {last}", attempts.len())]
     AllProvidersFailed {
@@ -135,6 +141,7 @@ impl LlmError {
             LlmError::InvalidRequest(_) => Transience::Permanent,
             LlmError::ContextLengthExceeded(_) => Transience::Permanent,
             LlmError::ContentFiltered(_) => Transience::Permanent,
+            LlmError::SpendBudgetExceeded(_) => Transience::Permanent,
             // A garbled body is as likely a truncated transfer as a provider bug.
             LlmError::ParseError(_) => Transience::Unknown,
             // An open breaker closes again: a fallback chain must hop past it.
@@ -181,6 +188,7 @@ impl LlmError {
             LlmError::ContextLengthExceeded(m) => LlmError::ContextLengthExceeded(s(m)),
             LlmError::ContentFiltered(m) => LlmError::ContentFiltered(s(m)),
             LlmError::ParseError(m) => LlmError::ParseError(s(m)),
+            LlmError::SpendBudgetExceeded(m) => LlmError::SpendBudgetExceeded(s(m)),
             LlmError::AllProvidersFailed { attempts, last } => LlmError::AllProvidersFailed {
                 attempts: attempts
                     .into_iter()

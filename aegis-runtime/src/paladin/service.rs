@@ -7,8 +7,10 @@ use serde_json::Value;
 use std::fmt;
 use std::sync::Arc;
 
+use super::charge::Charge;
 use super::{PaladinPort, PaladinResult};
-use crate::error::PaladinError;
+use crate::error::{LlmError, PaladinError};
+use crate::graph::SpendMeter;
 use crate::graph::{Armament, Paladin};
 use crate::graph::{HeartbeatHandle, NodeContext};
 use crate::llm::{
@@ -91,20 +93,40 @@ impl PaladinExecutionService {
         ctx: Option<&NodeContext>,
     ) -> Result<LlmResponse, PaladinError> {
         let tokens = ctx.filter(|c| c.is_streaming());
+        let no_meter = SpendMeter::default();
+        let meter = ctx.map_or(&no_meter, |c| &c.meter);
+        if let Some(remaining) = meter.remaining().filter(|r| r.is_exhausted()) {
+            return Err(PaladinError::Llm(LlmError::SpendBudgetExceeded(format!(
+                "not sent: {remaining}"
+            ))));
+        }
+        let mut charge = Charge::new(
+            meter,
+            self.llm.get_provider_name(),
+            self.llm.model_name(),
+            &request.model,
+            if meter.is_active() {
+                crate::llm::estimate::prompt_tokens(request)
+            } else {
+                0
+            },
+        );
         let response = if self.streaming {
             let first_chunk = heartbeat.first_chunk();
             let mut stream = {
                 // The first-chunk deadline, not the idle window, bounds the
                 // wait for the first chunk (per provider of a chain).
                 let _hold = first_chunk.map(|_| heartbeat.hold_idle());
-                self.llm
-                    .generate_stream_within(request, first_chunk)
+                meter
+                    .clone()
+                    .scope(self.llm.generate_stream_within(request, first_chunk))
                     .await?
             };
             let mut response = ResponseBuilder::default();
             while let Some(chunk) = stream.next().await {
                 heartbeat.beat();
                 let chunk = chunk?;
+                charge.chunk(&chunk);
                 if let Some(ctx) = tokens {
                     let provider = chunk
                         .served_by()
@@ -115,7 +137,8 @@ impl PaladinExecutionService {
             }
             response.finish()
         } else {
-            let response = self.llm.generate(request).await?;
+            let response = meter.clone().scope(self.llm.generate(request)).await?;
+            charge.response(&response);
             if let Some(ctx) = tokens {
                 let provider = response
                     .served_by()

@@ -3,6 +3,7 @@
 //! shutdown grace. A result that arrives past a bound is no result.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::task::Poll;
 use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
@@ -11,29 +12,53 @@ use super::{ActivationCtx, AttemptEnd};
 use crate::deadline::deadline_after;
 use crate::engine::WarEngine;
 use crate::error::{EngineError, NodeError, NodeErrorSource, TimeoutKind, Transience};
-use crate::graph::{Directive, HeartbeatHandle, NodeContext, NodeEmitter, NodeSpec, ServedSlot};
+use crate::graph::{
+    Directive, HeartbeatHandle, NodeContext, NodeEmitter, NodeSpec, RunLedger, ServedSlot,
+    SpendMeter,
+};
 use crate::id::NodeId;
 use crate::state::Battlefield;
 use crate::waypoint::WaypointStore;
 
 /// When one `start`/`resume` call began and when it runs out of time
-/// (`EngineLimits::run_timeout`).
-#[derive(Debug, Clone, Copy)]
+/// (`EngineLimits::run_timeout`), and what it may spend
+/// (`EngineLimits::spend_budget`, `WarEngine::with_spend_budget`): the two
+/// budgets of a run.
+#[derive(Debug, Clone)]
 pub(crate) struct RunDeadline {
     started: Instant,
     /// `started` by the wall clock.
     wall: SystemTime,
     limit: Option<Duration>,
+    /// The call's prices, spend budget and spend.
+    spend: Arc<RunLedger>,
 }
 
 impl RunDeadline {
-    /// A deadline `limit` from now; none without a limit.
+    /// A deadline `limit` from now; none without a limit. Spends unbounded.
     pub(crate) fn new(limit: Option<Duration>) -> Self {
         RunDeadline {
             started: Instant::now(),
             wall: SystemTime::now(),
             limit,
+            spend: Arc::default(),
         }
+    }
+
+    /// This run spending under `ledger`.
+    pub(crate) fn with_spend(mut self, ledger: RunLedger) -> Self {
+        self.spend = Arc::new(ledger);
+        self
+    }
+
+    /// The run's spend ledger.
+    pub(crate) fn spend(&self) -> &Arc<RunLedger> {
+        &self.spend
+    }
+
+    /// Whether nothing at all is left of the run's spend budget.
+    pub(crate) fn spend_exhausted(&self) -> bool {
+        self.spend.exhausted()
     }
 
     /// The wall-clock time at `at`: the call's start by the wall clock
@@ -60,8 +85,15 @@ impl RunDeadline {
         (elapsed >= limit).then_some(EngineError::RunTimeoutExceeded { elapsed, limit })
     }
 
-    /// The run's error for an activation the deadline cut.
+    /// The run's error for an activation a budget cut: its spend budget's,
+    /// when that ran out and its time did not.
     pub(crate) fn error(&self) -> EngineError {
+        if self.spend_exhausted() && self.exceeded().is_none() {
+            return EngineError::SpendBudgetExhausted {
+                spent: self.spend.spent(),
+                budget: self.spend.budget().copied().unwrap_or_default(),
+            };
+        }
         EngineError::RunTimeoutExceeded {
             elapsed: self.started.elapsed(),
             limit: self.limit.unwrap_or_default(),
@@ -108,6 +140,7 @@ pub(super) struct AttemptStart {
     pub(super) at: Instant,
     pub(super) served: ServedSlot,
     pub(super) emitter: NodeEmitter,
+    pub(super) meter: SpendMeter,
 }
 
 impl<S: WaypointStore> WarEngine<S> {
@@ -125,6 +158,7 @@ impl<S: WaypointStore> WarEngine<S> {
             at: started,
             served,
             emitter,
+            meter,
         } = start;
         let timeout = act.aegis.timeout.as_ref();
         let idle = timeout.and_then(|t| t.idle_timeout);
@@ -145,6 +179,7 @@ impl<S: WaypointStore> WarEngine<S> {
             task: act.task_ref.clone(),
             served,
             emitter,
+            meter,
         };
         let run_timeout = timeout
             .and_then(|t| t.run_timeout)

@@ -43,7 +43,7 @@ pub(crate) struct ActivationCtx<'a> {
     pub(crate) thread_id: &'a Arc<str>,
     pub(crate) superstep: u32,
     /// When the whole `start`/`resume` call runs out of time.
-    pub(crate) run_deadline: RunDeadline,
+    pub(crate) run_deadline: &'a RunDeadline,
     pub(crate) spec: &'a NodeSpec,
     /// The node's policies (an empty [`Aegis`] when it declares none).
     pub(crate) aegis: &'a Aegis,
@@ -102,7 +102,7 @@ impl<S: WaypointStore> WarEngine<S> {
         activation: &Activation,
     ) -> ActivationResult {
         let node_id = &activation.node_id;
-        let mut rec = Recorder::of_run(node_id, act.task, &act.run_deadline);
+        let mut rec = Recorder::of_run(node_id, act.task, act.run_deadline);
         if matches!(act.spec, NodeSpec::Paladin { .. }) {
             rec = rec.recording_served();
         }

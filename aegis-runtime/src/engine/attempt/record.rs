@@ -11,9 +11,9 @@ use super::{ActivationCtx, ActivationResult, AttemptEnd};
 use crate::engine::WarEngine;
 use crate::engine::stream::AttemptTap;
 use crate::error::{NodeError, NodeErrorSource, Transience};
-use crate::graph::{MusterTask, ServedSlot};
+use crate::graph::{MusterTask, ServedSlot, SpendMeter};
 use crate::id::NodeId;
-use crate::policy::CacheScope;
+use crate::policy::{CacheScope, Skip, Spend};
 use crate::state::Battlefield;
 use crate::trace::{AttemptStatus, CacheOrigin, TraceEvent};
 use crate::waypoint::{AttemptRecord, NodeExecutionRecord, NodeStatus, RetrySkip, WaypointStore};
@@ -36,6 +36,15 @@ pub(super) struct Recorder {
     untouched: bool,
     /// When the last attempt ended, for a record finished right after it.
     ended: Option<Instant>,
+    /// Whether attempts are metered (a Paladin node's: no other kind
+    /// calls a model through the engine).
+    metered: bool,
+    /// What the attempts spent so far, when metered.
+    spend: Option<Spend>,
+    /// What the latest attempt spent: what a retry is expected to.
+    pub(super) last_spend: Spend,
+    /// Retries and hops not sent.
+    skips: Vec<Skip>,
 }
 
 impl Recorder {
@@ -68,6 +77,10 @@ impl Recorder {
             streamed: None,
             untouched: true,
             ended: None,
+            metered: false,
+            spend: None,
+            last_spend: Spend::default(),
+            skips: Vec::new(),
         }
     }
 
@@ -97,7 +110,18 @@ impl Recorder {
     /// node's (no other kind reports it, so no other pays for the slot).
     pub(super) fn recording_served(mut self) -> Self {
         self.served = ServedSlot::recording();
+        self.metered = true;
         self
+    }
+
+    /// What the activation's attempts spent so far.
+    pub(super) fn spent(&self) -> Spend {
+        self.spend.unwrap_or_default()
+    }
+
+    /// A retry or hop not sent, for the record.
+    pub(super) fn skipped(&mut self, skip: Skip) {
+        self.skips.push(skip);
     }
 
     /// Who produced the successful activation `record` ends, for the
@@ -159,6 +183,8 @@ impl Recorder {
                     .saturating_duration_since(self.started),
             ),
             retry_skipped: self.retry_skipped.take(),
+            spend: self.spend,
+            skips: std::mem::take(&mut self.skips),
         }
     }
 
@@ -188,12 +214,20 @@ impl Recorder {
         }
     }
 
-    fn push(&mut self, attempt: u32, started_at: SystemTime, took: Duration, error: &NodeError) {
+    fn push(
+        &mut self,
+        attempt: u32,
+        started_at: SystemTime,
+        took: Duration,
+        error: &NodeError,
+        spend: Option<Spend>,
+    ) {
         self.failed.push(AttemptRecord {
             attempt,
             started_at,
             duration_ms: millis(took),
             error: error.clone(),
+            spend,
         });
     }
 }
@@ -239,6 +273,15 @@ impl<S: WaypointStore> WarEngine<S> {
         rec.served.take();
         let tap = self.attempt_tap(act.thread_id, node_id, act.task, attempt);
         let emitter = crate::engine::stream::emitter(tap.as_ref());
+        let meter = if rec.metered {
+            SpendMeter::for_attempt(
+                act.run_deadline.spend().clone(),
+                act.aegis.spend_cap,
+                rec.spent(),
+            )
+        } else {
+            SpendMeter::default()
+        };
         let (end, ended) = self
             .bounded_attempt(
                 act,
@@ -249,15 +292,21 @@ impl<S: WaypointStore> WarEngine<S> {
                     at: started,
                     served: rec.served.clone(),
                     emitter,
+                    meter: meter.clone(),
                 },
             )
             .await;
         rec.ended = Some(ended);
+        // The attempt's future is gone: an abandoned stream has charged
+        // what it delivered.
+        let spent = rec
+            .metered
+            .then(|| self.metered(act, node_id, attempt, &meter, rec));
         let duration = ended.saturating_duration_since(started);
         let status = match &end {
             AttemptEnd::Done(_) => AttemptStatus::Succeeded,
             AttemptEnd::Error(e) => {
-                rec.push(attempt, started_at, duration, e);
+                rec.push(attempt, started_at, duration, e, spent);
                 AttemptStatus::Failed(e.clone())
             }
             AttemptEnd::Shutdown => AttemptStatus::Skipped {
@@ -287,6 +336,42 @@ impl<S: WaypointStore> WarEngine<S> {
             duration,
         });
         end
+    }
+}
+
+impl<S: WaypointStore> WarEngine<S> {
+    /// Puts what attempt `attempt` spent, and the hops it skipped, on the
+    /// record and the trace; returns its spend.
+    fn metered(
+        &self,
+        act: &ActivationCtx<'_>,
+        node_id: &NodeId,
+        attempt: u32,
+        meter: &SpendMeter,
+        rec: &mut Recorder,
+    ) -> Spend {
+        let spent = meter.spent();
+        rec.last_spend = spent;
+        rec.spend = Some(rec.spent().plus(&spent));
+        for skip in meter.take_skips() {
+            self.emit(TraceEvent::StepSkipped {
+                thread_id: Some(act.thread_id.to_string()),
+                superstep: Some(act.superstep),
+                node_id: Some(node_id.clone()),
+                task_key: act.task.map(|t| t.task_key.clone()),
+                skip: skip.clone(),
+            });
+            rec.skipped(skip);
+        }
+        self.emit_with(Level::DEBUG, || TraceEvent::AttemptSpend {
+            thread_id: act.thread_id.to_string(),
+            superstep: act.superstep,
+            node_id: node_id.clone(),
+            task_key: act.task.map(|t| t.task_key.clone()),
+            attempt,
+            spend: spent,
+        });
+        spent
     }
 }
 

@@ -99,6 +99,7 @@ impl AnthropicLlmAdapter {
         request: &LlmRequest,
         stream: bool,
     ) -> Result<reqwest::Response, LlmError> {
+        self.endpoint.check_window(request)?;
         let model = self.endpoint.model(request);
         let body = wire::encode_request(request, model, stream)?;
         self.endpoint
@@ -123,6 +124,14 @@ impl LlmPort for AnthropicLlmAdapter {
 
     fn get_provider_name(&self) -> &str {
         &self.endpoint.provider
+    }
+
+    fn context_window(&self) -> Option<u64> {
+        self.endpoint.context_window
+    }
+
+    fn model_name(&self) -> Option<&str> {
+        self.endpoint.model.as_deref()
     }
 
     fn known_secrets(&self) -> KnownSecrets {
