@@ -582,3 +582,60 @@ fn costs_add_up_exactly_whatever_the_order() {
     assert_eq!(sum, price.cost(10_000, 0));
     assert_eq!(sum, Money::from_nano_usd(1_000_000));
 }
+
+// ---- visibility -----------------------------------------------------------
+
+#[tokio::test(start_paused = true)]
+async fn the_timeline_shows_each_attempts_spend_the_skips_and_the_total() {
+    let llm = MockLlmAdapter::new()
+        .with_stream(vec![usage_chunk("partial", 1000, 500), Err(reset())])
+        .with_response("never sent");
+    let engine = WarEngine::new(InMemoryWaypointStore::new())
+        .with_llm(llm)
+        .with_prices(prices("mock"))
+        .with_spend_budget(SpendBudget::new().with_max_cost(Money::from_usd(0.003).unwrap()));
+    let g = graph(
+        Aegis::new().with_retry(retry(3)).with_on_error(handled()),
+        EngineLimits::default(),
+    );
+    engine
+        .start(&g, "t", json!({"question": "q"}))
+        .await
+        .unwrap();
+    let history = engine.store().history("t").await.unwrap();
+    let page = aegis::render::timeline(&history);
+    assert!(
+        page.contains("spent 1500 tokens (1000 in, 500 out), $0.002000"),
+        "{page}"
+    );
+    assert!(
+        page.contains("retry (attempt 2) skipped: spend budget"),
+        "{page}"
+    );
+    assert!(page.contains(" · spent 1500 tokens"), "{page}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_streamed_run_carries_the_spend_events() {
+    use aegis::engine::{StreamEvent, StreamMode, StreamOptions};
+    use futures::StreamExt;
+    let llm = MockLlmAdapter::new().with_stream(vec![usage_chunk("done", 10, 5)]);
+    let engine = WarEngine::new(InMemoryWaypointStore::new()).with_llm(llm);
+    let g = graph(Aegis::new(), EngineLimits::default());
+    let mut stream = engine.stream_with(
+        &g,
+        "t",
+        json!({"question": "q"}),
+        StreamOptions::new([StreamMode::Events]),
+    );
+    let mut spends = Vec::new();
+    while let Some(event) = stream.next().await {
+        if let StreamEvent::Trace(
+            TraceEvent::AttemptSpend { spend, .. } | TraceEvent::RunSpend { spend, .. },
+        ) = event
+        {
+            spends.push(spend.total_tokens());
+        }
+    }
+    assert_eq!(spends, [15, 15]);
+}
