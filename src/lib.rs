@@ -56,6 +56,7 @@ doctested! {
     StreamingGuide = "../docs/STREAMING.md",
     LocalModelsGuide = "../docs/LOCAL_MODELS.md",
     PicturesGuide = "../docs/PICTURES.md",
+    BudgetsGuide = "../docs/BUDGETS.md",
 }
 
 /// What the code `#[aegis]` and `graph!` generate names, and nothing else
