@@ -639,3 +639,49 @@ async fn a_streamed_run_carries_the_spend_events() {
     }
     assert_eq!(spends, [15, 15]);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_run_whose_budget_is_spent_stops_before_its_next_superstep() {
+    // `writer` spends all 15 tokens and succeeds; `after` (no model call)
+    // never runs: nothing is left, so no superstep starts.
+    let llm = MockLlmAdapter::new().with_stream(vec![usage_chunk("done", 10, 5)]);
+    let engine = WarEngine::new(InMemoryWaypointStore::new())
+        .with_llm(llm)
+        .with_spend_budget(SpendBudget::new().with_max_tokens(15));
+    let mut g = WarGraph::new(
+        schema(&[("question", LastWrite), ("answer", LastWrite)]),
+        EngineLimits::default(),
+    );
+    g.add_node(
+        "writer",
+        NodeSpec::paladin(
+            Paladin::new("Writer").with_model("m"),
+            InputMapping::new("Answer: {question}"),
+            field_name("answer"),
+        ),
+    )
+    .add_node("after", write("answer", json!("overwritten")));
+    g.add_edge(START, "writer")
+        .add_edge("writer", "after")
+        .add_edge("after", END);
+    let outcome = engine
+        .start(&g, "t", json!({"question": "q"}))
+        .await
+        .unwrap();
+    assert_eq!(answer(&outcome), json!("done"));
+    assert!(matches!(
+        outcome.into_result(),
+        Err(EngineError::SpendBudgetExhausted { .. })
+    ));
+
+    // A run that ends within its budget completes.
+    let llm = MockLlmAdapter::new().with_stream(vec![usage_chunk("done", 10, 5)]);
+    let engine = WarEngine::new(InMemoryWaypointStore::new())
+        .with_llm(llm)
+        .with_spend_budget(SpendBudget::new().with_max_tokens(16));
+    let outcome = engine
+        .start(&g, "t", json!({"question": "q"}))
+        .await
+        .unwrap();
+    assert_eq!(answer(&outcome), json!("overwritten"));
+}

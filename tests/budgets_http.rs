@@ -337,3 +337,35 @@ async fn a_revoked_key_hops_to_the_other_vendor_when_opted_in() {
     let outcome = run(&engine, Aegis::new()).await;
     assert_eq!(answer(&outcome), json!("Paris is the capital."));
 }
+
+// ---- an exhausted provider account ----------------------------------------
+
+const INSUFFICIENT_QUOTA: &str = r#"{"error":{"message":"You exceeded your current quota, please check your plan and billing details.","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}"#;
+
+#[tokio::test]
+async fn an_out_of_credit_429_is_not_retried_but_a_chain_hops_past_it() {
+    // Alone: Permanent, so the retry policy does not resend it.
+    let server = TestServer::start(vec![
+        Reply::body(429, INSUFFICIENT_QUOTA),
+        Reply::sse(vec![OPENAI_STREAM]),
+    ])
+    .await;
+    let engine = engine_over(openai(&server), true);
+    let outcome = run(&engine, Aegis::new().with_retry(retry(3))).await;
+    assert!(!outcome.is_completed());
+    assert_eq!(server.requests().len(), 1, "no retry of an empty account");
+    let error = outcome.node_error().expect("a node error");
+    assert_eq!(error.transience, aegis::error::Transience::Permanent);
+
+    // In a chain: the next provider bills another account.
+    let primary = TestServer::start(vec![Reply::body(429, INSUFFICIENT_QUOTA)]).await;
+    let backup = TestServer::start(vec![Reply::sse(vec![ANTHROPIC_STREAM])]).await;
+    let chain = FallbackLlmAdapter::new(vec![
+        Arc::new(openai(&primary)) as Arc<dyn LlmPort>,
+        Arc::new(anthropic(&backup)),
+    ])
+    .unwrap();
+    let engine = engine_over(chain, true);
+    let outcome = run(&engine, Aegis::new()).await;
+    assert_eq!(answer(&outcome), json!("Paris is the capital."));
+}

@@ -409,6 +409,11 @@ impl<S: WaypointStore> WarEngine<S> {
         if let Some(e) = run_deadline.exceeded() {
             return Planned::End(Ending::failed(e, None, Vec::new()));
         }
+        // Nothing left of the spend budget: no further superstep, as none
+        // starts past the time budget.
+        if run_deadline.spend_exhausted() {
+            return Planned::End(Ending::failed(run_deadline.error(), None, Vec::new()));
+        }
         if cur.superstep >= limits.max_supersteps {
             let e = EngineError::RecursionLimitExceeded {
                 limit: limits.max_supersteps,

@@ -163,6 +163,7 @@ fn llm_kind(e: &LlmError) -> &'static str {
         LlmError::ContentFiltered(_) => "ContentFiltered",
         LlmError::ParseError(_) => "ParseError",
         LlmError::SpendBudgetExceeded(_) => "SpendBudgetExceeded",
+        LlmError::QuotaExceeded(_) => "QuotaExceeded",
         LlmError::CircuitOpen { .. } => "CircuitOpen",
         LlmError::AllProvidersFailed { .. } => "AllProvidersFailed",
     }

@@ -97,7 +97,9 @@ pub enum FallbackChainError {
 ///   [`FallbackLlmAdapter::with_provider_hop_on_auth`]: then a rejected
 ///   credential at that provider is a reason to try the next one, which has
 ///   its own key. A deviation from the guide's default, for multi-vendor
-///   chains whose keys are revoked independently.
+///   chains whose keys are revoked independently. An exhausted account
+///   ([`LlmError::QuotaExceeded`], Permanent so never retried) always hops:
+///   the next provider bills another one.
 /// * Each hop emits [`TraceEvent::FallbackHop`] to the sinks added with
 ///   [`FallbackLlmAdapter::with_trace_sink`], and a `warn!` naming both
 ///   providers.
@@ -290,10 +292,13 @@ impl FallbackLlmAdapter {
             transience,
             retry_after: error.retry_after(),
         });
-        let auth_hop = self.hop_on_auth.get(index).copied().unwrap_or(false)
-            && is_auth_failure(&error)
+        let auth_hop =
+            self.hop_on_auth.get(index).copied().unwrap_or(false) && is_auth_failure(&error);
+        // An exhausted account is no reason to stop: the next provider
+        // bills another one.
+        let account_hop = (auth_hop || matches!(error, LlmError::QuotaExceeded(_)))
             && index + 1 < self.chain.len();
-        if transience == Transience::Permanent && !auth_hop {
+        if transience == Transience::Permanent && !account_hop {
             Err(error.scrubbed(&self.secrets))
         } else {
             Ok(error)
