@@ -484,6 +484,29 @@ async fn a_hop_to_a_model_dearer_than_the_ratio_allows_is_refused() {
         }
     ));
 
+    // An output price three times the primary's is dearer too, whatever the
+    // input price.
+    let primary = MockLlmAdapter::new()
+        .with_provider_name("cheap")
+        .with_error(unavailable());
+    let backup = MockLlmAdapter::new()
+        .with_provider_name("dear-output")
+        .with_response("never sent");
+    let engine = WarEngine::new(InMemoryWaypointStore::new())
+        .with_llm(chain(vec![Arc::new(primary), Arc::new(backup.clone())]))
+        .with_prices(
+            prices
+                .clone()
+                .with_provider_price("dear-output", Price::per_million(1.0, 3.0).unwrap()),
+        )
+        .with_spend_budget(SpendBudget::new().with_max_hop_price_ratio(2.0).unwrap());
+    let outcome = engine
+        .start(&g, "t", json!({"question": "q"}))
+        .await
+        .unwrap();
+    assert_eq!(answer(&outcome), json!("handled"));
+    assert_eq!(backup.call_count(), 0);
+
     // Three times the price fits a ratio of 3.
     let primary = MockLlmAdapter::new()
         .with_provider_name("cheap")
@@ -684,4 +707,59 @@ async fn a_run_whose_budget_is_spent_stops_before_its_next_superstep() {
         .await
         .unwrap();
     assert_eq!(answer(&outcome), json!("overwritten"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_after_an_attempt_that_spent_nothing_is_expected_to_cost_its_request() {
+    // The first attempt fails before answering (nothing spent); the retry
+    // would resend a prompt of ~7 tokens with max_tokens 100: more than the
+    // node's cap of 50.
+    let llm = MockLlmAdapter::new()
+        .with_error(unavailable())
+        .with_response("never sent");
+    let engine = WarEngine::new(InMemoryWaypointStore::new()).with_llm(llm.clone());
+    let mut g = WarGraph::new(
+        schema(&[("question", LastWrite), ("answer", LastWrite)]),
+        EngineLimits::default(),
+    );
+    g.add_node(
+        "writer",
+        NodeSpec::paladin(
+            Paladin::new("Writer").with_model("m").with_max_tokens(100),
+            InputMapping::new("Answer: {question}"),
+            field_name("answer"),
+        ),
+    );
+    g.add_edge(START, "writer").add_edge("writer", END);
+    let capped = |tokens: u64| {
+        Aegis::new()
+            .with_retry(retry(3))
+            .with_on_error(handled())
+            .with_spend_cap(SpendBudget::new().with_max_tokens(tokens))
+    };
+    g.set_aegis("writer", capped(50));
+    let outcome = engine
+        .start(&g, "t", json!({"question": "q"}))
+        .await
+        .unwrap();
+    assert_eq!(answer(&outcome), json!("handled"));
+    assert_eq!(llm.call_count(), 1);
+    let record = writer_record(&engine, "t").await;
+    assert!(matches!(
+        &record.skips[0].reason,
+        SkipReason::SpendBudget { expected, .. }
+            if expected.estimated && expected.completion_tokens == 100
+    ));
+
+    // Under a cap of 500 the retry fits and answers.
+    let llm = MockLlmAdapter::new()
+        .with_error(unavailable())
+        .with_response("second");
+    let engine = WarEngine::new(InMemoryWaypointStore::new()).with_llm(llm.clone());
+    g.set_aegis("writer", capped(500));
+    let outcome = engine
+        .start(&g, "t", json!({"question": "q"}))
+        .await
+        .unwrap();
+    assert_eq!(answer(&outcome), json!("second"));
 }

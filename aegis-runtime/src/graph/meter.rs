@@ -91,6 +91,8 @@ struct Attempt {
     before: Spend,
     spent: Mutex<Spend>,
     skips: Mutex<Vec<Skip>>,
+    /// What the attempt's first request was expected to spend.
+    expected: Mutex<Option<Spend>>,
 }
 
 /// One attempt's meter: charges go to the attempt and to its run. The
@@ -116,6 +118,7 @@ impl SpendMeter {
             before,
             spent: Mutex::new(Spend::default()),
             skips: Mutex::new(Vec::new()),
+            expected: Mutex::new(None),
         })))
     }
 
@@ -187,6 +190,19 @@ impl SpendMeter {
         if let Some(a) = &self.0 {
             lock(&a.skips).push(skip);
         }
+    }
+
+    /// Notes what a request of the attempt is expected to spend; the first
+    /// one stands for the attempt (a retry resends it).
+    pub(crate) fn expect(&self, spend: Spend) {
+        if let Some(a) = &self.0 {
+            lock(&a.expected).get_or_insert(spend);
+        }
+    }
+
+    /// What the attempt's first request was expected to spend, if noted.
+    pub(crate) fn expected(&self) -> Option<Spend> {
+        self.0.as_ref().and_then(|a| *lock(&a.expected))
     }
 
     /// The attempt's spend so far.

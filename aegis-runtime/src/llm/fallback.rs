@@ -85,8 +85,8 @@ pub enum FallbackChainError {
 ///   ([`SpendBudget`](crate::policy::SpendBudget)) — when the hop's expected
 ///   spend (the estimated prompt plus `max_tokens`, priced by the run's
 ///   [`PriceTable`](crate::policy::PriceTable)) would pass what is left, or
-///   its expected cost is more than the budget's `max_hop_price_ratio`
-///   times the primary's. Each skip is a [`TraceEvent::StepSkipped`] (to the
+///   its input or output price is more than the budget's
+///   `max_hop_price_ratio` times the primary's. Each skip is a [`TraceEvent::StepSkipped`] (to the
 ///   chain's sinks, and on the node's record and the engine's trace), and
 ///   the chain moves on; a chain that ends on a skip fails with its typed
 ///   error ([`LlmError::ContextLengthExceeded`],
@@ -336,20 +336,23 @@ impl FallbackLlmAdapter {
                 .price(p.get_provider_name(), model)
                 .map(|price| price.cost(prompt, output))
         };
-        let candidate = expected_cost(port);
-        if let (Some(max), Some(primary), Some(cand)) = (
+        let price_of = |p: &Arc<dyn LlmPort>| {
+            let model = p.model_name().unwrap_or(&request.model);
+            meter.price(p.get_provider_name(), model)
+        };
+        if let (Some(max), Some(primary), Some(candidate)) = (
             meter.max_hop_price_ratio_permille(),
-            self.chain.first().and_then(expected_cost),
-            candidate,
-        ) && u128::from(cand.nano_usd()) * 1000
-            > u128::from(primary.nano_usd()) * u128::from(max)
+            self.chain.first().and_then(price_of),
+            price_of(port),
+        ) && candidate.exceeds(&primary, max)
         {
             return Some(SkipReason::PriceRatio {
                 primary,
-                candidate: cand,
+                candidate,
                 max_ratio_permille: max,
             });
         }
+        let candidate = expected_cost(port);
         let remaining = meter.remaining()?;
         let expected =
             Spend::new(prompt, output, candidate.unwrap_or(Money::ZERO)).with_estimated(true);

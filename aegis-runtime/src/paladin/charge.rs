@@ -50,6 +50,33 @@ impl<'a> Charge<'a> {
         }
     }
 
+    /// Notes on the meter what this request is expected to spend: its
+    /// estimated prompt plus `max_output` tokens, priced like the call.
+    pub(super) fn expect(&self, max_output: u64) {
+        if !self.meter.is_active() {
+            return;
+        }
+        let cost = self.meter.cost(
+            &self.provider,
+            &self.models(),
+            self.prompt_estimate,
+            max_output,
+        );
+        self.meter
+            .expect(Spend::new(self.prompt_estimate, max_output, cost).with_estimated(true));
+    }
+
+    fn models(&self) -> Vec<&str> {
+        [
+            self.served_model.as_deref(),
+            self.port_model.as_deref(),
+            Some(self.request_model.as_str()),
+        ]
+        .into_iter()
+        .flatten()
+        .collect()
+    }
+
     /// A chunk arrived.
     pub(super) fn chunk(&mut self, chunk: &LlmChunk) {
         if !self.meter.is_active() {
@@ -115,15 +142,9 @@ impl<'a> Charge<'a> {
             }
             None => (self.prompt_estimate, self.streamed_tokens, true),
         };
-        let models: Vec<&str> = [
-            self.served_model.as_deref(),
-            self.port_model.as_deref(),
-            Some(self.request_model.as_str()),
-        ]
-        .into_iter()
-        .flatten()
-        .collect();
-        let cost = self.meter.cost(&self.provider, &models, prompt, completion);
+        let cost = self
+            .meter
+            .cost(&self.provider, &self.models(), prompt, completion);
         Spend::new(prompt, completion, cost).with_estimated(estimated)
     }
 }

@@ -100,17 +100,19 @@ impl PaladinExecutionService {
                 "not sent: {remaining}"
             ))));
         }
+        let prompt_estimate = if meter.is_active() {
+            crate::llm::estimate::prompt_tokens(request)
+        } else {
+            0
+        };
         let mut charge = Charge::new(
             meter,
             self.llm.get_provider_name(),
             self.llm.model_name(),
             &request.model,
-            if meter.is_active() {
-                crate::llm::estimate::prompt_tokens(request)
-            } else {
-                0
-            },
+            prompt_estimate,
         );
+        charge.expect(u64::from(request.max_tokens.unwrap_or(0)));
         let response = if self.streaming {
             let first_chunk = heartbeat.first_chunk();
             let mut stream = {

@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
-use super::money::{Money, PriceError};
+use super::money::{Money, Price, PriceError};
 
 /// Tokens and money spent: one attempt's, one activation's or one run's.
 ///
@@ -96,8 +96,8 @@ impl fmt::Display for Spend {
 /// run ends with
 /// [`EngineError::SpendBudgetExhausted`](crate::error::EngineError::SpendBudgetExhausted).
 ///
-/// `max_hop_price_ratio` refuses a hop to a provider whose expected cost for
-/// the request is more than that many times the primary's.
+/// `max_hop_price_ratio` refuses a hop to a provider whose input or output
+/// price is more than that many times the primary's.
 ///
 /// ```
 /// use aegis_runtime::policy::{Money, SpendBudget};
@@ -118,8 +118,8 @@ pub struct SpendBudget {
     /// The most money.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_cost: Option<Money>,
-    /// The dearest a fallback may be, as a multiple of the primary's
-    /// expected cost, in thousandths (2000 = twice).
+    /// The dearest a fallback may be, as a multiple of the primary's input
+    /// and output prices, in thousandths (2000 = twice).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_hop_price_ratio_permille: Option<u32>,
 }
@@ -200,9 +200,10 @@ impl SpendBudget {
         self
     }
 
-    /// Refuses a fallback hop to a provider whose expected cost for the
-    /// request is more than `ratio` times the primary's. A ratio that is not
-    /// a finite number of at least 1 is [`PriceError::InvalidRatio`].
+    /// Refuses a fallback hop to a provider whose input or output price is
+    /// more than `ratio` times the primary's (both priced by the run's
+    /// table). A ratio that is not a finite number of at least 1 is
+    /// [`PriceError::InvalidRatio`].
     pub fn with_max_hop_price_ratio(mut self, ratio: f64) -> Result<Self, PriceError> {
         if !ratio.is_finite() || ratio < 1.0 || ratio * 1000.0 > f64::from(u32::MAX) {
             return Err(PriceError::InvalidRatio(ratio));
@@ -263,12 +264,14 @@ pub enum SkipReason {
         /// What was left.
         remaining: Remaining,
     },
-    /// The provider is dearer than the primary beyond the configured ratio.
+    /// The provider is dearer than the primary beyond the configured ratio:
+    /// its input or its output price is more than the ratio times the
+    /// primary's.
     PriceRatio {
-        /// The primary's expected cost for the request.
-        primary: Money,
+        /// The primary's price.
+        primary: Price,
         /// This provider's.
-        candidate: Money,
+        candidate: Price,
         /// The ratio allowed, in thousandths.
         max_ratio_permille: u32,
     },
@@ -294,7 +297,11 @@ impl fmt::Display for SkipReason {
                 max_ratio_permille,
             } => write!(
                 f,
-                "price ratio: expected {candidate} against the primary's {primary}, more than {}.{:03}x",
+                "price ratio: {} in / {} out per million tokens against the primary's {} / {}, more than {}.{:03}x",
+                candidate.input_per_million,
+                candidate.output_per_million,
+                primary.input_per_million,
+                primary.output_per_million,
                 max_ratio_permille / 1000,
                 max_ratio_permille % 1000
             ),

@@ -141,6 +141,16 @@ impl Price {
         ))
     }
 
+    /// Whether this price is more than `permille` thousandths of `base` on
+    /// either side (input or output). A base of zero on a side makes any
+    /// positive price there dearer.
+    pub fn exceeds(&self, base: &Price, permille: u32) -> bool {
+        let over =
+            |p: Money, b: Money| u128::from(p.0) * 1000 > u128::from(b.0) * u128::from(permille);
+        over(self.input_per_million, base.input_per_million)
+            || over(self.output_per_million, base.output_per_million)
+    }
+
     /// What `input` tokens in and `output` tokens out cost, rounded up to
     /// the nano-dollar once for the whole call (saturating).
     pub fn cost(&self, input: u64, output: u64) -> Money {

@@ -41,7 +41,8 @@ pub(super) struct Recorder {
     metered: bool,
     /// What the attempts spent so far, when metered.
     spend: Option<Spend>,
-    /// What the latest attempt spent: what a retry is expected to.
+    /// What a retry is expected to spend: what the latest attempt spent,
+    /// or, when it spent nothing, what its first request was expected to.
     pub(super) last_spend: Spend,
     /// Retries and hops not sent.
     skips: Vec<Skip>,
@@ -351,7 +352,11 @@ impl<S: WaypointStore> WarEngine<S> {
         rec: &mut Recorder,
     ) -> Spend {
         let spent = meter.spent();
-        rec.last_spend = spent;
+        rec.last_spend = if spent.is_zero() {
+            meter.expected().unwrap_or_default()
+        } else {
+            spent
+        };
         rec.spend = Some(rec.spent().plus(&spent));
         for skip in meter.take_skips() {
             self.emit(TraceEvent::StepSkipped {

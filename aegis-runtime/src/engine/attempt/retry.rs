@@ -195,8 +195,9 @@ impl<S: WaypointStore> WarEngine<S> {
 }
 
 /// The retry `next` skipped for spend, if its expected spend (what the
-/// attempt before it spent) would pass what is left of the run's budget or
-/// the node's cap. A retry expected to spend nothing fits while anything is
+/// attempt before it spent, or when it spent nothing what its first request
+/// was expected to) would pass what is left of the run's budget or the
+/// node's cap. A retry expected to spend nothing fits while anything is
 /// left.
 fn spend_skip(act: &ActivationCtx<'_>, rec: &Recorder, next: u32) -> Option<crate::policy::Skip> {
     let remaining = act
