@@ -50,6 +50,16 @@ use crate::share::IntoShared;
 /// deadline, the idle window is held ([`HeartbeatHandle::hold_idle`]); from
 /// the first chunk on, silence is the idle timeout's, and is never hopped.
 ///
+/// **Spend.** Inside an engine run, every completion is charged to the
+/// attempt's meter when it ends or is dropped: the provider's usage where it
+/// reported it, an estimate (marked) where not; nothing for a call that
+/// failed before answering. The meter is in scope around the provider call,
+/// so a [`FallbackLlmAdapter`](crate::llm::FallbackLlmAdapter) checks each
+/// hop against what is left. With nothing left of the run's budget or the
+/// node's cap, a completion is not sent
+/// ([`LlmError::SpendBudgetExceeded`](crate::error::LlmError::SpendBudgetExceeded)).
+/// See [`SpendBudget`](crate::policy::SpendBudget).
+///
 /// `PaladinResult::served_by` is the serving provider a fallback chain
 /// stamped on the final completion (`None` for a port that stamps none),
 /// with its `chain_position` and whether it was a fallback (not the
