@@ -18,6 +18,7 @@ const LEVELS: &[(&str, u32)] = &[
     ("canon", 0),
     ("few", 0),
     ("share", 0),
+    ("spend", 0),
     ("error", 0),
     ("policy", 1),
     ("graph", 2),

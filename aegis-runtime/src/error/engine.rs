@@ -364,9 +364,9 @@ pub enum EngineError {
     #[error("spend budget exhausted: spent {spent}")]
     SpendBudgetExhausted {
         /// What the `start`/`resume` call spent.
-        spent: crate::policy::Spend,
+        spent: crate::spend::Spend,
         /// Its budget.
-        budget: crate::policy::SpendBudget,
+        budget: crate::spend::SpendBudget,
     },
     /// A node failed finally, with no handler to decide otherwise.
     #[error("{0}")]

@@ -2,14 +2,14 @@
 
 mod aegis;
 pub(crate) mod backoff;
-mod budget;
-mod money;
 mod validate;
 
+pub use crate::spend::{
+    Money, Price, PriceError, PriceTable, Remaining, Skip, SkipReason, SkippedStep, Spend,
+    SpendBudget,
+};
 pub use aegis::{
     Aegis, CacheKeySpec, CachePolicy, CacheScope, DEFAULT_MAX_RETRY_AFTER, ErrorHandlerSpec,
     RetryPolicy, RetryPredicate, TimeoutPolicy,
 };
-pub use budget::{Remaining, Skip, SkipReason, SkippedStep, Spend, SpendBudget};
-pub use money::{Money, Price, PriceError, PriceTable};
 pub(crate) use validate::{retry_problems, timeout_problems};
