@@ -111,6 +111,9 @@ impl<'a> Charge<'a> {
 
     /// A whole response arrived.
     pub(super) fn response(&mut self, response: &LlmResponse) {
+        if !self.meter.is_active() {
+            return;
+        }
         let chunk = LlmChunk::default()
             .with_content(response.content.clone())
             .with_tool_calls(response.tool_calls.clone())
