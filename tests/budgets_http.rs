@@ -153,6 +153,16 @@ async fn openai_usage_is_read_streamed_and_whole() {
 }
 
 #[tokio::test]
+async fn running_usage_totals_on_every_chunk_are_not_added_up() {
+    let stream = include_str!("fixtures/usage/openai_stream_continuous_usage.sse");
+    let server = TestServer::start(vec![Reply::sse(vec![stream])]).await;
+    let engine = engine_over(openai(&server), true);
+    run(&engine, Aegis::new()).await;
+    let spend = record(&engine).await.spend.expect("spend");
+    assert_eq!((spend.prompt_tokens, spend.completion_tokens), (1200, 300));
+}
+
+#[tokio::test]
 async fn anthropic_usage_is_read_streamed_and_whole() {
     for (streaming, reply) in [
         (true, Reply::sse(vec![ANTHROPIC_STREAM])),

@@ -102,10 +102,14 @@ impl<'a> Charge<'a> {
                 .saturating_add(text_tokens(&call.name))
                 .saturating_add(text_tokens(&call.arguments.to_string()));
         }
+        // Streamed counts are running totals (OpenAI's, and vLLM's
+        // `continuous_usage_stats` on every chunk; Anthropic's output
+        // count), or one side each (Anthropic's start and delta): the
+        // largest seen of each side is the completion's, never their sum.
         if let Some(u) = &chunk.usage {
-            self.usage
-                .get_or_insert_with(LlmUsage::default)
-                .accumulate(u);
+            let seen = self.usage.get_or_insert_with(LlmUsage::default);
+            seen.prompt_tokens = seen.prompt_tokens.max(u.prompt_tokens);
+            seen.completion_tokens = seen.completion_tokens.max(u.completion_tokens);
         }
     }
 
