@@ -60,6 +60,7 @@ doctested! {
     LocalModelsGuide = "../docs/LOCAL_MODELS.md",
     PicturesGuide = "../docs/PICTURES.md",
     ConsoleGuide = "../docs/CONSOLE.md",
+    BudgetsGuide = "../docs/BUDGETS.md",
 }
 
 /// What the code `#[aegis]` and `graph!` generate names, and nothing else

@@ -22,6 +22,7 @@ const LEVELS: &[(&str, u32)] = &[
     ("canon", 0),
     ("share", 0),
     ("deadline", 0),
+    ("spend", 0),
     ("state", 1),
     ("id", 1),
     ("error", 2),

@@ -199,6 +199,7 @@ pub fn aegis(
         timeout,
         on_error,
         cache,
+        spend_cap: None,
     }
 }
 

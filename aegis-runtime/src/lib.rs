@@ -32,6 +32,7 @@ pub mod paladin;
 pub mod policy;
 pub mod render;
 mod share;
+mod spend;
 pub mod state;
 pub mod trace;
 pub mod waypoint;

@@ -295,6 +295,49 @@ pub enum TraceEvent {
         /// The provider tried next.
         to_provider: String,
     },
+    /// A retry or a fallback hop was not sent: its expected spend would
+    /// pass what is left of the budget, the provider is too dear next to
+    /// the primary, or the request cannot fit the provider's context
+    /// window. The run fields are `None` when a fallback chain reports it
+    /// to its own sinks (the engine reports it again with them set).
+    StepSkipped {
+        /// The thread, when known.
+        thread_id: Option<String>,
+        /// The superstep, when known.
+        superstep: Option<u32>,
+        /// The node, when known.
+        node_id: Option<NodeId>,
+        /// The task key, for a mustered task.
+        task_key: Option<String>,
+        /// What was skipped and why.
+        skip: crate::policy::Skip,
+    },
+    /// What one attempt of a Paladin node spent, failed and abandoned
+    /// attempts included.
+    AttemptSpend {
+        /// The thread.
+        thread_id: String,
+        /// The superstep.
+        superstep: u32,
+        /// The node.
+        node_id: NodeId,
+        /// The task key, for a mustered task.
+        task_key: Option<String>,
+        /// The attempt.
+        attempt: u32,
+        /// Its tokens and cost.
+        spend: crate::policy::Spend,
+    },
+    /// What the whole `start`/`resume` call spent, just before
+    /// [`TraceEvent::RunFinished`].
+    RunSpend {
+        /// The thread.
+        thread_id: String,
+        /// Its tokens and cost.
+        spend: crate::policy::Spend,
+        /// What was left of its budget, when it had one.
+        remaining: Option<crate::policy::Remaining>,
+    },
     /// A node's `on_error` handler took over its final failure; its
     /// directive takes the node's place.
     HandlerRan {
@@ -497,6 +540,47 @@ impl fmt::Display for TraceEvent {
                 }
                 write!(f, "model fallback from {from_provider} to {to_provider}")
             }
+            TraceEvent::StepSkipped {
+                thread_id,
+                superstep,
+                node_id,
+                task_key,
+                skip,
+            } => {
+                if let Some(thread_id) = thread_id {
+                    write!(f, "[{thread_id}] ")?;
+                }
+                if let Some(superstep) = superstep {
+                    write!(f, "superstep {superstep}: ")?;
+                }
+                if let Some(node_id) = node_id {
+                    write!(f, "{}: ", Activation(node_id, task_key))?;
+                }
+                write!(f, "{skip}")
+            }
+            TraceEvent::AttemptSpend {
+                thread_id,
+                superstep,
+                node_id,
+                task_key,
+                attempt,
+                spend,
+            } => write!(
+                f,
+                "[{thread_id}] superstep {superstep}: {} attempt {attempt} spent {spend}",
+                Activation(node_id, task_key)
+            ),
+            TraceEvent::RunSpend {
+                thread_id,
+                spend,
+                remaining,
+            } => {
+                write!(f, "[{thread_id}] run spent {spend}")?;
+                match remaining {
+                    Some(r) => write!(f, "; {r} of its budget"),
+                    None => Ok(()),
+                }
+            }
             TraceEvent::HandlerRan {
                 thread_id,
                 superstep,
@@ -633,6 +717,28 @@ pub(crate) fn log_event(event: &TraceEvent) {
             ..
         } => {
             tracing::warn!(from_provider, to_provider, "model fallback hop");
+        }
+        TraceEvent::StepSkipped {
+            thread_id,
+            node_id,
+            skip,
+            ..
+        } => {
+            tracing::warn!(thread_id, node_id = ?node_id, skip = %skip, "step skipped");
+        }
+        TraceEvent::AttemptSpend {
+            thread_id,
+            node_id,
+            attempt,
+            spend,
+            ..
+        } => {
+            tracing::debug!(thread_id, node_id = %node_id, attempt, spend = %spend, "attempt spend");
+        }
+        TraceEvent::RunSpend {
+            thread_id, spend, ..
+        } => {
+            tracing::info!(thread_id, spend = %spend, "run spend");
         }
         TraceEvent::HandlerRan {
             thread_id,

@@ -76,7 +76,7 @@ fn interrupted(
     cur: &mut Cursor,
     vanguard: &[Activation],
     unfinished: Few<(usize, ActivationResult)>,
-    run_deadline: RunDeadline,
+    run_deadline: &RunDeadline,
 ) -> Ending {
     let mut failures: Vec<(NodeError, bool)> = Vec::new();
     let mut pending: Vec<NodeId> = Vec::new();
@@ -175,7 +175,7 @@ impl<S: WaypointStore> WarEngine<S> {
         index: &GraphIndex<'_>,
         cur: &mut Cursor,
         mut unfinished: Few<(usize, ActivationResult)>,
-        run_deadline: RunDeadline,
+        run_deadline: &RunDeadline,
         solo: Option<NodeEntry<'_>>,
     ) -> Result<Option<Ending>, EngineError> {
         // Completion order is a race; everything reported is in vanguard

@@ -119,6 +119,7 @@ impl EngineConfig {
                 .shutdown_grace_secs
                 .map(Duration::from_secs)
                 .unwrap_or(d.shutdown_grace),
+            spend_budget: d.spend_budget,
         }
     }
 }

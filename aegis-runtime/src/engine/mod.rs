@@ -41,11 +41,11 @@ use tracing::Instrument;
 use crate::cache::{NodeCache, NodeCacheHandle};
 use crate::error::{EngineError, PolicyOffender};
 use crate::few::Few;
-use crate::graph::{HeartbeatHandle, NodeSpec, ParleyExpiry, ParleyResponse, WarGraph};
+use crate::graph::{HeartbeatHandle, NodeSpec, ParleyExpiry, ParleyResponse, RunLedger, WarGraph};
 use crate::id::NodeId;
 use crate::id::validate_root_thread_id;
 use crate::paladin::{PaladinPort, UnconfiguredPaladinPort};
-use crate::policy::{Aegis, ErrorHandlerSpec, RetryPredicate};
+use crate::policy::{Aegis, ErrorHandlerSpec, PriceTable, RetryPredicate, SpendBudget};
 use crate::state::initial_state;
 use crate::trace::{TraceEvent, TraceSink, log_event};
 use crate::waypoint::{
@@ -139,6 +139,11 @@ pub struct WarEngine<S = InMemoryWaypointStore> {
     /// [`WarEngine::stream`]); `None` for `start`/`resume`, which then pay
     /// one branch per event.
     pub(crate) stream: Option<Arc<StreamTap>>,
+    /// What model calls cost (see `with_prices`).
+    pub(crate) prices: Arc<PriceTable>,
+    /// The run option spend budget, over the graph's default (see
+    /// `with_spend_budget`).
+    pub(crate) spend_budget: Option<SpendBudget>,
 }
 
 impl<S> fmt::Debug for WarEngine<S> {
@@ -196,6 +201,8 @@ impl<S: WaypointStore> WarEngine<S> {
             grace_cap: None,
             enclosing_deadline: None,
             stream: None,
+            prices: Arc::default(),
+            spend_budget: None,
         }
     }
 
@@ -223,6 +230,8 @@ impl<S: WaypointStore> WarEngine<S> {
             grace_cap: self.grace_cap,
             enclosing_deadline: self.enclosing_deadline,
             stream: self.stream.clone(),
+            prices: self.prices.clone(),
+            spend_budget: self.spend_budget,
         }
     }
 
@@ -340,6 +349,40 @@ impl<S: WaypointStore> WarEngine<S> {
     pub fn with_isolated_attempts(mut self) -> Self {
         self.isolated_attempts = true;
         self
+    }
+
+    /// Prices model calls by `prices` (dollars per million input and output
+    /// tokens, by provider and model; supplied by you, nothing is fetched):
+    /// every Paladin attempt's [`Spend`](crate::policy::Spend) then carries
+    /// its cost, and money budgets apply. Without a price, a call counts
+    /// tokens only.
+    pub fn with_prices(mut self, prices: PriceTable) -> Self {
+        self.prices = Arc::new(prices);
+        self
+    }
+
+    /// Bounds every `start`/`resume` call of this engine by `budget` in
+    /// tokens and money (the run option; it wins over the graph's
+    /// [`EngineLimits::spend_budget`](crate::graph::EngineLimits::spend_budget)).
+    /// Each call has its own budget, as each has its own `run_timeout`.
+    ///
+    /// A retry or a fallback hop whose expected spend would pass what is
+    /// left is skipped (a [`Skip`](crate::policy::Skip) on the node's record,
+    /// a [`TraceEvent::StepSkipped`]) and the node's `on_error` handler runs;
+    /// when nothing is left and a node needs more, the run ends with
+    /// [`EngineError::SpendBudgetExhausted`] (no handler runs, as for the
+    /// time budget).
+    pub fn with_spend_budget(mut self, budget: impl Into<Option<SpendBudget>>) -> Self {
+        self.spend_budget = budget.into();
+        self
+    }
+
+    /// The ledger of one `start`/`resume` call of `graph`.
+    fn ledger(&self, graph: &WarGraph) -> RunLedger {
+        RunLedger::new(
+            self.prices.clone(),
+            self.spend_budget.or(graph.limits.spend_budget),
+        )
     }
 
     /// Adds a trace sink.
@@ -533,7 +576,8 @@ impl<S: WaypointStore> WarEngine<S> {
         let state = initial_state(&graph.schema, &input).map_err(EngineError::InvalidInput)?;
         let index = GraphIndex::of(graph);
         let vanguard = index.entry_activations();
-        let run_deadline = RunDeadline::new(graph.limits.run_timeout);
+        let run_deadline =
+            RunDeadline::new(graph.limits.run_timeout).with_spend(self.ledger(graph));
         let cursor = Cursor {
             thread_id: Arc::from(thread_id),
             fingerprint: graph.shared_fingerprint(),
@@ -603,7 +647,8 @@ impl<S: WaypointStore> WarEngine<S> {
         // with where the thread waits (or migrates it).
         let latest = evolve::onto(graph, latest)?;
         let index = GraphIndex::of(graph);
-        let run_deadline = RunDeadline::new(graph.limits.run_timeout);
+        let run_deadline =
+            RunDeadline::new(graph.limits.run_timeout).with_spend(self.ledger(graph));
         let created_at = latest.created_at;
         let requests = match &latest.status {
             WaypointStatus::AwaitingInput { requests } => Some(requests.clone()),
@@ -664,10 +709,19 @@ impl<S: WaypointStore> WarEngine<S> {
             thread_id: thread_id.clone(),
             resumed,
         });
+        let ledger = run_deadline.spend().clone();
         let outcome = self
             .drive(index, cursor, run_deadline)
             .instrument(span)
             .await;
+        let spent = ledger.spent();
+        if !spent.is_zero() || ledger.budget().is_some() {
+            self.emit(TraceEvent::RunSpend {
+                thread_id: thread_id.clone(),
+                spend: spent,
+                remaining: ledger.budget().map(|_| ledger.remaining()),
+            });
+        }
         if let Ok(o) = &outcome {
             self.emit(TraceEvent::RunFinished {
                 thread_id,

@@ -35,7 +35,7 @@ struct StepEnv<'c> {
     /// carrying another (never, after a resume's check) derives its keys
     /// from scratch.
     seeds_fit: bool,
-    run_deadline: RunDeadline,
+    run_deadline: &'c RunDeadline,
     shutdown_grace: std::time::Duration,
 }
 
@@ -44,7 +44,7 @@ impl<'c> StepEnv<'c> {
         parts: StepParts<'c>,
         superstep: u32,
         index: &GraphIndex<'_>,
-        run_deadline: RunDeadline,
+        run_deadline: &'c RunDeadline,
         shutdown_grace: std::time::Duration,
     ) -> Self {
         let vanguard = parts.vanguard;
@@ -175,7 +175,7 @@ impl<S: WaypointStore> WarEngine<S> {
             // found by position.
             let solo = index.solo_after(previous, &cur.vanguard);
             previous = solo;
-            let todo = match self.plan(index, &mut cur, run_deadline, solo) {
+            let todo = match self.plan(index, &mut cur, &run_deadline, solo) {
                 Planned::Run(todo) => todo,
                 Planned::End(ending) => return self.end(cur, ending).await,
             };
@@ -189,11 +189,11 @@ impl<S: WaypointStore> WarEngine<S> {
             // whole superstep's future.
             let unfinished = {
                 let step =
-                    std::pin::pin!(self.run_vanguard(index, &mut cur, run_deadline, todo, solo));
+                    std::pin::pin!(self.run_vanguard(index, &mut cur, &run_deadline, todo, solo));
                 step.instrument(span).await?
             };
             if let Some(ending) = self
-                .barrier(index, &mut cur, unfinished, run_deadline, solo)
+                .barrier(index, &mut cur, unfinished, &run_deadline, solo)
                 .await?
             {
                 return self.end(cur, ending).await;
@@ -231,7 +231,7 @@ impl<S: WaypointStore> WarEngine<S> {
         &self,
         index: &GraphIndex<'_>,
         cur: &mut Cursor,
-        run_deadline: RunDeadline,
+        run_deadline: &RunDeadline,
         solo: Option<NodeEntry<'_>>,
     ) -> Planned {
         if cur.interrupted {
@@ -250,6 +250,11 @@ impl<S: WaypointStore> WarEngine<S> {
         }
         if let Some(e) = run_deadline.exceeded() {
             return Planned::End(Ending::failed(e, None, Vec::new()));
+        }
+        // Nothing left of the spend budget: no further superstep, as none
+        // starts past the time budget.
+        if run_deadline.spend_exhausted() {
+            return Planned::End(Ending::failed(run_deadline.error(), None, Vec::new()));
         }
         if cur.superstep >= limits.max_supersteps {
             let e = EngineError::RecursionLimitExceeded {
@@ -308,7 +313,7 @@ impl<S: WaypointStore> WarEngine<S> {
         &self,
         index: &GraphIndex<'_>,
         cur: &mut Cursor,
-        run_deadline: RunDeadline,
+        run_deadline: &RunDeadline,
         todo: Few<(usize, u32)>,
         solo: Option<NodeEntry<'_>>,
     ) -> Result<Few<(usize, ActivationResult)>, EngineError> {

@@ -1,29 +1,53 @@
-//! The run deadline: when one `start`/`resume` call runs out of time.
+//! The run's budgets: when one `start`/`resume` call runs out of time, and
+//! what it may spend.
 
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
 
 use crate::deadline::deadline_after;
 use crate::error::EngineError;
+use crate::graph::RunLedger;
 
 /// When one `start`/`resume` call began and when it runs out of time
-/// (`EngineLimits::run_timeout`).
-#[derive(Debug, Clone, Copy)]
+/// (`EngineLimits::run_timeout`), and what it may spend
+/// (`EngineLimits::spend_budget`, `WarEngine::with_spend_budget`): the two
+/// budgets of a run.
+#[derive(Debug, Clone)]
 pub(crate) struct RunDeadline {
     started: Instant,
     /// `started` by the wall clock.
     wall: SystemTime,
     limit: Option<Duration>,
+    /// The call's prices, spend budget and spend.
+    spend: Arc<RunLedger>,
 }
 
 impl RunDeadline {
-    /// A deadline `limit` from now; none without a limit.
+    /// A deadline `limit` from now; none without a limit. Spends unbounded.
     pub(crate) fn new(limit: Option<Duration>) -> Self {
         RunDeadline {
             started: Instant::now(),
             wall: SystemTime::now(),
             limit,
+            spend: Arc::default(),
         }
+    }
+
+    /// This run spending under `ledger`.
+    pub(crate) fn with_spend(mut self, ledger: RunLedger) -> Self {
+        self.spend = Arc::new(ledger);
+        self
+    }
+
+    /// The run's spend ledger.
+    pub(crate) fn spend(&self) -> &Arc<RunLedger> {
+        &self.spend
+    }
+
+    /// Whether nothing at all is left of the run's spend budget.
+    pub(crate) fn spend_exhausted(&self) -> bool {
+        self.spend.exhausted()
     }
 
     /// The wall-clock time at `at`: the call's start by the wall clock
@@ -50,8 +74,15 @@ impl RunDeadline {
         (elapsed >= limit).then_some(EngineError::RunTimeoutExceeded { elapsed, limit })
     }
 
-    /// The run's error for an activation the deadline cut.
+    /// The run's error for an activation a budget cut: its spend budget's,
+    /// when that ran out and its time did not.
     pub(crate) fn error(&self) -> EngineError {
+        if self.spend_exhausted() && self.exceeded().is_none() {
+            return EngineError::SpendBudgetExhausted {
+                spent: self.spend.spent(),
+                budget: self.spend.budget().copied().unwrap_or_default(),
+            };
+        }
         EngineError::RunTimeoutExceeded {
             elapsed: self.started.elapsed(),
             limit: self.limit.unwrap_or_default(),

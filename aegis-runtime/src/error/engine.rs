@@ -358,6 +358,16 @@ pub enum EngineError {
         /// The limit.
         limit: Duration,
     },
+    /// The run's spend budget (tokens or money) ran out: a node needed to
+    /// spend more when nothing was left. Like [`EngineError::RunTimeoutExceeded`],
+    /// no `on_error` handler runs for it.
+    #[error("spend budget exhausted: spent {spent}")]
+    SpendBudgetExhausted {
+        /// What the `start`/`resume` call spent.
+        spent: crate::spend::Spend,
+        /// Its budget.
+        budget: crate::spend::SpendBudget,
+    },
     /// A node failed finally, with no handler to decide otherwise.
     #[error("{0}")]
     NodeFailed(NodeError),

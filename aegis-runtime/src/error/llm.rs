@@ -111,6 +111,18 @@ pub enum LlmError {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         retry_after: Option<Duration>,
     },
+    /// Not sent: its expected spend would pass what is left of the run's
+    /// budget or the node's cap (or, for a fallback hop, the provider is
+    /// dearer than the primary beyond the configured ratio). Permanent:
+    /// retrying spends more of what is not there.
+    #[error("spend budget: {0}")]
+    SpendBudgetExceeded(String),
+    /// The provider account is out of quota or credit (OpenAI's 429
+    /// `insufficient_quota`): Permanent, since no wait refills it — though a
+    /// fallback chain still hops past it, the next provider billing another
+    /// account.
+    #[error("quota exceeded: {0}")]
+    QuotaExceeded(String),
     /// Every provider of a fallback chain failed.
     #[error("all {} providers failed; last: {last}", attempts.len())]
     AllProvidersFailed {
@@ -135,6 +147,8 @@ impl LlmError {
             LlmError::InvalidRequest(_) => Transience::Permanent,
             LlmError::ContextLengthExceeded(_) => Transience::Permanent,
             LlmError::ContentFiltered(_) => Transience::Permanent,
+            LlmError::SpendBudgetExceeded(_) => Transience::Permanent,
+            LlmError::QuotaExceeded(_) => Transience::Permanent,
             // A garbled body is as likely a truncated transfer as a provider bug.
             LlmError::ParseError(_) => Transience::Unknown,
             // An open breaker closes again: a fallback chain must hop past it.
@@ -148,7 +162,7 @@ impl LlmError {
         match self {
             LlmError::ProviderError { status, .. } => Some(*status),
             LlmError::AuthenticationError(_) => Some(401),
-            LlmError::RateLimited { .. } => Some(429),
+            LlmError::RateLimited { .. } | LlmError::QuotaExceeded(_) => Some(429),
             LlmError::AllProvidersFailed { last, .. } => last.status(),
             _ => None,
         }
@@ -181,6 +195,8 @@ impl LlmError {
             LlmError::ContextLengthExceeded(m) => LlmError::ContextLengthExceeded(s(m)),
             LlmError::ContentFiltered(m) => LlmError::ContentFiltered(s(m)),
             LlmError::ParseError(m) => LlmError::ParseError(s(m)),
+            LlmError::SpendBudgetExceeded(m) => LlmError::SpendBudgetExceeded(s(m)),
+            LlmError::QuotaExceeded(m) => LlmError::QuotaExceeded(s(m)),
             LlmError::AllProvidersFailed { attempts, last } => LlmError::AllProvidersFailed {
                 attempts: attempts
                     .into_iter()

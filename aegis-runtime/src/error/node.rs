@@ -162,6 +162,8 @@ fn llm_kind(e: &LlmError) -> &'static str {
         LlmError::ContextLengthExceeded(_) => "ContextLengthExceeded",
         LlmError::ContentFiltered(_) => "ContentFiltered",
         LlmError::ParseError(_) => "ParseError",
+        LlmError::SpendBudgetExceeded(_) => "SpendBudgetExceeded",
+        LlmError::QuotaExceeded(_) => "QuotaExceeded",
         LlmError::CircuitOpen { .. } => "CircuitOpen",
         LlmError::AllProvidersFailed { .. } => "AllProvidersFailed",
     }

@@ -194,6 +194,8 @@ pub struct NodeContext {
     pub(crate) emitter: NodeEmitter,
     /// Where a Paladin attempt reports who served its answer.
     pub(crate) served: ServedSlot,
+    /// Where a Paladin attempt charges what its completions spend.
+    pub(crate) meter: super::SpendMeter,
 }
 
 /// A superstep's mustered tasks, as the attempts running them read them.
@@ -279,6 +281,7 @@ impl NodeContext {
             task: None,
             served: ServedSlot::default(),
             emitter: NodeEmitter::default(),
+            meter: super::SpendMeter::default(),
         }
     }
 

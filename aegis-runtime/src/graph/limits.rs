@@ -17,6 +17,9 @@ pub struct EngineLimits {
     pub max_concurrency: usize,
     /// How long in-flight attempts may finish after cancellation.
     pub shutdown_grace: Duration,
+    /// The run's default budget in tokens and money (a run option,
+    /// `WarEngine::with_spend_budget`, wins over it). `None`: unbounded.
+    pub spend_budget: Option<crate::policy::SpendBudget>,
 }
 
 impl EngineLimits {
@@ -52,6 +55,17 @@ impl EngineLimits {
         self
     }
 
+    /// Sets [`spend_budget`](Self::spend_budget): the run's default budget in
+    /// tokens and money.
+    #[must_use]
+    pub fn with_spend_budget(
+        mut self,
+        spend_budget: impl Into<Option<crate::policy::SpendBudget>>,
+    ) -> Self {
+        self.spend_budget = spend_budget.into();
+        self
+    }
+
     /// Sets [`shutdown_grace`](Self::shutdown_grace): how long in-flight attempts
     /// may finish after cancellation.
     #[must_use]
@@ -71,6 +85,7 @@ impl Default for EngineLimits {
             run_timeout: None,
             max_concurrency: 64,
             shutdown_grace: Duration::from_secs(5),
+            spend_budget: None,
         }
     }
 }

@@ -10,9 +10,11 @@ use std::time::Duration;
 use super::deadlines::{StreamDeadlines, stall_limited};
 use super::{
     CHAIN_POSITION_KEY, FALLBACK_KEY, LlmChunk, LlmPort, LlmRequest, LlmResponse, LlmStream,
-    SERVED_BY_KEY,
+    SERVED_BY_KEY, SERVED_MODEL_KEY,
 };
 use crate::error::{KnownSecrets, LlmError, ProviderAttempt, Transience};
+use crate::graph::SpendMeter;
+use crate::policy::{Money, Skip, SkipReason, SkippedStep, Spend};
 use crate::share::IntoShared;
 use crate::trace::{TraceEvent, TraceSink};
 
@@ -76,6 +78,28 @@ pub enum FallbackChainError {
 ///   first-chunk deadline ([`LlmPort::generate_stream_within`], a node's
 ///   `timeout(first_chunk = ..)`) applies to providers without one of
 ///   their own.
+/// * **Checks before a hop.** Before calling a provider the chain skips it,
+///   without sending, when the request cannot fit its declared context
+///   window ([`LlmPort::context_window`]; the primary too), and — inside an
+///   engine run with a spend budget
+///   ([`SpendBudget`](crate::policy::SpendBudget)) — when the hop's expected
+///   spend (the estimated prompt plus `max_tokens`, priced by the run's
+///   [`PriceTable`](crate::policy::PriceTable)) would pass what is left, or
+///   its input or output price is more than the budget's
+///   `max_hop_price_ratio` times the primary's. Each skip is a [`TraceEvent::StepSkipped`] (to the
+///   chain's sinks, and on the node's record and the engine's trace), and
+///   the chain moves on; a chain that ends on a skip fails with its typed
+///   error ([`LlmError::ContextLengthExceeded`],
+///   [`LlmError::SpendBudgetExceeded`], both Permanent: the node's handler
+///   runs, no retry).
+/// * **Authentication failures** (401/403) are Permanent and stop the chain,
+///   as the guide says, unless the failing provider opted in with
+///   [`FallbackLlmAdapter::with_provider_hop_on_auth`]: then a rejected
+///   credential at that provider is a reason to try the next one, which has
+///   its own key. A deviation from the guide's default, for multi-vendor
+///   chains whose keys are revoked independently. An exhausted account
+///   ([`LlmError::QuotaExceeded`], Permanent so never retried) always hops:
+///   the next provider bills another one.
 /// * Each hop emits [`TraceEvent::FallbackHop`] to the sinks added with
 ///   [`FallbackLlmAdapter::with_trace_sink`], and a `warn!` naming both
 ///   providers.
@@ -109,6 +133,8 @@ pub struct FallbackLlmAdapter {
     deadlines: StreamDeadlines,
     /// Each element's own stream deadlines, in chain order.
     own_deadlines: Vec<StreamDeadlines>,
+    /// Whether each element's authentication failure hops, in chain order.
+    hop_on_auth: Vec<bool>,
 }
 
 impl fmt::Debug for FallbackLlmAdapter {
@@ -119,6 +145,7 @@ impl fmt::Debug for FallbackLlmAdapter {
             .field("secrets", &self.secrets)
             .field("deadlines", &self.deadlines)
             .field("own_deadlines", &self.own_deadlines)
+            .field("hop_on_auth", &self.hop_on_auth)
             .finish()
     }
 }
@@ -133,13 +160,50 @@ impl FallbackLlmAdapter {
             all.union(&p.known_secrets())
         });
         let own_deadlines = vec![StreamDeadlines::default(); chain.len()];
+        let hop_on_auth = vec![false; chain.len()];
         Ok(FallbackLlmAdapter {
             chain,
             sinks: Vec::new(),
             secrets,
             deadlines: StreamDeadlines::default(),
             own_deadlines,
+            hop_on_auth,
         })
+    }
+
+    /// Lets an authentication failure (HTTP 401 or 403, an
+    /// [`LlmError::AuthenticationError`]) of the provider at `index` hop to
+    /// the next provider instead of ending the call (`on = true`).
+    ///
+    /// **A deviation from the guide**, opt-in per provider: by default a
+    /// rejected credential is Permanent and stops the chain. Opt in where
+    /// the next provider has its own key (another vendor), so one revoked
+    /// key does not take the whole chain down. An index past the chain's
+    /// end is [`FallbackChainError::NoSuchProvider`].
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use aegis_runtime::llm::{FallbackLlmAdapter, LlmPort, MockLlmAdapter};
+    /// let openai: Arc<dyn LlmPort> = Arc::new(MockLlmAdapter::new().with_provider_name("openai"));
+    /// let claude: Arc<dyn LlmPort> = Arc::new(MockLlmAdapter::new().with_provider_name("anthropic"));
+    /// let chain = FallbackLlmAdapter::new(vec![openai, claude])
+    ///     .unwrap()
+    ///     .with_provider_hop_on_auth(0, true)
+    ///     .unwrap();
+    /// assert!(chain.with_provider_hop_on_auth(5, true).is_err());
+    /// ```
+    pub fn with_provider_hop_on_auth(
+        mut self,
+        index: usize,
+        on: bool,
+    ) -> Result<Self, FallbackChainError> {
+        let len = self.hop_on_auth.len();
+        let slot = self
+            .hop_on_auth
+            .get_mut(index)
+            .ok_or(FallbackChainError::NoSuchProvider { index, len })?;
+        *slot = on;
+        Ok(self)
     }
 
     /// Sets the stream deadlines of every provider that has none of its
@@ -228,17 +292,122 @@ impl FallbackLlmAdapter {
             transience,
             retry_after: error.retry_after(),
         });
-        if transience == Transience::Permanent {
+        let auth_hop =
+            self.hop_on_auth.get(index).copied().unwrap_or(false) && is_auth_failure(&error);
+        // An exhausted account is no reason to stop: the next provider
+        // bills another one.
+        let account_hop = (auth_hop || matches!(error, LlmError::QuotaExceeded(_)))
+            && index + 1 < self.chain.len();
+        if transience == Transience::Permanent && !account_hop {
             Err(error.scrubbed(&self.secrets))
         } else {
             Ok(error)
         }
     }
 
-    /// Reports the move from element `to - 1`, which failed with `error`, to
+    /// Why element `index` is not to be called for `request`, if it is not:
+    /// the request does not fit its context window, or (a hop, inside a
+    /// metered run) it is too dear next to the primary or its expected
+    /// spend would pass what is left.
+    fn skip_reason(
+        &self,
+        index: usize,
+        request: &LlmRequest,
+        meter: &SpendMeter,
+    ) -> Option<SkipReason> {
+        let port = self.chain.get(index)?;
+        if let Some(window) = port.context_window() {
+            let needed = super::estimate::window_tokens(request);
+            if needed > window {
+                return Some(SkipReason::ContextWindow {
+                    estimated_tokens: needed,
+                    window,
+                });
+            }
+        }
+        if index == 0 || !meter.is_active() {
+            return None;
+        }
+        let prompt = super::estimate::prompt_tokens(request);
+        let output = u64::from(request.max_tokens.unwrap_or(0));
+        let expected_cost = |p: &Arc<dyn LlmPort>| {
+            let model = p.model_name().unwrap_or(&request.model);
+            meter
+                .price(p.get_provider_name(), model)
+                .map(|price| price.cost(prompt, output))
+        };
+        let price_of = |p: &Arc<dyn LlmPort>| {
+            let model = p.model_name().unwrap_or(&request.model);
+            meter.price(p.get_provider_name(), model)
+        };
+        if let (Some(max), Some(primary), Some(candidate)) = (
+            meter.max_hop_price_ratio_permille(),
+            self.chain.first().and_then(price_of),
+            price_of(port),
+        ) && candidate.exceeds(&primary, max)
+        {
+            return Some(SkipReason::PriceRatio {
+                primary,
+                candidate,
+                max_ratio_permille: max,
+            });
+        }
+        let candidate = expected_cost(port);
+        let remaining = meter.remaining()?;
+        let expected =
+            Spend::new(prompt, output, candidate.unwrap_or(Money::ZERO)).with_estimated(true);
+        (!remaining.fits(&expected)).then_some(SkipReason::SpendBudget {
+            expected,
+            remaining,
+        })
+    }
+
+    /// Reports element `index` skipped for `reason`; returns the error it
+    /// stands for.
+    fn skipped(
+        &self,
+        index: usize,
+        reason: SkipReason,
+        meter: &SpendMeter,
+        attempts: &mut Vec<ProviderAttempt>,
+    ) -> LlmError {
+        let provider = self.chain[index].get_provider_name();
+        let skip = Skip::new(
+            SkippedStep::Hop {
+                provider: provider.to_string(),
+                position: u32::try_from(index).unwrap_or(u32::MAX),
+            },
+            reason,
+        );
+        let message = format!("{provider}: skipped: {}", skip.reason);
+        tracing::warn!(provider, reason = %skip.reason, "fallback provider skipped");
+        let error = match &skip.reason {
+            SkipReason::ContextWindow { .. } => LlmError::ContextLengthExceeded(message),
+            _ => LlmError::SpendBudgetExceeded(message),
+        };
+        attempts.push(ProviderAttempt {
+            provider: provider.to_string(),
+            error: self.secrets.redact_excerpt(&error.to_string()),
+            transience: error.transience(),
+            retry_after: None,
+        });
+        for sink in &self.sinks {
+            sink.emit(TraceEvent::StepSkipped {
+                thread_id: None,
+                superstep: None,
+                node_id: None,
+                task_key: None,
+                skip: skip.clone(),
+            });
+        }
+        meter.skipped(skip);
+        error
+    }
+
+    /// Reports the move from element `from`, which failed with `error`, to
     /// element `to`.
-    fn hop(&self, to: usize, error: &LlmError) {
-        let from = self.chain[to - 1].get_provider_name();
+    fn hop(&self, from: usize, to: usize, error: &LlmError) {
+        let from = self.chain[from].get_provider_name();
         let to = self.chain[to].get_provider_name();
         tracing::warn!(
             from_provider = from,
@@ -257,6 +426,11 @@ impl FallbackLlmAdapter {
     }
 }
 
+/// Whether `error` is a rejected credential (401, or 403 forbidden).
+fn is_auth_failure(error: &LlmError) -> bool {
+    matches!(error, LlmError::AuthenticationError(_)) || matches!(error.status(), Some(401 | 403))
+}
+
 /// The error of a call whose every element failed.
 fn all_failed(attempts: Vec<ProviderAttempt>, last: Option<LlmError>) -> LlmError {
     match last {
@@ -269,10 +443,20 @@ fn all_failed(attempts: Vec<ProviderAttempt>, last: Option<LlmError>) -> LlmErro
     }
 }
 
-fn stamp(metadata: &mut serde_json::Map<String, Value>, provider: &str, position: usize) {
+fn stamp(
+    metadata: &mut serde_json::Map<String, Value>,
+    provider: &str,
+    model: Option<&str>,
+    position: usize,
+) {
     metadata
         .entry(SERVED_BY_KEY)
         .or_insert_with(|| Value::String(provider.to_string()));
+    if let Some(model) = model {
+        metadata
+            .entry(SERVED_MODEL_KEY)
+            .or_insert_with(|| Value::String(model.to_string()));
+    }
     metadata
         .entry(CHAIN_POSITION_KEY)
         .or_insert_with(|| Value::from(position));
@@ -288,13 +472,25 @@ impl LlmPort for FallbackLlmAdapter {
     async fn generate(&self, request: &LlmRequest) -> Result<LlmResponse, LlmError> {
         let mut attempts = Vec::new();
         let mut failed = None;
+        let mut tried = None;
+        let meter = SpendMeter::current();
         for (i, port) in self.chain.iter().enumerate() {
-            if let Some(e) = &failed {
-                self.hop(i, e);
+            if let Some(reason) = self.skip_reason(i, request, &meter) {
+                failed = Some(self.skipped(i, reason, &meter, &mut attempts));
+                continue;
             }
+            if let (Some(e), Some(from)) = (&failed, tried) {
+                self.hop(from, i, e);
+            }
+            tried = Some(i);
             match port.generate(request).await {
                 Ok(mut response) => {
-                    stamp(&mut response.metadata, port.get_provider_name(), i);
+                    stamp(
+                        &mut response.metadata,
+                        port.get_provider_name(),
+                        port.model_name(),
+                        i,
+                    );
                     return Ok(response);
                 }
                 Err(e) => failed = Some(self.record(i, e, &mut attempts)?),
@@ -314,10 +510,17 @@ impl LlmPort for FallbackLlmAdapter {
     ) -> Result<LlmStream, LlmError> {
         let mut attempts = Vec::new();
         let mut failed = None;
+        let mut tried = None;
+        let meter = SpendMeter::current();
         for (i, port) in self.chain.iter().enumerate() {
-            if let Some(e) = &failed {
-                self.hop(i, e);
+            if let Some(reason) = self.skip_reason(i, request, &meter) {
+                failed = Some(self.skipped(i, reason, &meter, &mut attempts));
+                continue;
             }
+            if let (Some(e), Some(from)) = (&failed, tried) {
+                self.hop(from, i, e);
+            }
+            tried = Some(i);
             let deadlines = self.deadlines_at(i, first_chunk);
             // The element bounds its own first chunk (a nested chain per
             // provider); the peek below then finds it already arrived.
@@ -331,9 +534,10 @@ impl LlmPort for FallbackLlmAdapter {
                     first => {
                         let name = port.get_provider_name();
                         let provider: Arc<str> = Arc::from(name);
+                        let model: Option<Arc<str>> = port.model_name().map(Arc::from);
                         let stamped = move |item: Result<LlmChunk, LlmError>| {
                             item.map(|mut c| {
-                                stamp(&mut c.metadata, &provider, i);
+                                stamp(&mut c.metadata, &provider, model.as_deref(), i);
                                 c
                             })
                         };

@@ -129,6 +129,8 @@ pub(crate) struct HttpEndpoint {
     pub(crate) max_event_bytes: usize,
     /// How long reading an error body may take.
     pub(crate) error_body_deadline: Duration,
+    /// The model's context window in tokens, when declared.
+    pub(crate) context_window: Option<u64>,
 }
 
 impl HttpEndpoint {
@@ -148,6 +150,7 @@ impl HttpEndpoint {
             secrets: KnownSecrets::default(),
             max_event_bytes: DEFAULT_MAX_EVENT_BYTES,
             error_body_deadline: DEFAULT_ERROR_BODY_DEADLINE,
+            context_window: None,
         })
     }
 
@@ -165,6 +168,22 @@ impl HttpEndpoint {
             .field("api_key", &self.api_key)
             .field("secrets", &self.secrets)
             .finish()
+    }
+
+    /// Refuses, without sending it, a request that cannot fit the declared
+    /// context window (estimated prompt plus `max_tokens`).
+    pub(crate) fn check_window(&self, request: &LlmRequest) -> Result<(), LlmError> {
+        let Some(window) = self.context_window else {
+            return Ok(());
+        };
+        let needed = super::estimate::window_tokens(request);
+        if needed > window {
+            return Err(LlmError::ContextLengthExceeded(format!(
+                "{}: not sent: ~{needed} tokens (prompt estimate plus max_tokens) do not fit the context window of {window}",
+                self.provider
+            )));
+        }
+        Ok(())
     }
 
     /// The model to call: the override, else the request's.
@@ -283,6 +302,15 @@ macro_rules! endpoint_builders {
         /// fallback chain can use its own model.
         pub fn with_model(mut self, model: impl Into<String>) -> Self {
             self.endpoint.model = Some(model.into());
+            self
+        }
+
+        /// Declares the model's context window in tokens: a request whose
+        /// estimated prompt plus `max_tokens` exceeds it is not sent (a
+        /// [`LlmError::ContextLengthExceeded`](crate::error::LlmError::ContextLengthExceeded)),
+        /// and a fallback chain skips this provider for it.
+        pub fn with_context_window(mut self, tokens: u64) -> Self {
+            self.endpoint.context_window = Some(tokens);
             self
         }
 

@@ -87,6 +87,10 @@ struct State {
 pub struct MockLlmAdapter {
     provider: String,
     state: Arc<Mutex<State>>,
+    /// The declared context window, if any.
+    context_window: Option<u64>,
+    /// The model it calls whatever the request names, if any.
+    model: Option<String>,
 }
 
 impl fmt::Debug for MockLlmAdapter {
@@ -117,7 +121,39 @@ impl MockLlmAdapter {
                 calls: 0,
                 requests: Vec::new(),
             })),
+            context_window: None,
+            model: None,
         }
+    }
+
+    /// Declares a context window of `tokens`: a request whose estimated
+    /// prompt plus `max_tokens` exceeds it is refused with
+    /// [`LlmError::ContextLengthExceeded`] before it reaches the script (it
+    /// is not counted as a call), as the HTTP adapters refuse to send it.
+    pub fn with_context_window(mut self, tokens: u64) -> Self {
+        self.context_window = Some(tokens);
+        self
+    }
+
+    /// Answers as `model` whatever the request names (what prices its
+    /// calls, like an HTTP adapter's `with_model`).
+    pub fn with_model(mut self, model: impl Into<String>) -> Self {
+        self.model = Some(model.into());
+        self
+    }
+
+    fn check_window(&self, request: &LlmRequest) -> Result<(), LlmError> {
+        let Some(window) = self.context_window else {
+            return Ok(());
+        };
+        let needed = super::estimate::window_tokens(request);
+        if needed > window {
+            return Err(LlmError::ContextLengthExceeded(format!(
+                "{}: not sent: ~{needed} tokens do not fit the context window of {window}",
+                self.provider
+            )));
+        }
+        Ok(())
     }
 
     /// Names the provider (what hops and `served_by` report).
@@ -267,6 +303,8 @@ fn scripted_stream(steps: Vec<MockStreamStep>) -> LlmStream {
 #[async_trait]
 impl LlmPort for MockLlmAdapter {
     async fn generate(&self, request: &LlmRequest) -> Result<LlmResponse, LlmError> {
+        self.check_window(request)?;
+        let request = &self.as_model(request);
         match self.next(request).await {
             Outcome::Response(r) => Ok(with_model(r, request)),
             Outcome::Error(e) => Err(e),
@@ -282,6 +320,8 @@ impl LlmPort for MockLlmAdapter {
     }
 
     async fn generate_stream(&self, request: &LlmRequest) -> Result<LlmStream, LlmError> {
+        self.check_window(request)?;
+        let request = &self.as_model(request);
         match self.next(request).await {
             Outcome::Response(r) => {
                 let chunk = LlmChunk::from(with_model(r, request));
@@ -294,5 +334,27 @@ impl LlmPort for MockLlmAdapter {
 
     fn get_provider_name(&self) -> &str {
         &self.provider
+    }
+
+    fn context_window(&self) -> Option<u64> {
+        self.context_window
+    }
+
+    fn model_name(&self) -> Option<&str> {
+        self.model.as_deref()
+    }
+}
+
+impl MockLlmAdapter {
+    /// `request` as this mock sends it: with its own model, if it has one.
+    fn as_model<'a>(&self, request: &'a LlmRequest) -> std::borrow::Cow<'a, LlmRequest> {
+        match &self.model {
+            None => std::borrow::Cow::Borrowed(request),
+            Some(model) => {
+                let mut request = request.clone();
+                request.model.clone_from(model);
+                std::borrow::Cow::Owned(request)
+            }
+        }
     }
 }

@@ -6,6 +6,7 @@ pub(crate) mod anthropic;
 mod circuit;
 mod deadlines;
 mod decode;
+pub(crate) mod estimate;
 mod fallback;
 mod http;
 mod mock;
@@ -32,5 +33,5 @@ pub use sse::DEFAULT_MAX_EVENT_BYTES;
 pub(crate) use types::ResponseBuilder;
 pub use types::{
     CHAIN_POSITION_KEY, FALLBACK_KEY, FinishReason, LlmChunk, LlmMessage, LlmRequest, LlmResponse,
-    LlmRole, LlmStream, LlmUsage, SERVED_BY_KEY, ToolCall, ToolDefinition,
+    LlmRole, LlmStream, LlmUsage, SERVED_BY_KEY, SERVED_MODEL_KEY, ToolCall, ToolDefinition,
 };

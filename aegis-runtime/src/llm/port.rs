@@ -52,6 +52,20 @@ pub trait LlmPort: Send + Sync + 'static {
     /// The provider's name, as hops, errors and `served_by` report it.
     fn get_provider_name(&self) -> &str;
 
+    /// The model's context window in tokens, when the port declares one
+    /// (`with_context_window` on the adapters). A fallback chain skips a
+    /// provider a request cannot fit. The default declares none.
+    fn context_window(&self) -> Option<u64> {
+        None
+    }
+
+    /// The model this port calls whatever the request names (an adapter's
+    /// `with_model`), if any: what prices its calls. The default is none
+    /// (the request's model).
+    fn model_name(&self) -> Option<&str> {
+        None
+    }
+
     /// The secret values this port removes from its errors (its API key and
     /// any registered with `with_secret`). A composition of ports (a
     /// fallback chain, a circuit breaker) takes its elements' secrets too,

@@ -18,6 +18,11 @@ pub const SERVED_BY_KEY: &str = "paladin.served_by";
 /// [`SERVED_BY_KEY`]. In nested chains both name the innermost chain's.
 pub const CHAIN_POSITION_KEY: &str = "paladin.chain_position";
 
+/// The metadata key under which a fallback chain stamps the model the
+/// serving provider calls, when it names its own (`with_model`): what
+/// prices the call. In nested chains, the innermost chain's.
+pub const SERVED_MODEL_KEY: &str = "paladin.served_model";
+
 /// The metadata key under which a fallback chain stamps `true` when any
 /// chain (nested ones included) served the response from a provider other
 /// than its first: the answer is a fallback's, not the primary's.

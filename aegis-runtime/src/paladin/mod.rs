@@ -1,5 +1,6 @@
 //! Paladins: LLM agents as nodes, and the port the engine runs them through.
 
+mod charge;
 mod output_schema;
 mod port;
 mod service;

@@ -7,8 +7,10 @@ use serde_json::Value;
 use std::fmt;
 use std::sync::Arc;
 
+use super::charge::Charge;
 use super::{PaladinPort, PaladinResult};
-use crate::error::PaladinError;
+use crate::error::{LlmError, PaladinError};
+use crate::graph::SpendMeter;
 use crate::graph::{Armament, Paladin};
 use crate::graph::{HeartbeatHandle, NodeContext};
 use crate::llm::{
@@ -47,6 +49,16 @@ use crate::share::IntoShared;
 /// provider). While a completion waits for its first chunk under that
 /// deadline, the idle window is held ([`HeartbeatHandle::hold_idle`]); from
 /// the first chunk on, silence is the idle timeout's, and is never hopped.
+///
+/// **Spend.** Inside an engine run, every completion is charged to the
+/// attempt's meter when it ends or is dropped: the provider's usage where it
+/// reported it, an estimate (marked) where not; nothing for a call that
+/// failed before answering. The meter is in scope around the provider call,
+/// so a [`FallbackLlmAdapter`](crate::llm::FallbackLlmAdapter) checks each
+/// hop against what is left. With nothing left of the run's budget or the
+/// node's cap, a completion is not sent
+/// ([`LlmError::SpendBudgetExceeded`](crate::error::LlmError::SpendBudgetExceeded)).
+/// See [`SpendBudget`](crate::policy::SpendBudget).
 ///
 /// `PaladinResult::served_by` is the serving provider a fallback chain
 /// stamped on the final completion (`None` for a port that stamps none),
@@ -91,20 +103,42 @@ impl PaladinExecutionService {
         ctx: Option<&NodeContext>,
     ) -> Result<LlmResponse, PaladinError> {
         let tokens = ctx.filter(|c| c.is_streaming());
+        let no_meter = SpendMeter::default();
+        let meter = ctx.map_or(&no_meter, |c| &c.meter);
+        if let Some(remaining) = meter.remaining().filter(|r| r.is_exhausted()) {
+            return Err(PaladinError::Llm(LlmError::SpendBudgetExceeded(format!(
+                "not sent: {remaining}"
+            ))));
+        }
+        let prompt_estimate = if meter.is_active() {
+            crate::llm::estimate::prompt_tokens(request)
+        } else {
+            0
+        };
+        let mut charge = Charge::new(
+            meter,
+            self.llm.get_provider_name(),
+            self.llm.model_name(),
+            &request.model,
+            prompt_estimate,
+        );
+        charge.expect(u64::from(request.max_tokens.unwrap_or(0)));
         let response = if self.streaming {
             let first_chunk = heartbeat.first_chunk();
             let mut stream = {
                 // The first-chunk deadline, not the idle window, bounds the
                 // wait for the first chunk (per provider of a chain).
                 let _hold = first_chunk.map(|_| heartbeat.hold_idle());
-                self.llm
-                    .generate_stream_within(request, first_chunk)
+                meter
+                    .clone()
+                    .scope(self.llm.generate_stream_within(request, first_chunk))
                     .await?
             };
             let mut response = ResponseBuilder::default();
             while let Some(chunk) = stream.next().await {
                 heartbeat.beat();
                 let chunk = chunk?;
+                charge.chunk(&chunk);
                 if let Some(ctx) = tokens {
                     let provider = chunk
                         .served_by()
@@ -115,7 +149,8 @@ impl PaladinExecutionService {
             }
             response.finish()
         } else {
-            let response = self.llm.generate(request).await?;
+            let response = meter.clone().scope(self.llm.generate(request)).await?;
+            charge.response(&response);
             if let Some(ctx) = tokens {
                 let provider = response
                     .served_by()

@@ -41,6 +41,11 @@ pub struct Aegis {
     pub on_error: Option<ErrorHandlerSpec>,
     /// Serve the node's result from the engine's cache.
     pub cache: Option<CachePolicy>,
+    /// Cap one activation's spend (all its attempts together) in tokens and
+    /// money, under the run's budget. Absent from policies serialised
+    /// before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spend_cap: Option<super::SpendBudget>,
 }
 
 impl Aegis {
@@ -52,6 +57,7 @@ impl Aegis {
             timeout: None,
             on_error: None,
             cache: None,
+            spend_cap: None,
         }
     }
 
@@ -83,12 +89,22 @@ impl Aegis {
         self
     }
 
+    /// Caps one activation's spend at `cap` (its own attempts; the run's
+    /// budget still applies): a retry or a hop whose expected spend would
+    /// pass what is left of either is skipped.
+    #[must_use]
+    pub fn with_spend_cap(mut self, cap: impl Into<Option<super::SpendBudget>>) -> Self {
+        self.spend_cap = cap.into();
+        self
+    }
+
     /// Whether this Aegis sets nothing.
     pub fn is_empty(&self) -> bool {
         self.retry.is_none()
             && self.timeout.is_none()
             && self.on_error.is_none()
             && self.cache.is_none()
+            && self.spend_cap.is_none()
     }
 }
 

@@ -4,6 +4,10 @@ mod aegis;
 pub(crate) mod backoff;
 mod validate;
 
+pub use crate::spend::{
+    Money, Price, PriceError, PriceTable, Remaining, Skip, SkipReason, SkippedStep, Spend,
+    SpendBudget,
+};
 pub use aegis::{
     Aegis, CacheKeySpec, CachePolicy, CacheScope, DEFAULT_MAX_RETRY_AFTER, ErrorHandlerSpec,
     RetryPolicy, RetryPredicate, TimeoutPolicy,

@@ -8,6 +8,7 @@ use std::time::{Duration, SystemTime};
 use super::html::{clip, esc, ms, px};
 use crate::error::{NodeError, NodeErrorSource, Transience};
 use crate::id::NodeId;
+use crate::policy::Spend;
 use crate::trace::TraceEvent;
 use crate::waypoint::{HandledFailure, NodeExecutionRecord, NodeStatus, Waypoint, WaypointStatus};
 
@@ -229,6 +230,8 @@ struct Model {
     status: String,
     supersteps: u32,
     attempts: usize,
+    /// What the thread's model calls spent, when any was metered.
+    spend: Option<Spend>,
 }
 
 fn since(t0: SystemTime, t: SystemTime) -> f64 {
@@ -346,6 +349,10 @@ impl Model {
 
         let mut attempts = 0;
         let mut end: f64 = 0.0;
+        let spend = records
+            .iter()
+            .filter_map(|(_, r)| r.spend)
+            .reduce(|a, b| a.plus(&b));
         for (superstep, r) in &records {
             let lane = lane_of(&r.node_id, &r.task_key, &mut lanes);
             let start = since(t0, r.started_at);
@@ -393,13 +400,17 @@ impl Model {
                     });
                 }
                 let a_end = a_start + a.duration_ms as f64;
+                let detail = match &a.spend {
+                    Some(spend) => format!("{}; spent {spend}", a.error.source),
+                    None => a.error.source.to_string(),
+                };
                 marks.push(Placed {
                     start: a_start,
                     end: a_end,
                     mark: Mark::Attempt {
                         attempt: a.attempt,
                         outcome: Outcome::of(&a.error),
-                        detail: Some(a.error.source.to_string()),
+                        detail: Some(detail),
                         hops: hops_of(a.attempt),
                         includes_wait: false,
                     },
@@ -415,6 +426,43 @@ impl Model {
                 NodeStatus::Failed if last_listed == Some(r.attempt) => None,
                 NodeStatus::Failed => Some((Outcome::Unknown, None)),
             };
+            // What the closing attempt spent and what the activation
+            // skipped go on its bar (a final failure's skips on the last
+            // failed one's, listed above, would be lost: they go here only
+            // when a closing bar is drawn).
+            let closing = closing.map(|(outcome, detail)| {
+                let mut notes: Vec<String> = detail.into_iter().collect();
+                if let Some(total) = r.spend {
+                    let before = r
+                        .attempts
+                        .iter()
+                        .filter_map(|a| a.spend)
+                        .fold(Spend::default(), |s, a| s.plus(&a));
+                    let own = Spend::new(
+                        total.prompt_tokens.saturating_sub(before.prompt_tokens),
+                        total
+                            .completion_tokens
+                            .saturating_sub(before.completion_tokens),
+                        total.cost.saturating_sub(before.cost),
+                    )
+                    .with_estimated(total.estimated);
+                    notes.push(format!("spent {own}"));
+                }
+                notes.extend(r.skips.iter().map(ToString::to_string));
+                (outcome, (!notes.is_empty()).then(|| notes.join("; ")))
+            });
+            if closing.is_none()
+                && !r.skips.is_empty()
+                && let Some(Placed {
+                    mark: Mark::Attempt { detail, .. },
+                    ..
+                }) = marks.last_mut()
+            {
+                let skips: Vec<String> = r.skips.iter().map(ToString::to_string).collect();
+                let text = detail.get_or_insert_with(String::new);
+                text.push_str("; ");
+                text.push_str(&skips.join("; "));
+            }
             if let Some((outcome, detail)) = closing {
                 let finish = finish.max(cursor);
                 let retried = !r.attempts.is_empty();
@@ -574,6 +622,7 @@ impl Model {
                 .unwrap_or_else(|| "no waypoints".to_string()),
             supersteps: waypoints.iter().map(|w| w.superstep).max().unwrap_or(0),
             attempts,
+            spend,
         }
     }
 }
@@ -998,12 +1047,16 @@ fn page(title: &str, model: &Model) -> String {
     let mut html = String::new();
     let _ = write!(
         html,
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>{t}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n<h1>{t}</h1>\n<p class=\"summary\">{} · {} supersteps · {} attempts · {} lanes · {}</p>\n{}\n{svg}\n</body>\n</html>\n",
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>{t}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n<h1>{t}</h1>\n<p class=\"summary\">{} · {} supersteps · {} attempts · {} lanes · {}{}</p>\n{}\n{svg}\n</body>\n</html>\n",
         esc(&model.status),
         model.supersteps,
         model.attempts,
         model.lanes.len(),
         ms(model.end),
+        model
+            .spend
+            .map(|s| format!(" · spent {}", esc(&s.to_string())))
+            .unwrap_or_default(),
         legend(),
         t = esc(title)
     );

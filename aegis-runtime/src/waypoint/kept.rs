@@ -134,6 +134,8 @@ impl PlainRecord {
             && r.task_key.is_none()
             && r.attempts.is_empty()
             && r.retry_skipped.is_none()
+            && r.spend.is_none()
+            && r.skips.is_empty()
     }
 
     /// `r`, which [`fits`](Self::fits).
@@ -151,6 +153,8 @@ impl PlainRecord {
             started_at,
             duration_ms,
             retry_skipped: _,
+            spend: _,
+            skips: _,
         } = r;
         PlainRecord {
             node_id,
@@ -179,6 +183,8 @@ impl PlainRecord {
             started_at: self.started_at,
             duration_ms: self.duration_ms,
             retry_skipped: None,
+            spend: None,
+            skips: Vec::new(),
         }
     }
 }
@@ -310,6 +316,8 @@ mod tests {
             started_at: SystemTime::UNIX_EPOCH,
             duration_ms: 3,
             retry_skipped: None,
+            spend: None,
+            skips: Vec::new(),
         }
     }
 
@@ -405,6 +413,7 @@ mod tests {
             started_at: SystemTime::UNIX_EPOCH,
             duration_ms: 1,
             error: error("once"),
+            spend: None,
         }];
         let mut skipped_retry = record("a");
         skipped_retry.status = NodeStatus::Failed;

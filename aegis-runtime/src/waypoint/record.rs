@@ -38,6 +38,11 @@ pub struct AttemptRecord {
     pub duration_ms: u64,
     /// How it failed.
     pub error: NodeError,
+    /// What it spent (a Paladin node's completions, what a failed or
+    /// abandoned stream delivered included). Absent in older waypoints
+    /// and for nodes that call no model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spend: Option<crate::policy::Spend>,
 }
 
 /// One node activation in one superstep.
@@ -76,6 +81,15 @@ pub struct NodeExecutionRecord {
     /// Absent in older waypoints.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_skipped: Option<RetrySkip>,
+    /// What the activation spent, every attempt together (a Paladin node's
+    /// completions; `None` for nodes that call no model). Absent in older
+    /// waypoints.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spend: Option<crate::policy::Spend>,
+    /// Retries and fallback hops not sent, and why (a spend budget, a price
+    /// ratio, a context window), in order. Absent in older waypoints.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skips: Vec<crate::policy::Skip>,
 }
 
 impl NodeExecutionRecord {
@@ -121,6 +135,20 @@ impl NodeExecutionRecord {
         self.retry_skipped = retry_skipped.into();
         self
     }
+
+    /// Sets [`spend`](Self::spend): what the activation spent.
+    #[must_use]
+    pub fn with_spend(mut self, spend: impl Into<Option<crate::policy::Spend>>) -> Self {
+        self.spend = spend.into();
+        self
+    }
+
+    /// Sets [`skips`](Self::skips): the retries and hops not sent.
+    #[must_use]
+    pub fn with_skips(mut self, skips: Vec<crate::policy::Skip>) -> Self {
+        self.skips = skips;
+        self
+    }
 }
 
 impl NodeExecutionRecord {
@@ -145,6 +173,8 @@ impl NodeExecutionRecord {
             started_at,
             duration_ms,
             retry_skipped: None,
+            spend: None,
+            skips: Vec::new(),
         }
     }
 }

@@ -164,6 +164,7 @@ mod tests {
                 duration_ms: 5,
                 error: NodeError::new(NodeId::new("ask"), 1, Transience::Transient, source)
                     .with_retry_after(retry_after),
+                spend: None,
             }
         };
         let mut w = Waypoint::new(

@@ -18,7 +18,7 @@ pub(crate) struct ActivationCtx<'a> {
     pub(crate) thread_id: &'a Arc<str>,
     pub(crate) superstep: u32,
     /// When the whole `start`/`resume` call runs out of time.
-    pub(crate) run_deadline: RunDeadline,
+    pub(crate) run_deadline: &'a RunDeadline,
     pub(crate) spec: &'a NodeSpec,
     /// The node's policies (an empty [`Aegis`] when it declares none).
     pub(crate) aegis: &'a Aegis,

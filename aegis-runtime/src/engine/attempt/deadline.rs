@@ -11,7 +11,9 @@ use super::activation::{ActivationCtx, AttemptEnd};
 use crate::deadline::deadline_after;
 use crate::engine::WarEngine;
 use crate::error::{NodeError, NodeErrorSource, TimeoutKind, Transience};
-use crate::graph::{Directive, HeartbeatHandle, NodeContext, NodeEmitter, NodeSpec, ServedSlot};
+use crate::graph::{
+    Directive, HeartbeatHandle, NodeContext, NodeEmitter, NodeSpec, ServedSlot, SpendMeter,
+};
 use crate::id::NodeId;
 use crate::state::Battlefield;
 use crate::waypoint::WaypointStore;
@@ -55,6 +57,7 @@ pub(super) struct AttemptStart {
     pub(super) at: Instant,
     pub(super) served: ServedSlot,
     pub(super) emitter: NodeEmitter,
+    pub(super) meter: SpendMeter,
 }
 
 impl<S: WaypointStore> WarEngine<S> {
@@ -72,6 +75,7 @@ impl<S: WaypointStore> WarEngine<S> {
             at: started,
             served,
             emitter,
+            meter,
         } = start;
         let timeout = act.aegis.timeout.as_ref();
         let idle = timeout.and_then(|t| t.idle_timeout);
@@ -92,6 +96,7 @@ impl<S: WaypointStore> WarEngine<S> {
             task: act.task_ref.clone(),
             served,
             emitter,
+            meter,
         };
         let run_timeout = timeout
             .and_then(|t| t.run_timeout)

@@ -43,7 +43,7 @@ impl<S: WaypointStore> WarEngine<S> {
         activation: &Activation,
     ) -> ActivationResult {
         let node_id = &activation.node_id;
-        let mut rec = Recorder::of_run(node_id, act.task, &act.run_deadline);
+        let mut rec = Recorder::of_run(node_id, act.task, act.run_deadline);
         if matches!(act.spec, NodeSpec::Paladin { .. }) {
             rec = rec.recording_served();
         }

@@ -12,9 +12,9 @@ use crate::engine::WarEngine;
 use crate::engine::run_deadline::RunDeadline;
 use crate::engine::stream::tap::{AttemptTap, emitter};
 use crate::error::{NodeError, NodeErrorSource, Transience};
-use crate::graph::{MusterTask, ServedSlot};
+use crate::graph::{MusterTask, ServedSlot, SpendMeter};
 use crate::id::NodeId;
-use crate::policy::CacheScope;
+use crate::policy::{CacheScope, Skip, Spend};
 use crate::state::Battlefield;
 use crate::trace::{AttemptStatus, CacheOrigin, TraceEvent};
 use crate::waypoint::{AttemptRecord, NodeExecutionRecord, NodeStatus, RetrySkip, WaypointStore};
@@ -37,6 +37,16 @@ pub(super) struct Recorder {
     untouched: bool,
     /// When the last attempt ended, for a record finished right after it.
     ended: Option<Instant>,
+    /// Whether attempts are metered (a Paladin node's: no other kind
+    /// calls a model through the engine).
+    metered: bool,
+    /// What the attempts spent so far, when metered.
+    spend: Option<Spend>,
+    /// What a retry is expected to spend: what the latest attempt spent,
+    /// or, when it spent nothing, what its first request was expected to.
+    pub(super) last_spend: Spend,
+    /// Retries and hops not sent.
+    skips: Vec<Skip>,
 }
 
 impl Recorder {
@@ -69,6 +79,10 @@ impl Recorder {
             streamed: None,
             untouched: true,
             ended: None,
+            metered: false,
+            spend: None,
+            last_spend: Spend::default(),
+            skips: Vec::new(),
         }
     }
 
@@ -98,7 +112,18 @@ impl Recorder {
     /// node's (no other kind reports it, so no other pays for the slot).
     pub(super) fn recording_served(mut self) -> Self {
         self.served = ServedSlot::recording();
+        self.metered = true;
         self
+    }
+
+    /// What the activation's attempts spent so far.
+    pub(super) fn spent(&self) -> Spend {
+        self.spend.unwrap_or_default()
+    }
+
+    /// A retry or hop not sent, for the record.
+    pub(super) fn skipped(&mut self, skip: Skip) {
+        self.skips.push(skip);
     }
 
     /// Who produced the successful activation `record` ends, for the
@@ -160,6 +185,8 @@ impl Recorder {
                     .saturating_duration_since(self.started),
             ),
             retry_skipped: self.retry_skipped.take(),
+            spend: self.spend,
+            skips: std::mem::take(&mut self.skips),
         }
     }
 
@@ -189,12 +216,20 @@ impl Recorder {
         }
     }
 
-    fn push(&mut self, attempt: u32, started_at: SystemTime, took: Duration, error: &NodeError) {
+    fn push(
+        &mut self,
+        attempt: u32,
+        started_at: SystemTime,
+        took: Duration,
+        error: &NodeError,
+        spend: Option<Spend>,
+    ) {
         self.failed.push(AttemptRecord {
             attempt,
             started_at,
             duration_ms: millis(took),
             error: error.clone(),
+            spend,
         });
     }
 }
@@ -240,6 +275,15 @@ impl<S: WaypointStore> WarEngine<S> {
         rec.served.take();
         let tap = self.attempt_tap(act.thread_id, node_id, act.task, attempt);
         let emitter = emitter(tap.as_ref());
+        let meter = if rec.metered {
+            SpendMeter::for_attempt(
+                act.run_deadline.spend().clone(),
+                act.aegis.spend_cap,
+                rec.spent(),
+            )
+        } else {
+            SpendMeter::default()
+        };
         let (end, ended) = self
             .bounded_attempt(
                 act,
@@ -250,15 +294,21 @@ impl<S: WaypointStore> WarEngine<S> {
                     at: started,
                     served: rec.served.clone(),
                     emitter,
+                    meter: meter.clone(),
                 },
             )
             .await;
         rec.ended = Some(ended);
+        // The attempt's future is gone: an abandoned stream has charged
+        // what it delivered.
+        let spent = rec
+            .metered
+            .then(|| self.metered(act, node_id, attempt, &meter, rec));
         let duration = ended.saturating_duration_since(started);
         let status = match &end {
             AttemptEnd::Done(_) => AttemptStatus::Succeeded,
             AttemptEnd::Error(e) => {
-                rec.push(attempt, started_at, duration, e);
+                rec.push(attempt, started_at, duration, e, spent);
                 AttemptStatus::Failed(e.clone())
             }
             AttemptEnd::Shutdown => AttemptStatus::Skipped {
@@ -288,6 +338,46 @@ impl<S: WaypointStore> WarEngine<S> {
             duration,
         });
         end
+    }
+}
+
+impl<S: WaypointStore> WarEngine<S> {
+    /// Puts what attempt `attempt` spent, and the hops it skipped, on the
+    /// record and the trace; returns its spend.
+    fn metered(
+        &self,
+        act: &ActivationCtx<'_>,
+        node_id: &NodeId,
+        attempt: u32,
+        meter: &SpendMeter,
+        rec: &mut Recorder,
+    ) -> Spend {
+        let spent = meter.spent();
+        rec.last_spend = if spent.is_zero() {
+            meter.expected().unwrap_or_default()
+        } else {
+            spent
+        };
+        rec.spend = Some(rec.spent().plus(&spent));
+        for skip in meter.take_skips() {
+            self.emit(TraceEvent::StepSkipped {
+                thread_id: Some(act.thread_id.to_string()),
+                superstep: Some(act.superstep),
+                node_id: Some(node_id.clone()),
+                task_key: act.task.map(|t| t.task_key.clone()),
+                skip: skip.clone(),
+            });
+            rec.skipped(skip);
+        }
+        self.emit_with(Level::DEBUG, || TraceEvent::AttemptSpend {
+            thread_id: act.thread_id.to_string(),
+            superstep: act.superstep,
+            node_id: node_id.clone(),
+            task_key: act.task.map(|t| t.task_key.clone()),
+            attempt,
+            spend: spent,
+        });
+        spent
     }
 }
 

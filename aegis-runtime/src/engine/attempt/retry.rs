@@ -20,7 +20,7 @@ use crate::engine::run_deadline::RunDeadline;
 use crate::error::{NodeError, NodeErrorSource, TimeoutKind};
 use crate::fnv::Fnv;
 use crate::id::NodeId;
-use crate::policy::{RetryPolicy, RetryPredicate};
+use crate::policy::{RetryPolicy, RetryPredicate, SkipReason, SkippedStep};
 use crate::trace::{BudgetBound, TraceEvent};
 use crate::waypoint::{RetrySkip, WaypointStore};
 
@@ -49,20 +49,22 @@ impl<S: WaypointStore> WarEngine<S> {
         attempt: u32,
         rec: &mut Recorder,
     ) -> Next {
-        // A run-deadline cut is never retried.
+        // A run-deadline cut is never retried; a run with nothing left to
+        // spend is out of budget too (no handler runs).
+        let spend_out = act.run_deadline.spend_exhausted();
         let budget_cut = error.source == NodeErrorSource::Timeout(TimeoutKind::EngineRun);
         let policy = match &act.aegis.retry {
             Some(policy) if !budget_cut && attempt < policy.max_attempts.max(1) => policy,
             _ => {
                 return Next::GiveUp {
-                    budget_exhausted: budget_cut,
+                    budget_exhausted: budget_cut || spend_out,
                 };
             }
         };
         let next = attempt.saturating_add(1);
         if !self.retry_allowed(policy, error, next).await {
             return Next::GiveUp {
-                budget_exhausted: false,
+                budget_exhausted: spend_out,
             };
         }
         // The RNG must not live across an await: it is not Send.
@@ -95,6 +97,21 @@ impl<S: WaypointStore> WarEngine<S> {
             // otherwise the handler compensates in what is left.
             return Next::GiveUp {
                 budget_exhausted: skip.remaining.is_zero() && skip.bound == BudgetBound::RunBudget,
+            };
+        }
+        if let Some(skip) = spend_skip(act, rec, next) {
+            self.emit(TraceEvent::StepSkipped {
+                thread_id: Some(act.thread_id.to_string()),
+                superstep: Some(act.superstep),
+                node_id: Some(node_id.clone()),
+                task_key: act.task.map(|t| t.task_key.clone()),
+                skip: skip.clone(),
+            });
+            rec.skipped(skip);
+            // With nothing left of the run's budget the run is out of it (no
+            // handler); otherwise the handler compensates in what is left.
+            return Next::GiveUp {
+                budget_exhausted: spend_out,
             };
         }
         self.emit(TraceEvent::RetryScheduled {
@@ -150,7 +167,7 @@ impl<S: WaypointStore> WarEngine<S> {
     /// Waits `delay` before the next attempt, racing cancellation and the run
     /// deadline. A zero delay never touches the timer (a `sleep(0)` would
     /// wait for the next timer tick).
-    async fn backoff(&self, delay: Duration, run_deadline: RunDeadline) -> Next {
+    async fn backoff(&self, delay: Duration, run_deadline: &RunDeadline) -> Next {
         if delay.is_zero() {
             return if self.cancellation.is_cancelled() {
                 Next::Shutdown
@@ -178,6 +195,28 @@ impl<S: WaypointStore> WarEngine<S> {
             }
         }
     }
+}
+
+/// The retry `next` skipped for spend, if its expected spend (what the
+/// attempt before it spent, or when it spent nothing what its first request
+/// was expected to) would pass what is left of the run's budget or the
+/// node's cap. A retry expected to spend nothing fits while anything is
+/// left.
+fn spend_skip(act: &ActivationCtx<'_>, rec: &Recorder, next: u32) -> Option<crate::policy::Skip> {
+    let remaining = act
+        .run_deadline
+        .spend()
+        .remaining_under(act.aegis.spend_cap.as_ref(), &rec.spent())?;
+    let expected = rec.last_spend;
+    (!remaining.fits(&expected)).then(|| {
+        crate::policy::Skip::new(
+            SkippedStep::Retry { attempt: next },
+            SkipReason::SpendBudget {
+                expected,
+                remaining,
+            },
+        )
+    })
 }
 
 /// A retry [`WarEngine::budget_skip`] refused: the time left and to what.

@@ -32,6 +32,13 @@ pub const ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com/v1";
 /// `/` is ignored.
 /// [`ANTHROPIC_BASE_URL`] is `https://api.anthropic.com/v1`.
 ///
+/// Usage: `usage.input_tokens` (plus the cache-write and cache-read input
+/// tokens) is the prompt, `usage.output_tokens` the completion; streamed,
+/// they come on `message_start` and on `message_delta`. With
+/// `with_context_window`, a request whose estimated prompt plus
+/// `max_tokens` exceeds the window is not sent
+/// ([`LlmError::ContextLengthExceeded`]).
+///
 /// System messages become the `system` prompt; a request without
 /// `max_tokens` sends [`ANTHROPIC_DEFAULT_MAX_TOKENS`]. The key is sent as
 /// `x-api-key` and never appears in `Debug` output or errors.
@@ -99,6 +106,7 @@ impl AnthropicLlmAdapter {
         request: &LlmRequest,
         stream: bool,
     ) -> Result<reqwest::Response, LlmError> {
+        self.endpoint.check_window(request)?;
         let model = self.endpoint.model(request);
         let body = wire::encode_request(request, model, stream)?;
         self.endpoint
@@ -123,6 +131,14 @@ impl LlmPort for AnthropicLlmAdapter {
 
     fn get_provider_name(&self) -> &str {
         &self.endpoint.provider
+    }
+
+    fn context_window(&self) -> Option<u64> {
+        self.endpoint.context_window
+    }
+
+    fn model_name(&self) -> Option<&str> {
+        self.endpoint.model.as_deref()
     }
 
     fn known_secrets(&self) -> KnownSecrets {

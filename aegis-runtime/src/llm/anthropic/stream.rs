@@ -155,7 +155,7 @@ impl AnthropicEvents {
             .map_err(|e| parse_error(&self.provider, &self.secrets, "stream event", &e))?;
         match event {
             StreamEvent::MessageStart { message } => {
-                let prompt = message.usage.and_then(|u| u.input_tokens).unwrap_or(0);
+                let prompt = message.usage.map_or(0, |u| u.prompt_tokens());
                 out.push(LlmChunk {
                     usage: Some(LlmUsage {
                         prompt_tokens: prompt,

@@ -144,6 +144,28 @@ pub(crate) struct WireUsage {
     pub(crate) input_tokens: Option<u64>,
     #[serde(default)]
     pub(crate) output_tokens: Option<u64>,
+    /// Prompt tokens written to the prompt cache: read, and billed, apart
+    /// from `input_tokens`.
+    #[serde(default)]
+    pub(crate) cache_creation_input_tokens: Option<u64>,
+    /// Prompt tokens read from the prompt cache, likewise.
+    #[serde(default)]
+    pub(crate) cache_read_input_tokens: Option<u64>,
+}
+
+impl WireUsage {
+    /// Every prompt token the model read: fresh, cache-written and
+    /// cache-read (the API reports them apart).
+    pub(crate) fn prompt_tokens(&self) -> u64 {
+        [
+            self.input_tokens,
+            self.cache_creation_input_tokens,
+            self.cache_read_input_tokens,
+        ]
+        .into_iter()
+        .flatten()
+        .fold(0u64, u64::saturating_add)
+    }
 }
 
 #[derive(Deserialize)]
@@ -214,7 +236,7 @@ pub(crate) fn decode_response(
         model: parsed.model,
         finish_reason: parsed.stop_reason.as_deref().map(stop_reason),
         usage: parsed.usage.map(|u| LlmUsage {
-            prompt_tokens: u.input_tokens.unwrap_or(0),
+            prompt_tokens: u.prompt_tokens(),
             completion_tokens: u.output_tokens.unwrap_or(0),
         }),
         ..Default::default()

@@ -44,7 +44,16 @@
 //!   transient; a 429's `retry-after-ms` / `retry-after` header is kept),
 //!   except an `{"error": {"code": ..}}` envelope whose `code` is
 //!   `context_length_exceeded` or `content_filter` /
-//!   `content_policy_violation`, which maps to its own variant. An `error`
+//!   `content_policy_violation`, which maps to its own variant, and one
+//!   whose `code` or `type` is `insufficient_quota` (the account is out of
+//!   credit), which is [`LlmError::QuotaExceeded`] whatever its status.
+//! - **Usage.** `usage.prompt_tokens` and `usage.completion_tokens` of a
+//!   whole response, or of the streamed chunk that carries them (asked for
+//!   with `include_usage`), are the completion's
+//!   [`LlmUsage`](crate::llm::LlmUsage): what a Paladin attempt is charged.
+//! - **Context window.** With `with_context_window`, a request whose
+//!   estimated prompt plus `max_tokens` exceeds it is not sent
+//!   ([`LlmError::ContextLengthExceeded`]). An `error`
 //!   envelope inside a 200 body or a stream event is an error too (its
 //!   numeric `code`, or a `server_error` type, standing in for the status).
 //!   Error bodies are read up to 64 KiB and redacted of the key.
@@ -137,6 +146,7 @@ impl OpenAiCompatibleLlmAdapter {
         request: &LlmRequest,
         stream: bool,
     ) -> Result<reqwest::Response, LlmError> {
+        self.endpoint.check_window(request)?;
         let model = self.endpoint.model(request);
         let body = wire::encode_request(request, model, stream)?;
         self.endpoint
@@ -161,6 +171,14 @@ impl LlmPort for OpenAiCompatibleLlmAdapter {
 
     fn get_provider_name(&self) -> &str {
         &self.endpoint.provider
+    }
+
+    fn context_window(&self) -> Option<u64> {
+        self.endpoint.context_window
+    }
+
+    fn model_name(&self) -> Option<&str> {
+        self.endpoint.model.as_deref()
     }
 
     fn known_secrets(&self) -> KnownSecrets {

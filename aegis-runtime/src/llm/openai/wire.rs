@@ -283,14 +283,18 @@ pub(crate) fn pre_check(
 }
 
 fn dedicated(provider: &str, secrets: &KnownSecrets, err: &WireError) -> Option<LlmError> {
-    let code = err.code.as_ref().and_then(Value::as_str)?;
+    let code = err.code.as_ref().and_then(Value::as_str);
     let message = || {
         secrets.redact_excerpt(&format!(
             "{provider}: {}",
-            err.message.as_deref().unwrap_or(code)
+            err.message.as_deref().or(code).unwrap_or("no message")
         ))
     };
-    match code {
+    // OpenAI's "out of credit" 429: no wait refills the account.
+    if code == Some("insufficient_quota") || err.kind.as_deref() == Some("insufficient_quota") {
+        return Some(LlmError::QuotaExceeded(message()));
+    }
+    match code? {
         "context_length_exceeded" => Some(LlmError::ContextLengthExceeded(message())),
         "content_filter" | "content_policy_violation" => Some(LlmError::ContentFiltered(message())),
         _ => None,

@@ -350,6 +350,8 @@ fn fixture_thread_v1() -> Vec<Waypoint> {
             started_at: at(1_700_000_100),
             duration_ms: 12,
             retry_skipped: None,
+            spend: None,
+            skips: Vec::new(),
             cache_origin: None,
         };
     let mut delta = StateDelta::new();
@@ -410,6 +412,7 @@ fn fixture_thread_v1() -> Vec<Waypoint> {
                 started_at: at(1_700_000_100),
                 duration_ms: 5,
                 error: node_error,
+                spend: None,
             }],
         )],
         parley: None,
@@ -600,6 +603,8 @@ fn a_hit_records_its_cache_scope_and_a_row_without_one_reads_graph() {
         started_at: at(1_700_000_100),
         duration_ms: 0,
         retry_skipped: None,
+        spend: None,
+        skips: Vec::new(),
         cache_origin: Some(Arc::new(CacheOrigin {
             node_id: NodeId::new("answer"),
             task_key: None,
