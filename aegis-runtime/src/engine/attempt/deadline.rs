@@ -145,6 +145,7 @@ impl<S: WaypointStore> WarEngine<S> {
             task: act.task_ref.clone(),
             served,
             emitter,
+            effects: self.effects.clone(),
         };
         let run_timeout = timeout
             .and_then(|t| t.run_timeout)
