@@ -313,7 +313,9 @@ pub struct Effect<'a> {
     name: String,
     part: Option<String>,
     on_unknown: OnUnknown,
-    reconciler: Option<Reconciler<'a>>,
+    /// In a mutex only so that an effect is `Sync` (a node's future holds
+    /// it across awaits): it is taken once.
+    reconciler: Mutex<Option<Reconciler<'a>>>,
     max_result_bytes: usize,
 }
 
@@ -335,7 +337,7 @@ impl NodeContext {
             name: name.into(),
             part: None,
             on_unknown: OnUnknown::Fail,
-            reconciler: None,
+            reconciler: Mutex::new(None),
             max_result_bytes: DEFAULT_MAX_EFFECT_RESULT_BYTES,
         }
     }
@@ -368,7 +370,7 @@ impl<'a> Effect<'a> {
         Fut: Future<Output = Result<Option<T>, E>> + Send + 'a,
     {
         self.on_unknown = OnUnknown::Reconcile;
-        self.reconciler = Some(Box::new(move |key| {
+        self.reconciler = Mutex::new(Some(Box::new(move |key| {
             Box::pin(async move {
                 match check(key).await {
                     Ok(Some(t)) => serde_json::to_value(t).map(Some).map_err(|e| e.to_string()),
@@ -376,7 +378,7 @@ impl<'a> Effect<'a> {
                     Err(e) => Err(e.to_string()),
                 }
             })
-        }));
+        })));
         self
     }
 
@@ -444,7 +446,12 @@ impl<'a> Effect<'a> {
             }),
             OnUnknown::RetrySameKey => self.call_again(&key, call).await,
             OnUnknown::Reconcile => {
-                let Some(check) = self.reconciler.take() else {
+                let taken = self
+                    .reconciler
+                    .get_mut()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .take();
+                let Some(check) = taken else {
                     return Err(EffectError::Reconcile {
                         effect: self.name,
                         key: key.to_string(),
