@@ -11,8 +11,8 @@ use support::stores::TempDir;
 use aegis::engine::{StreamMode, StreamOptions};
 use aegis::error::{EngineError, StoreError};
 use aegis::graph::{
-    EffectAnswer, EffectEntry, EffectError, EffectKey, EffectLedger, EffectStart, EffectState,
-    EngineLimits, NodeSpec, OnUnknown,
+    EffectAnswer, EffectEntry, EffectError, EffectKey, EffectLedger, EffectOutcome, EffectStart,
+    EffectState, EngineLimits, NodeSpec, OnUnknown,
 };
 use aegis::prelude::*;
 use aegis::waypoint::{Chronicle, InMemoryEffectLedger, SqliteWaypointStore, Waypoint};
@@ -430,7 +430,57 @@ async fn the_stream_tells_what_became_of_each_effect() {
             states.push(payload["state"].as_str().unwrap().to_string());
         }
     }
-    assert_eq!(states, ["unknown", "done"]);
+    assert_eq!(states, ["unknown", "retried_same_key", "done"]);
+}
+
+#[tokio::test]
+async fn records_and_the_timeline_show_each_attempt_s_effects() {
+    let calls = Arc::new(Calls::default());
+    let store = Arc::new(InMemoryWaypointStore::new());
+    started_without_result(&store, "t1").await;
+    let g = pay_graph(calls.clone(), Policy::Reconcile(false), true);
+    WarEngine::new(store.clone())
+        .start(&g, "t1", json!({}))
+        .await
+        .unwrap()
+        .into_result()
+        .unwrap();
+    let history = store.history("t1").await.unwrap();
+    let record = history
+        .iter()
+        .flat_map(|w| w.records.iter())
+        .find(|r| r.node_id.as_str() == "pay")
+        .unwrap();
+    let k = key("t1");
+    let notes: Vec<_> = record
+        .effects
+        .iter()
+        .map(|n| (n.attempt, n.name.as_str(), n.key.as_str(), n.outcome))
+        .collect();
+    assert_eq!(
+        notes,
+        [
+            (1, "charge", k.as_str(), EffectOutcome::Unknown),
+            (1, "charge", k.as_str(), EffectOutcome::ReconciledNotDone),
+            (1, "charge", k.as_str(), EffectOutcome::Done),
+            // Attempt 2 (attempt 1 failed after its charge) replays it.
+            (2, "charge", k.as_str(), EffectOutcome::Replayed),
+        ]
+    );
+    let html = aegis::render::timeline(&history);
+    assert!(
+        html.contains(&format!("effect charge {k}: reconciled_not_done")),
+        "{html}"
+    );
+    assert!(html.contains(&format!("effect charge {k}: replayed")));
+
+    // A node without effects records none, and its record stays plain.
+    let plain = history
+        .iter()
+        .flat_map(|w| w.records.iter())
+        .filter(|r| r.node_id.as_str() != "pay")
+        .all(|r| r.effects.is_empty());
+    assert!(plain);
 }
 
 // ---- The ledger's state machine, under random operations ----

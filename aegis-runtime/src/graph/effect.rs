@@ -223,6 +223,72 @@ impl EffectAnswer {
     }
 }
 
+/// What became of an effect in one attempt, as its node's record
+/// ([`NodeExecutionRecord::effects`](crate::waypoint::NodeExecutionRecord::effects))
+/// and the run's stream show it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum EffectOutcome {
+    /// Called for the first time, and its result recorded.
+    Done,
+    /// Already done: its recorded result was returned, nothing called.
+    Replayed,
+    /// Found started without a result: an unknown outcome (the note the
+    /// policy's resolution follows).
+    Unknown,
+    /// An unknown outcome called again with the same key, and recorded.
+    RetriedSameKey,
+    /// An unknown outcome the reconcile function found done: recorded.
+    ReconciledDone,
+    /// An unknown outcome the reconcile function found not done: called
+    /// again, and recorded.
+    ReconciledNotDone,
+    /// An unknown outcome put to a human (a parley).
+    AskedHuman,
+    /// A human answered done: the given result recorded.
+    AnsweredDone,
+    /// A human answered not done: called again, and recorded.
+    AnsweredNotDone,
+    /// The call failed: the effect stays started (unknown).
+    CallFailed,
+    /// An unknown outcome failed the attempt (its policy, or a human).
+    Failed,
+}
+
+impl EffectOutcome {
+    /// The outcome's name, as the stream and the timeline show it.
+    pub fn name(self) -> &'static str {
+        match self {
+            EffectOutcome::Done => "done",
+            EffectOutcome::Replayed => "replayed",
+            EffectOutcome::Unknown => "unknown",
+            EffectOutcome::RetriedSameKey => "retried_same_key",
+            EffectOutcome::ReconciledDone => "reconciled_done",
+            EffectOutcome::ReconciledNotDone => "reconciled_not_done",
+            EffectOutcome::AskedHuman => "asked_human",
+            EffectOutcome::AnsweredDone => "answered_done",
+            EffectOutcome::AnsweredNotDone => "answered_not_done",
+            EffectOutcome::CallFailed => "call_failed",
+            EffectOutcome::Failed => "failed",
+        }
+    }
+}
+
+/// One effect of one attempt, on its node's record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[non_exhaustive]
+pub struct EffectNote {
+    /// The attempt.
+    pub attempt: u32,
+    /// The effect's name.
+    pub name: String,
+    /// Its idempotency key.
+    pub key: String,
+    /// What became of it.
+    pub outcome: EffectOutcome,
+}
+
 /// What a human answered about one effect.
 enum Answered {
     Done(Value),
@@ -248,12 +314,18 @@ fn answered(response: Option<&ParleyResponse>, key: &EffectKey) -> Option<Answer
 /// Which attempt asked for a parley: its thread, node, task and attempt.
 type AskId = (String, String, Option<String>, u32);
 
+/// Which activation an effect note belongs to: its thread, node and task.
+type NoteId = (String, String, Option<String>);
+
 /// The engine's effect ledger as its attempts reach it, and the parleys
 /// effects asked for, until the engine turns the failed attempt into one.
 pub(crate) struct EffectScope {
     ledger: Arc<dyn EffectLedger>,
     pending: AtomicUsize,
     asks: Mutex<HashMap<AskId, ParleyRequest>>,
+    /// Notes not yet on a record, and how many activations have some.
+    noted: AtomicUsize,
+    notes: Mutex<HashMap<NoteId, Vec<EffectNote>>>,
 }
 
 impl fmt::Debug for EffectScope {
@@ -268,6 +340,8 @@ impl EffectScope {
             ledger,
             pending: AtomicUsize::new(0),
             asks: Mutex::new(HashMap::new()),
+            noted: AtomicUsize::new(0),
+            notes: Mutex::new(HashMap::new()),
         }
     }
 
@@ -288,6 +362,41 @@ impl EffectScope {
         let taken = asks.remove(&ask_id(ctx));
         if taken.is_some() {
             self.pending.fetch_sub(1, Ordering::AcqRel);
+        }
+        taken
+    }
+}
+
+impl EffectScope {
+    fn note(&self, id: NoteId, note: EffectNote) {
+        let mut notes = self.notes.lock().unwrap_or_else(|p| p.into_inner());
+        let list = notes.entry(id).or_default();
+        if list.is_empty() {
+            self.noted.fetch_add(1, Ordering::AcqRel);
+        }
+        list.push(note);
+    }
+
+    /// The notes of the activation of `node_id` (task `task_key`) on
+    /// `thread_id`, taken for its record; free when none is pending.
+    pub(crate) fn take_notes(
+        &self,
+        thread_id: &str,
+        node_id: &str,
+        task_key: Option<&str>,
+    ) -> Vec<EffectNote> {
+        if self.noted.load(Ordering::Acquire) == 0 {
+            return Vec::new();
+        }
+        let id = (
+            thread_id.to_string(),
+            node_id.to_string(),
+            task_key.map(str::to_string),
+        );
+        let mut notes = self.notes.lock().unwrap_or_else(|p| p.into_inner());
+        let taken = notes.remove(&id).unwrap_or_default();
+        if !taken.is_empty() {
+            self.noted.fetch_sub(1, Ordering::AcqRel);
         }
         taken
     }
@@ -434,17 +543,23 @@ impl<'a> Effect<'a> {
             Some(e) => e,
         };
         if entry.state == EffectState::Done {
-            self.report(&key, "replayed", entry.starts);
+            self.note(&key, EffectOutcome::Replayed, entry.starts);
             return self.decode(&key, entry.result.unwrap_or(Value::Null));
         }
         self.unknown(&key, &entry);
         match self.on_unknown {
-            OnUnknown::Fail => Err(EffectError::UnknownOutcome {
-                effect: self.name,
-                key: key.to_string(),
-                starts: entry.starts,
-            }),
-            OnUnknown::RetrySameKey => self.call_again(&key, call).await,
+            OnUnknown::Fail => {
+                self.note(&key, EffectOutcome::Failed, entry.starts);
+                Err(EffectError::UnknownOutcome {
+                    effect: self.name,
+                    key: key.to_string(),
+                    starts: entry.starts,
+                })
+            }
+            OnUnknown::RetrySameKey => {
+                self.note(&key, EffectOutcome::RetriedSameKey, entry.starts);
+                self.call_again(&key, call).await
+            }
             OnUnknown::Reconcile => {
                 let taken = self
                     .reconciler
@@ -460,11 +575,11 @@ impl<'a> Effect<'a> {
                 };
                 match check(key.clone()).await {
                     Ok(Some(found)) => {
-                        self.report(&key, "reconciled_done", entry.starts);
+                        self.note(&key, EffectOutcome::ReconciledDone, entry.starts);
                         self.record(&key, found).await
                     }
                     Ok(None) => {
-                        self.report(&key, "reconciled_not_done", entry.starts);
+                        self.note(&key, EffectOutcome::ReconciledNotDone, entry.starts);
                         self.call_again(&key, call).await
                     }
                     Err(message) => Err(EffectError::Reconcile {
@@ -476,18 +591,21 @@ impl<'a> Effect<'a> {
             }
             OnUnknown::AskHuman => match answered(self.ctx.parley_response(), &key) {
                 Some(Answered::Done(result)) => {
-                    self.report(&key, "answered_done", entry.starts);
+                    self.note(&key, EffectOutcome::AnsweredDone, entry.starts);
                     self.record(&key, result).await
                 }
                 Some(Answered::NotDone) => {
-                    self.report(&key, "answered_not_done", entry.starts);
+                    self.note(&key, EffectOutcome::AnsweredNotDone, entry.starts);
                     self.call_again(&key, call).await
                 }
-                Some(Answered::Failed) => Err(EffectError::UnknownOutcome {
-                    effect: self.name,
-                    key: key.to_string(),
-                    starts: entry.starts,
-                }),
+                Some(Answered::Failed) => {
+                    self.note(&key, EffectOutcome::Failed, entry.starts);
+                    Err(EffectError::UnknownOutcome {
+                        effect: self.name,
+                        key: key.to_string(),
+                        starts: entry.starts,
+                    })
+                }
                 None => {
                     let mut context = json!({
                         "effect_key": key.as_str(),
@@ -505,6 +623,7 @@ impl<'a> Effect<'a> {
                     ))
                     .with_payload(context);
                     scope.ask(ask_id(self.ctx), request);
+                    self.note(&key, EffectOutcome::AskedHuman, entry.starts);
                     Err(EffectError::NeedsHuman {
                         effect: self.name,
                         key: key.to_string(),
@@ -539,14 +658,20 @@ impl<'a> Effect<'a> {
         F: FnOnce(EffectKey) -> Fut,
         Fut: Future<Output = Result<T, E>>,
     {
-        let out = call(key.clone()).await.map_err(|e| EffectError::Call {
-            effect: self.name.clone(),
-            key: key.to_string(),
-            message: redact_secrets(&e.to_string()),
-        })?;
+        let out = match call(key.clone()).await {
+            Ok(out) => out,
+            Err(e) => {
+                self.note(key, EffectOutcome::CallFailed, 0);
+                return Err(EffectError::Call {
+                    effect: self.name.clone(),
+                    key: key.to_string(),
+                    message: redact_secrets(&e.to_string()),
+                });
+            }
+        };
         let value = serde_json::to_value(out).map_err(|e| self.result_error(key, e.to_string()))?;
         let recorded = self.record(key, value).await?;
-        self.report(key, "done", 0);
+        self.note(key, EffectOutcome::Done, 0);
         Ok(recorded)
     }
 
@@ -623,18 +748,33 @@ impl<'a> Effect<'a> {
             policy = self.on_unknown.name(),
             "aegis effect: unknown outcome (started, no result recorded)"
         );
-        self.report(key, "unknown", entry.starts);
+        self.note(key, EffectOutcome::Unknown, entry.starts);
     }
 
-    /// Tells the run's stream what became of the effect (a custom event:
-    /// `{"effect": name, "effect_key": key, "state": ...}`), when someone
-    /// listens.
-    fn report(&self, key: &EffectKey, state: &str, starts: u32) {
+    /// Notes what became of the effect, for its node's record, and tells
+    /// the run's stream (a custom event: `{"effect": name, "effect_key":
+    /// key, "state": outcome, ...}`) when someone listens.
+    fn note(&self, key: &EffectKey, outcome: EffectOutcome, starts: u32) {
+        if let Some(scope) = &self.ctx.effects {
+            scope.note(
+                (
+                    self.ctx.thread_id().to_string(),
+                    self.ctx.node_id().to_string(),
+                    self.ctx.task().map(|t| t.task_key.clone()),
+                ),
+                EffectNote {
+                    attempt: self.ctx.attempt(),
+                    name: self.name.clone(),
+                    key: key.to_string(),
+                    outcome,
+                },
+            );
+        }
         if self.ctx.is_streaming() {
             self.ctx.emit(json!({
                 "effect": self.name,
                 "effect_key": key.as_str(),
-                "state": state,
+                "state": outcome.name(),
                 "starts": starts,
                 "policy": self.on_unknown.name(),
             }));

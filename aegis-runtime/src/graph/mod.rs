@@ -27,7 +27,8 @@ pub use context::{HeartbeatHandle, IdleHold, NodeContext};
 pub(crate) use context::{Served, ServedSlot, TaskRef, TaskSource};
 pub(crate) use effect::EffectScope;
 pub use effect::{
-    DEFAULT_MAX_EFFECT_RESULT_BYTES, Effect, EffectAnswer, EffectError, EffectKey, OnUnknown,
+    DEFAULT_MAX_EFFECT_RESULT_BYTES, Effect, EffectAnswer, EffectError, EffectKey, EffectNote,
+    EffectOutcome, OnUnknown,
 };
 pub(crate) use effect_ledger::EffectOp;
 pub use effect_ledger::{EffectEntry, EffectLedger, EffectStart, EffectState};

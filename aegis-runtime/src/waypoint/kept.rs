@@ -134,6 +134,7 @@ impl PlainRecord {
             && r.task_key.is_none()
             && r.attempts.is_empty()
             && r.retry_skipped.is_none()
+            && r.effects.is_empty()
     }
 
     /// `r`, which [`fits`](Self::fits).
@@ -151,6 +152,7 @@ impl PlainRecord {
             started_at,
             duration_ms,
             retry_skipped: _,
+            effects: _,
         } = r;
         PlainRecord {
             node_id,
@@ -179,6 +181,7 @@ impl PlainRecord {
             started_at: self.started_at,
             duration_ms: self.duration_ms,
             retry_skipped: None,
+            effects: Vec::new(),
         }
     }
 }
@@ -310,6 +313,7 @@ mod tests {
             started_at: SystemTime::UNIX_EPOCH,
             duration_ms: 3,
             retry_skipped: None,
+            effects: Vec::new(),
         }
     }
 

@@ -76,6 +76,11 @@ pub struct NodeExecutionRecord {
     /// Absent in older waypoints.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_skipped: Option<RetrySkip>,
+    /// What became of each of the node's effects (`NodeContext::effect`)
+    /// in each attempt, in order. Absent in older waypoints and for nodes
+    /// without effects.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub effects: Vec<crate::graph::EffectNote>,
 }
 
 impl NodeExecutionRecord {
@@ -145,6 +150,7 @@ impl NodeExecutionRecord {
             started_at,
             duration_ms,
             retry_skipped: None,
+            effects: Vec::new(),
         }
     }
 }

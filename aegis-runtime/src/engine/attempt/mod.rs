@@ -102,7 +102,8 @@ impl<S: WaypointStore> WarEngine<S> {
         activation: &Activation,
     ) -> ActivationResult {
         let node_id = &activation.node_id;
-        let mut rec = Recorder::of_run(node_id, act.task, &act.run_deadline);
+        let mut rec = Recorder::of_run(node_id, act.task, &act.run_deadline)
+            .with_effects(self.effects.as_ref(), act.thread_id);
         if matches!(act.spec, NodeSpec::Paladin { .. }) {
             rec = rec.recording_served();
         }
