@@ -136,7 +136,7 @@ async fn serve(
             }
             if behaviour
                 .report_every
-                .is_some_and(|every| n % u64::from(every) == 0)
+                .is_some_and(|every| n.is_multiple_of(u64::from(every)))
             {
                 let _ = charged.send((thread, effect));
                 pause = behaviour.report_delay;
