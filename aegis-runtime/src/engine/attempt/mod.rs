@@ -86,6 +86,16 @@ pub(crate) enum ActivationResult {
     Shutdown { record: NodeExecutionRecord },
 }
 
+impl ActivationResult {
+    fn record_mut(&mut self) -> &mut NodeExecutionRecord {
+        match self {
+            ActivationResult::Done { record, .. }
+            | ActivationResult::Failed { record, .. }
+            | ActivationResult::Shutdown { record } => record,
+        }
+    }
+}
+
 /// How one attempt ended.
 enum AttemptEnd {
     Done(Directive),
@@ -102,8 +112,7 @@ impl<S: WaypointStore> WarEngine<S> {
         activation: &Activation,
     ) -> ActivationResult {
         let node_id = &activation.node_id;
-        let mut rec = Recorder::of_run(node_id, act.task, &act.run_deadline)
-            .with_effects(self.effects.as_ref(), act.thread_id);
+        let mut rec = Recorder::of_run(node_id, act.task, &act.run_deadline);
         if matches!(act.spec, NodeSpec::Paladin { .. }) {
             rec = rec.recording_served();
         }
@@ -123,10 +132,22 @@ impl<S: WaypointStore> WarEngine<S> {
             tracing::debug_span!("aegis.node", node_id = %node_id, superstep = act.superstep);
         // Pinned in place: the span wraps a pointer, not a move of the
         // whole attempt future.
-        let result = {
+        let mut result = {
             let attempts = std::pin::pin!(self.attempts(act, state, node_id, &mut rec));
             attempts.instrument(span).await
         };
+        // What became of the node's effects, onto its record (a load of a
+        // counter for a node that made none).
+        if let Some(scope) = &self.effects {
+            let notes = scope.take_notes(
+                act.thread_id,
+                node_id.as_str(),
+                act.task.map(|t| t.task_key.as_str()),
+            );
+            if !notes.is_empty() {
+                result.record_mut().effects = notes;
+            }
+        }
         // Matched by reference first: a success (nearly every activation)
         // is returned as it came, not taken apart and rebuilt.
         match (&result, &act.aegis.on_error) {

@@ -11,7 +11,7 @@ use super::{ActivationCtx, ActivationResult, AttemptEnd};
 use crate::engine::WarEngine;
 use crate::engine::stream::AttemptTap;
 use crate::error::{NodeError, NodeErrorSource, Transience};
-use crate::graph::{EffectScope, MusterTask, ServedSlot};
+use crate::graph::{MusterTask, ServedSlot};
 use crate::id::NodeId;
 use crate::policy::CacheScope;
 use crate::state::Battlefield;
@@ -36,9 +36,6 @@ pub(super) struct Recorder {
     untouched: bool,
     /// When the last attempt ended, for a record finished right after it.
     ended: Option<Instant>,
-    /// Where the activation's effects leave their notes, and its thread
-    /// (set only when the engine's store keeps an effect ledger).
-    effects: Option<(Arc<EffectScope>, Arc<str>)>,
 }
 
 impl Recorder {
@@ -71,19 +68,7 @@ impl Recorder {
             streamed: None,
             untouched: true,
             ended: None,
-            effects: None,
         }
-    }
-
-    /// Collects the notes the activation's effects leave in `scope` on its
-    /// record.
-    pub(super) fn with_effects(
-        mut self,
-        scope: Option<&Arc<EffectScope>>,
-        thread_id: &Arc<str>,
-    ) -> Self {
-        self.effects = scope.map(|s| (s.clone(), thread_id.clone()));
-        self
     }
 
     /// Something that takes time ran (a cache lookup, an interceptor): the
@@ -158,12 +143,6 @@ impl Recorder {
     /// The record so far, ending in `status` at `attempt`: the activation's
     /// last word (the task key moves into it).
     pub(super) fn finish(&mut self, status: NodeStatus, attempt: u32) -> NodeExecutionRecord {
-        let effects = match &self.effects {
-            Some((scope, thread)) => {
-                scope.take_notes(thread, self.node_id.as_str(), self.task_key.as_deref())
-            }
-            None => Vec::new(),
-        };
         NodeExecutionRecord {
             node_id: self.node_id.clone(),
             task_key: self.task_key.take(),
@@ -180,7 +159,8 @@ impl Recorder {
                     .saturating_duration_since(self.started),
             ),
             retry_skipped: self.retry_skipped.take(),
-            effects,
+            // Attached by `run_activation` when the node made effects.
+            effects: Vec::new(),
         }
     }
 
