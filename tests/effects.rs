@@ -597,3 +597,88 @@ fn the_sqlite_ledger_follows_the_state_machine() {
     let store = rt.block_on(SqliteWaypointStore::open(dir.db())).unwrap();
     run_cases(store.effect_ledger().unwrap(), 48, &rt);
 }
+
+#[tokio::test]
+async fn each_mustered_task_has_its_own_key_and_charges_once() {
+    let calls = Arc::new(Calls::default());
+    let schema = BattlefieldSchema::new(vec![FieldSpec::new(
+        FieldName::new("receipts").unwrap(),
+        DispatchRule::Append,
+        Some(json!([])),
+        false,
+    )]);
+    let mut g = WarGraph::new(schema, EngineLimits::default());
+    let task_calls = calls.clone();
+    g.add_node(
+        "fan",
+        NodeSpec::from_fn("fan", |_, _| {
+            Box::pin(async move {
+                Ok(Directive::muster(
+                    StateDelta::new(),
+                    "charge_task",
+                    (0..3).map(|i| (format!("order-{i}"), json!(i))),
+                ))
+            })
+        }),
+    )
+    .add_worker_template(
+        "charge_task",
+        NodeSpec::from_fn("charge_task", move |_, ctx| {
+            let calls = task_calls.clone();
+            Box::pin(async move {
+                let receipt: Value = ctx
+                    .effect("charge")
+                    .run(|key| {
+                        let calls = calls.clone();
+                        async move {
+                            calls.keys.lock().unwrap().push(key.to_string());
+                            Ok::<_, String>(json!(key.as_str()))
+                        }
+                    })
+                    .await?;
+                // Every task fails its first attempt after its charge.
+                if ctx.attempt() == 1 {
+                    return Err(StateNodeError::transient("crashed after the charge"));
+                }
+                let mut d = StateDelta::new();
+                d.set("receipts", vec![receipt])?;
+                Ok(d.into())
+            })
+        }),
+    )
+    .add_edge(START, "fan")
+    .add_edge("charge_task", END);
+    g.set_aegis(
+        "charge_task",
+        Aegis::new().with_retry(
+            RetryPolicy::default()
+                .with_max_attempts(2)
+                .with_initial_interval(Duration::from_millis(1))
+                .with_jitter(false),
+        ),
+    );
+    let state = WarEngine::new(InMemoryWaypointStore::new())
+        .start(&g, "t1", json!({}))
+        .await
+        .unwrap()
+        .into_result()
+        .unwrap();
+    let expected: Vec<String> = (0..3)
+        .map(|i| {
+            EffectKey::derive(
+                "t1",
+                "charge_task",
+                Some(&format!("order-{i}")),
+                "charge",
+                None,
+            )
+            .to_string()
+        })
+        .collect();
+    let mut keys = calls.keys.lock().unwrap().clone();
+    keys.sort();
+    let mut sorted = expected.clone();
+    sorted.sort();
+    assert_eq!(keys, sorted, "one call per task over six attempts");
+    assert_eq!(state.get("receipts"), Some(&json!(expected)));
+}
