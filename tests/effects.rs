@@ -377,6 +377,25 @@ async fn results_are_redacted_bounded_and_typed() {
         .await
         .unwrap();
     assert_eq!(retried, "up");
+
+    // A reconcile policy without its function calls nothing.
+    let refused = ctx
+        .effect("misconfigured")
+        .on_unknown(OnUnknown::Reconcile)
+        .run(|_| async move { Ok::<_, String>(1) })
+        .await;
+    assert!(
+        matches!(refused, Err(EffectError::Result { ref message, .. }) if message.contains("reconcile function")),
+        "{refused:?}"
+    );
+    assert!(
+        ledger
+            .entries("detached")
+            .await
+            .unwrap()
+            .iter()
+            .all(|e| e.name != "misconfigured")
+    );
 }
 
 #[tokio::test]

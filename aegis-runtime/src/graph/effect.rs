@@ -167,7 +167,8 @@ pub enum EffectError {
         message: String,
     },
     /// The result (or a reconciled or human-given one) cannot be recorded:
-    /// too large, or not the call's type. The effect stays started.
+    /// too large, or not the call's type (the effect stays started); or the
+    /// effect is misconfigured (nothing was called).
     #[error("effect `{effect}` ({key}): {message}")]
     Result {
         /// The effect's name.
@@ -527,6 +528,22 @@ impl<'a> Effect<'a> {
         let Some(scope) = self.ctx.effects.clone() else {
             return Err(EffectError::NoLedger { effect: self.name });
         };
+        // A reconcile policy without its function is refused before the
+        // first call, not found out at the first crash.
+        if self.on_unknown == OnUnknown::Reconcile
+            && self
+                .reconciler
+                .get_mut()
+                .unwrap_or_else(|p| p.into_inner())
+                .is_none()
+        {
+            return Err(EffectError::Result {
+                effect: self.name,
+                key: key.to_string(),
+                message: "OnUnknown::Reconcile needs a reconcile function (Effect::reconcile)"
+                    .to_string(),
+            });
+        }
         let ledger = &scope.ledger;
         let start = EffectStart::new(
             key.as_str(),
@@ -567,10 +584,11 @@ impl<'a> Effect<'a> {
                     .unwrap_or_else(|p| p.into_inner())
                     .take();
                 let Some(check) = taken else {
-                    return Err(EffectError::Reconcile {
+                    // Checked before the call: unreachable.
+                    return Err(EffectError::Result {
                         effect: self.name,
                         key: key.to_string(),
-                        message: "no reconcile function was given (Effect::reconcile)".into(),
+                        message: "OnUnknown::Reconcile needs a reconcile function".to_string(),
                     });
                 };
                 match check(key.clone()).await {

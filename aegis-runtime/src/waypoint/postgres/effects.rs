@@ -110,7 +110,10 @@ impl PgEffectLedger {
             all.push(&f.key);
             all.push(&f.epoch);
         }
-        conn.execute(sql, &all).await.map_err(backend)
+        // Prepared once per connection: each transition is then one round
+        // trip.
+        let statement = conn.prepare_cached(sql).await.map_err(backend)?;
+        conn.execute(&statement, &all).await.map_err(backend)
     }
 
     async fn get(&self, key: &str) -> Result<Option<EffectEntry>, StoreError> {
