@@ -701,3 +701,37 @@ async fn each_mustered_task_has_its_own_key_and_charges_once() {
     assert_eq!(keys, sorted, "one call per task over six attempts");
     assert_eq!(state.get("receipts"), Some(&json!(expected)));
 }
+
+#[cfg(feature = "postgres")]
+#[test]
+fn the_postgres_ledger_follows_the_state_machine() {
+    use aegis::waypoint::{PostgresOptions, PostgresWaypointStore};
+    let url = std::env::var("AEGIS_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| "host=127.0.0.1 port=5432 user=postgres dbname=test".to_string());
+    let schema = format!("aegis_effect_props_{}", std::process::id());
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let store = rt
+        .block_on(PostgresWaypointStore::connect_with(
+            &url,
+            PostgresOptions::default().with_schema(&schema),
+        ))
+        .unwrap();
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        run_cases(store.effect_ledger().unwrap(), 24, &rt)
+    }));
+    rt.block_on(async {
+        let config: tokio_postgres::Config = url.parse().unwrap();
+        let (client, conn) = config.connect(tokio_postgres::NoTls).await.unwrap();
+        tokio::spawn(conn);
+        client
+            .batch_execute(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"))
+            .await
+            .unwrap();
+    });
+    if let Err(panic) = result {
+        std::panic::resume_unwind(panic);
+    }
+}
