@@ -133,8 +133,7 @@ async fn serve(
             {
                 let _ = charged.send((thread.clone(), effect.clone()));
                 pause = Duration::from_secs(3600);
-            }
-            if behaviour
+            } else if behaviour
                 .report_every
                 .is_some_and(|every| n.is_multiple_of(u64::from(every)))
             {
