@@ -378,6 +378,12 @@ impl EffectScope {
         list.push(note);
     }
 
+    /// How many activations have notes not yet on a record.
+    #[cfg(test)]
+    pub(crate) fn noted(&self) -> usize {
+        self.noted.load(Ordering::Acquire)
+    }
+
     /// The notes of the activation of `node_id` (task `task_key`) on
     /// `thread_id`, taken for its record; free when none is pending.
     pub(crate) fn take_notes(
