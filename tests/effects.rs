@@ -15,6 +15,7 @@ use aegis::graph::{
     EffectState, EngineLimits, NodeSpec, OnUnknown,
 };
 use aegis::prelude::*;
+use aegis::trace::{CollectingTraceSink, TraceEvent};
 use aegis::waypoint::{Chronicle, InMemoryEffectLedger, SqliteWaypointStore, Waypoint};
 use futures::StreamExt;
 use serde_json::{Value, json};
@@ -458,12 +459,43 @@ async fn records_and_the_timeline_show_each_attempt_s_effects() {
     let store = Arc::new(InMemoryWaypointStore::new());
     started_without_result(&store, "t1").await;
     let g = pay_graph(calls.clone(), Policy::Reconcile(false), true);
+    let sink = CollectingTraceSink::new();
     WarEngine::new(store.clone())
+        .with_trace_sink(sink.clone())
         .start(&g, "t1", json!({}))
         .await
         .unwrap()
         .into_result()
         .unwrap();
+    // Traced when the activation ends, the unknown outcome with its key.
+    let traced: Vec<(u32, String, EffectOutcome)> = sink
+        .events()
+        .into_iter()
+        .filter_map(|e| match e {
+            TraceEvent::Effect {
+                attempt,
+                key,
+                outcome,
+                effect,
+                node_id,
+                ..
+            } => {
+                assert_eq!((effect.as_str(), node_id.as_str()), ("charge", "pay"));
+                Some((attempt, key, outcome))
+            }
+            _ => None,
+        })
+        .collect();
+    let kk = key("t1").to_string();
+    assert_eq!(
+        traced,
+        [
+            (1, kk.clone(), EffectOutcome::Unknown),
+            (1, kk.clone(), EffectOutcome::ReconciledNotDone),
+            (1, kk.clone(), EffectOutcome::Done),
+            (2, kk.clone(), EffectOutcome::Replayed),
+        ]
+    );
     let history = store.history("t1").await.unwrap();
     let record = history
         .iter()

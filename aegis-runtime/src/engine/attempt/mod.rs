@@ -169,6 +169,18 @@ impl<S: WaypointStore> WarEngine<S> {
                 act.task.map(|t| t.task_key.as_str()),
             );
             if !notes.is_empty() {
+                for note in &notes {
+                    self.emit(crate::trace::TraceEvent::Effect {
+                        thread_id: act.thread_id.to_string(),
+                        superstep: act.superstep,
+                        node_id: node_id.clone(),
+                        task_key: act.task.map(|t| t.task_key.clone()),
+                        attempt: note.attempt,
+                        effect: note.name.clone(),
+                        key: note.key.clone(),
+                        outcome: note.outcome,
+                    });
+                }
                 result.record_mut().effects = notes;
             }
         }
