@@ -344,7 +344,7 @@ async fn results_are_redacted_bounded_and_typed() {
         .with_max_result_bytes(16)
         .run(|_| async move { Ok::<_, String>("x".repeat(100)) })
         .await;
-    let Err(e @ EffectError::Result { .. }) = big else {
+    let Err(e @ EffectError::Unrecordable { .. }) = big else {
         panic!("{big:?}")
     };
     assert!(e.to_string().contains("over the limit of 16"), "{e}");
@@ -386,7 +386,7 @@ async fn results_are_redacted_bounded_and_typed() {
         .run(|_| async move { Ok::<_, String>(1) })
         .await;
     assert!(
-        matches!(refused, Err(EffectError::Result { ref message, .. }) if message.contains("reconcile function")),
+        matches!(refused, Err(EffectError::Misconfigured { ref message, .. }) if message.contains("reconcile function")),
         "{refused:?}"
     );
     assert!(

@@ -167,15 +167,23 @@ pub enum EffectError {
         message: String,
     },
     /// The result (or a reconciled or human-given one) cannot be recorded:
-    /// too large, or not the call's type (the effect stays started); or the
-    /// effect is misconfigured (nothing was called).
+    /// too large, or not the call's type. The effect stays started.
     #[error("effect `{effect}` ({key}): {message}")]
-    Result {
+    Unrecordable {
         /// The effect's name.
         effect: String,
         /// Its key.
         key: String,
-        /// What is wrong with it.
+        /// What is wrong with the result.
+        message: String,
+    },
+    /// The effect is set up wrong ([`OnUnknown::Reconcile`] without
+    /// [`Effect::reconcile`]); nothing was called.
+    #[error("effect `{effect}`: {message}")]
+    Misconfigured {
+        /// The effect's name.
+        effect: String,
+        /// What is wrong.
         message: String,
     },
 }
@@ -543,9 +551,8 @@ impl<'a> Effect<'a> {
                 .unwrap_or_else(|p| p.into_inner())
                 .is_none()
         {
-            return Err(EffectError::Result {
+            return Err(EffectError::Misconfigured {
                 effect: self.name,
-                key: key.to_string(),
                 message: "OnUnknown::Reconcile needs a reconcile function (Effect::reconcile)"
                     .to_string(),
             });
@@ -591,9 +598,8 @@ impl<'a> Effect<'a> {
                     .take();
                 let Some(check) = taken else {
                     // Checked before the call: unreachable.
-                    return Err(EffectError::Result {
+                    return Err(EffectError::Misconfigured {
                         effect: self.name,
-                        key: key.to_string(),
                         message: "OnUnknown::Reconcile needs a reconcile function".to_string(),
                     });
                 };
@@ -754,7 +760,7 @@ impl<'a> Effect<'a> {
     }
 
     fn result_error(&self, key: &EffectKey, message: String) -> EffectError {
-        EffectError::Result {
+        EffectError::Unrecordable {
             effect: self.name.clone(),
             key: key.to_string(),
             message,
