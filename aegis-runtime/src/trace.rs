@@ -6,6 +6,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::graph::EffectOutcome;
 use crate::id::NodeId;
 use crate::policy::CacheScope;
 
@@ -352,6 +353,29 @@ pub enum TraceEvent {
         /// The handler's kind: `route`, `absorb` or `custom`.
         handler: &'static str,
     },
+    /// What became of one of a node's effects
+    /// ([`NodeContext::effect`](crate::graph::NodeContext::effect)) in one
+    /// attempt, emitted when its activation ends (in the order they
+    /// happened). An [`EffectOutcome::Unknown`] is an unknown outcome, with
+    /// its key; what its policy did follows.
+    Effect {
+        /// The thread.
+        thread_id: String,
+        /// The superstep.
+        superstep: u32,
+        /// The node.
+        node_id: NodeId,
+        /// The task key, for a mustered task.
+        task_key: Option<String>,
+        /// The attempt.
+        attempt: u32,
+        /// The effect's name.
+        effect: String,
+        /// Its idempotency key.
+        key: String,
+        /// What became of it.
+        outcome: EffectOutcome,
+    },
     /// A node asked a human (a Gate, or a node returning a parley); the run
     /// stops `AwaitingInput` at this superstep's barrier.
     ParleyRaised {
@@ -592,6 +616,21 @@ impl fmt::Display for TraceEvent {
                 "[{thread_id}] superstep {superstep}: {} failed, handled by its {handler} handler",
                 Activation(node_id, task_key)
             ),
+            TraceEvent::Effect {
+                thread_id,
+                superstep,
+                node_id,
+                task_key,
+                attempt,
+                effect,
+                key,
+                outcome,
+            } => write!(
+                f,
+                "[{thread_id}] superstep {superstep}: {} attempt {attempt}: effect {effect} ({key}) {}",
+                Activation(node_id, task_key),
+                outcome.name()
+            ),
             TraceEvent::ParleyRaised {
                 thread_id,
                 superstep,
@@ -748,6 +787,19 @@ pub(crate) fn log_event(event: &TraceEvent) {
             ..
         } => {
             tracing::debug!(thread_id, node_id = %node_id, task_key, handler, "handler ran");
+        }
+        TraceEvent::Effect {
+            thread_id,
+            node_id,
+            task_key,
+            attempt,
+            effect,
+            key,
+            outcome,
+            ..
+        } => {
+            // The unknown outcome itself was logged (`warn`) as it was found.
+            tracing::debug!(thread_id, node_id = %node_id, task_key, attempt, effect, effect_key = key, outcome = outcome.name(), "effect");
         }
         TraceEvent::ParleyRaised {
             thread_id, node_id, ..

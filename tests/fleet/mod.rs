@@ -229,6 +229,9 @@ impl RunQueue for Recording {
     fn waypoints(&self) -> Arc<dyn WaypointStore> {
         self.inner.waypoints()
     }
+    fn effect_ledger(&self, lease: &Lease) -> Option<Arc<dyn aegis::graph::EffectLedger>> {
+        self.inner.effect_ledger(lease)
+    }
     async fn put_fenced(&self, lease: &Lease, waypoint: Waypoint) -> Result<(), StoreError> {
         let (thread, seq) = (waypoint.thread_id.to_string(), waypoint.seq as i64);
         self.inner.put_fenced(lease, waypoint).await?;

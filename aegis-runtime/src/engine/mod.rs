@@ -41,7 +41,9 @@ use tracing::Instrument;
 use crate::cache::{NodeCache, NodeCacheHandle};
 use crate::error::{EngineError, PolicyOffender};
 use crate::few::Few;
-use crate::graph::{HeartbeatHandle, NodeSpec, ParleyExpiry, ParleyResponse, RunLedger, WarGraph};
+use crate::graph::{
+    EffectScope, HeartbeatHandle, NodeSpec, ParleyExpiry, ParleyResponse, RunLedger, WarGraph,
+};
 use crate::id::NodeId;
 use crate::id::validate_root_thread_id;
 use crate::paladin::{PaladinPort, UnconfiguredPaladinPort};
@@ -103,6 +105,9 @@ use run_deadline::RunDeadline;
 pub struct WarEngine<S = InMemoryWaypointStore> {
     pub(crate) paladin_port: Arc<dyn PaladinPort>,
     pub(crate) store: Arc<S>,
+    /// The store's effect ledger, asked for once, as every attempt's
+    /// `NodeContext` reaches it.
+    pub(crate) effects: Option<Arc<EffectScope>>,
     /// `store` again when it is the in-memory store, recognised once at
     /// construction: every superstep then lends it its draft in place
     /// rather than building a `Waypoint` and awaiting a boxed `put`.
@@ -186,6 +191,7 @@ impl<S: WaypointStore> WarEngine<S> {
         WarEngine {
             paladin_port: Arc::new(UnconfiguredPaladinPort),
             memory_store: InMemoryWaypointStore::recognise(&store),
+            effects: store.effect_ledger().map(|l| Arc::new(EffectScope::new(l))),
             store,
             retry_predicates: HashMap::new(),
             edge_evaluators: HashMap::new(),
@@ -215,6 +221,7 @@ impl<S: WaypointStore> WarEngine<S> {
         WarEngine {
             paladin_port: self.paladin_port.clone(),
             store: self.store.clone(),
+            effects: self.effects.clone(),
             memory_store: self.memory_store.clone(),
             retry_predicates: self.retry_predicates.clone(),
             edge_evaluators: self.edge_evaluators.clone(),

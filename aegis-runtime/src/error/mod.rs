@@ -20,7 +20,7 @@ pub use evolution::{GraphChange, Incompatibility, MigrationError};
 pub use llm::{LlmError, ProviderAttempt};
 pub use node::{NodeError, NodeErrorSource, StateNodeError, TimeoutKind};
 pub use paladin::PaladinError;
-pub(crate) use redact::{REDACTED, bound_excerpt, redact_secrets};
+pub(crate) use redact::{REDACTED, bound_excerpt, redact_json, redact_secrets};
 pub use secrets::KnownSecrets;
 pub use store::StoreError;
 pub use transience::Transience;

@@ -368,6 +368,54 @@ fn opening_quote(b: &[u8], j: usize) -> (Option<u8>, usize) {
     }
 }
 
+/// Redacts `value` in place, for JSON that is recorded (an effect's
+/// result): the value of every object key named like a credential
+/// (`password`, `token`, `authorization`, ...) whole, and every
+/// credential-shaped substring of every other string.
+pub(crate) fn redact_json(value: &mut serde_json::Value) {
+    use serde_json::Value;
+    match value {
+        Value::String(s) => {
+            let redacted = redact_secrets(s);
+            if redacted != *s {
+                *s = redacted;
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(redact_json),
+        Value::Object(map) => {
+            for (key, v) in map.iter_mut() {
+                if SECRET_KEYS.iter().any(|k| key.eq_ignore_ascii_case(k)) {
+                    *v = Value::String(REDACTED.to_string());
+                } else {
+                    redact_json(v);
+                }
+            }
+        }
+        Value::Null | Value::Bool(_) | Value::Number(_) => {}
+    }
+}
+
+#[cfg(test)]
+mod json_tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn secret_keys_and_secret_strings_are_redacted_everywhere() {
+        let mut v = json!({
+            "charge": "ch_1",
+            "Token": "abc",
+            "nested": [{"note": "key sk-abcdefghijklmnopqrstuvwx here", "password": 3}],
+        });
+        redact_json(&mut v);
+        assert_eq!(v["charge"], "ch_1");
+        assert_eq!(v["Token"], REDACTED);
+        assert_eq!(v["nested"][0]["password"], REDACTED);
+        let note = v["nested"][0]["note"].as_str().unwrap_or_default();
+        assert!(!note.contains("sk-abcdefghijklmnopqrstuvwx"), "{note}");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

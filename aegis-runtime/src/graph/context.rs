@@ -7,7 +7,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::{MusterTask, NodeEmitter, ParleyResponse};
+use super::effect::EffectScope;
+use super::{EffectLedger, MusterTask, NodeEmitter, ParleyResponse};
 use crate::deadline::deadline_after;
 use crate::id::NodeId;
 
@@ -196,6 +197,10 @@ pub struct NodeContext {
     pub(crate) served: ServedSlot,
     /// Where a Paladin attempt charges what its completions spend.
     pub(crate) meter: super::SpendMeter,
+    /// The store's effect ledger ([`NodeContext::effect`]); shared by every
+    /// attempt of an engine, so a node without effects pays a reference
+    /// count.
+    pub(crate) effects: Option<Arc<EffectScope>>,
 }
 
 /// A superstep's mustered tasks, as the attempts running them read them.
@@ -282,7 +287,18 @@ impl NodeContext {
             served: ServedSlot::default(),
             emitter: NodeEmitter::default(),
             meter: super::SpendMeter::default(),
+            effects: None,
         }
+    }
+
+    /// This context recording its effects ([`NodeContext::effect`]) in
+    /// `ledger`: for calling a node with effects outside an engine (a
+    /// detached context has no ledger, and its effects fail with
+    /// [`EffectError::NoLedger`](super::EffectError::NoLedger)).
+    #[must_use]
+    pub fn with_effect_ledger(mut self, ledger: Arc<dyn EffectLedger>) -> Self {
+        self.effects = Some(Arc::new(EffectScope::new(ledger)));
+        self
     }
 
     /// The running node.

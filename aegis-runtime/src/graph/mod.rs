@@ -4,6 +4,8 @@
 mod aegis_node;
 mod cache_rules;
 mod context;
+mod effect;
+mod effect_ledger;
 mod emit;
 mod fingerprint;
 mod input;
@@ -24,6 +26,13 @@ pub use aegis_node::{AegisDepsFn, AegisDepsNode, AegisFnNode, AegisNode, AegisNo
 pub(crate) use cache_rules::{cached_nodes, missing_backend_error};
 pub use context::{HeartbeatHandle, IdleHold, NodeContext};
 pub(crate) use context::{Served, ServedSlot, TaskRef, TaskSource};
+pub(crate) use effect::EffectScope;
+pub use effect::{
+    DEFAULT_MAX_EFFECT_RESULT_BYTES, Effect, EffectAnswer, EffectError, EffectKey, EffectNote,
+    EffectOutcome, OnUnknown,
+};
+pub(crate) use effect_ledger::EffectOp;
+pub use effect_ledger::{EffectEntry, EffectLedger, EffectStart, EffectState};
 pub(crate) use emit::{EmitTarget, NodeEmitter};
 pub use fingerprint::FINGERPRINT_VERSION;
 pub use input::{InputMapping, TemplateError};

@@ -238,6 +238,27 @@ fn since(t0: SystemTime, t: SystemTime) -> f64 {
     t.duration_since(t0).unwrap_or(Duration::ZERO).as_secs_f64() * 1000.0
 }
 
+/// `detail` followed by what became of each effect of `r`'s attempt
+/// `attempt` (`effect charge aegis-…: done`), one per line.
+fn effects_of(r: &NodeExecutionRecord, attempt: u32, detail: Option<String>) -> Option<String> {
+    let lines: Vec<String> = r
+        .effects
+        .iter()
+        .filter(|e| e.attempt == attempt)
+        .map(|e| format!("effect {} {}: {}", e.name, e.key, e.outcome.name()))
+        .collect();
+    if lines.is_empty() {
+        return detail;
+    }
+    Some(
+        detail
+            .into_iter()
+            .chain(lines)
+            .collect::<Vec<_>>()
+            .join("\n"),
+    )
+}
+
 /// Key of an attempt in the trace: node, task, attempt, superstep.
 type AttemptKey = (NodeId, Option<String>, u32, u32);
 
@@ -410,7 +431,7 @@ impl Model {
                     mark: Mark::Attempt {
                         attempt: a.attempt,
                         outcome: Outcome::of(&a.error),
-                        detail: Some(detail),
+                        detail: effects_of(r, a.attempt, Some(detail)),
                         hops: hops_of(a.attempt),
                         includes_wait: false,
                     },
@@ -485,7 +506,7 @@ impl Model {
                     mark: Mark::Attempt {
                         attempt: r.attempt,
                         outcome,
-                        detail,
+                        detail: effects_of(r, r.attempt, detail),
                         hops: hops_of(r.attempt),
                         includes_wait,
                     },

@@ -136,6 +136,7 @@ impl PlainRecord {
             && r.retry_skipped.is_none()
             && r.spend.is_none()
             && r.skips.is_empty()
+            && r.effects.is_empty()
     }
 
     /// `r`, which [`fits`](Self::fits).
@@ -155,6 +156,7 @@ impl PlainRecord {
             retry_skipped: _,
             spend: _,
             skips: _,
+            effects: _,
         } = r;
         PlainRecord {
             node_id,
@@ -185,6 +187,7 @@ impl PlainRecord {
             retry_skipped: None,
             spend: None,
             skips: Vec::new(),
+            effects: Vec::new(),
         }
     }
 }
@@ -318,6 +321,7 @@ mod tests {
             retry_skipped: None,
             spend: None,
             skips: Vec::new(),
+            effects: Vec::new(),
         }
     }
 

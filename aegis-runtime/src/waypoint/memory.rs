@@ -5,6 +5,7 @@ use std::any::Any;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use super::effects::InMemoryEffectLedger;
 use super::kept::{GraphOf, Kept};
 use super::{Draft, Waypoint, WaypointStore};
 use crate::error::StoreError;
@@ -21,6 +22,8 @@ use crate::id::{ThreadId, validate_thread_id};
 #[derive(Debug, Default)]
 pub struct InMemoryWaypointStore {
     threads: Mutex<Threads>,
+    /// Its effect ledger ([`WaypointStore::effect_ledger`]).
+    effects: Arc<InMemoryEffectLedger>,
 }
 
 /// Every thread's waypoints, and which thread the last append went to.
@@ -178,6 +181,11 @@ impl InMemoryWaypointStore {
         store.downcast().ok()
     }
 
+    /// Its effect ledger, as the in-memory run queue fences it.
+    pub(crate) fn effects(&self) -> &Arc<InMemoryEffectLedger> {
+        &self.effects
+    }
+
     fn lock(&self) -> Result<std::sync::MutexGuard<'_, Threads>, StoreError> {
         self.threads
             .lock()
@@ -187,6 +195,10 @@ impl InMemoryWaypointStore {
 
 #[async_trait]
 impl WaypointStore for InMemoryWaypointStore {
+    fn effect_ledger(&self) -> Option<Arc<dyn crate::graph::EffectLedger>> {
+        Some(self.effects.clone())
+    }
+
     async fn put(&self, waypoint: Waypoint) -> Result<(), StoreError> {
         waypoint.lend(|mut draft| self.append(&mut draft))
     }

@@ -2,6 +2,7 @@
 
 mod chronicle;
 mod draft;
+mod effects;
 mod kept;
 mod memory;
 mod record;
@@ -11,6 +12,7 @@ mod visits;
 
 pub use chronicle::{Chronicle, GraphMove};
 pub(crate) use draft::Draft;
+pub use effects::InMemoryEffectLedger;
 pub use memory::InMemoryWaypointStore;
 pub use record::{
     AttemptRecord, HandledFailure, HandlerKind, NodeExecutionRecord, NodeStatus, RetrySkip,
@@ -42,9 +44,12 @@ pub(crate) use postgres::schema::quote_schema as pg_quote_schema;
 pub use postgres::{POSTGRES_SCHEMA_VERSION, PostgresOptions, PostgresWaypointStore};
 #[cfg(feature = "postgres")]
 pub(crate) use postgres::{
-    PgFence, PgPool, parse_connection as pg_parse_connection, tls_connector as pg_tls_connector,
+    PgEffectFence, PgFence, PgPool, parse_connection as pg_parse_connection,
+    tls_connector as pg_tls_connector,
 };
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub use row_stats::WaypointRowStats;
 #[cfg(feature = "sqlite")]
 pub use sqlite::{SQLITE_SCHEMA_VERSION, SqliteOptions, SqliteSynchronous, SqliteWaypointStore};
+#[cfg(feature = "sqlite")]
+pub(crate) use sqlite::{SqliteEffectFence, fenced_effects as sqlite_fenced_effects};

@@ -1,6 +1,7 @@
 //! [`PostgresWaypointStore`]: waypoints in PostgreSQL, shared by several
 //! engine processes.
 
+mod effects;
 pub(crate) mod error;
 mod pool;
 pub(crate) mod schema;
@@ -18,7 +19,9 @@ use super::codec::{self, ChainDecoder, SnapshotRule};
 use super::tips::TipCache;
 use super::{Waypoint, WaypointRowStats, WaypointStore};
 use crate::error::StoreError;
+use crate::graph::EffectLedger;
 use crate::id::validate_thread_id;
+pub(crate) use effects::PgEffectFence;
 use error::backend;
 pub(crate) use pool::PgPool;
 use statements::Statements;
@@ -499,8 +502,27 @@ impl PostgresWaypointStore {
     }
 }
 
+impl PostgresWaypointStore {
+    fn ledger(&self, fence: Option<PgEffectFence>) -> Arc<dyn EffectLedger> {
+        Arc::new(effects::PgEffectLedger {
+            pool: self.pool.clone(),
+            quoted: self.statements.quoted_schema.clone(),
+            fence,
+        })
+    }
+
+    /// The effect ledger, every write fenced by `fence` (a worker's lease).
+    pub(crate) fn fenced_effects(&self, fence: PgEffectFence) -> Arc<dyn EffectLedger> {
+        self.ledger(Some(fence))
+    }
+}
+
 #[async_trait]
 impl WaypointStore for PostgresWaypointStore {
+    fn effect_ledger(&self) -> Option<Arc<dyn EffectLedger>> {
+        Some(self.ledger(None))
+    }
+
     async fn put(&self, waypoint: Waypoint) -> Result<(), StoreError> {
         self.pool.within(self.put_with(waypoint, None)).await
     }

@@ -90,6 +90,11 @@ pub struct NodeExecutionRecord {
     /// ratio, a context window), in order. Absent in older waypoints.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub skips: Vec<crate::policy::Skip>,
+    /// What became of each of the node's effects (`NodeContext::effect`)
+    /// in each attempt, in order. Absent in older waypoints and for nodes
+    /// without effects.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub effects: Vec<crate::graph::EffectNote>,
 }
 
 impl NodeExecutionRecord {
@@ -175,6 +180,7 @@ impl NodeExecutionRecord {
             retry_skipped: None,
             spend: None,
             skips: Vec::new(),
+            effects: Vec::new(),
         }
     }
 }

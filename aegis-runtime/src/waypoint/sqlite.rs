@@ -1,5 +1,6 @@
 //! [`SqliteWaypointStore`]: durable waypoints in one embedded SQLite file.
 
+mod effects;
 mod schema;
 mod writer;
 
@@ -15,8 +16,10 @@ use super::codec::{ChainDecoder, SnapshotRule};
 use super::tips::TipCache;
 use super::{Waypoint, WaypointRowStats, WaypointStore};
 use crate::error::StoreError;
+use crate::graph::EffectLedger;
 use crate::id::validate_thread_id;
 
+pub(crate) use effects::SqliteEffectFence;
 pub use schema::SQLITE_SCHEMA_VERSION;
 
 /// How hard SQLite works to make each committed waypoint survive a crash.
@@ -321,8 +324,27 @@ impl SqliteWaypointStore {
     }
 }
 
+/// The effect ledger of a run queue's file, on its connection, every
+/// write fenced by `fence` (a worker's lease).
+pub(crate) fn fenced_effects(
+    conn: Arc<Mutex<Connection>>,
+    fence: SqliteEffectFence,
+) -> Arc<dyn EffectLedger> {
+    Arc::new(effects::SqliteEffectLedger {
+        conn: effects::LedgerConn::Queue(conn),
+        fence: Some(fence),
+    })
+}
+
 #[async_trait]
 impl WaypointStore for SqliteWaypointStore {
+    fn effect_ledger(&self) -> Option<Arc<dyn EffectLedger>> {
+        Some(Arc::new(effects::SqliteEffectLedger {
+            conn: effects::LedgerConn::Store(self.readers.clone()),
+            fence: None,
+        }))
+    }
+
     async fn put(&self, waypoint: Waypoint) -> Result<(), StoreError> {
         validate_thread_id(&waypoint.thread_id).map_err(StoreError::InvalidThreadId)?;
         let (reply, done) = oneshot::channel();

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use super::Waypoint;
 use crate::error::StoreError;
+use crate::graph::EffectLedger;
 
 /// Where waypoints live.
 ///
@@ -31,6 +32,16 @@ pub trait WaypointStore: Send + Sync + 'static {
     async fn latest(&self, thread_id: &str) -> Result<Option<Waypoint>, StoreError>;
     /// Every waypoint of the thread, oldest first.
     async fn history(&self, thread_id: &str) -> Result<Vec<Waypoint>, StoreError>;
+
+    /// The store's ledger of side effects
+    /// ([`NodeContext::effect`](crate::graph::NodeContext::effect)), kept
+    /// beside its waypoints. Every built-in store keeps one; `None` (the
+    /// default, for a store of your own) makes each effect fail with
+    /// [`EffectError::NoLedger`](crate::graph::EffectError::NoLedger)
+    /// rather than call out unrecorded. Asked once per engine.
+    fn effect_ledger(&self) -> Option<Arc<dyn EffectLedger>> {
+        None
+    }
 }
 
 /// A store by value, or an `Arc` of it (the store is generic on the

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{AttemptInfo, PinnedRun, RunQueue, RunState, RunStatus, Submitted, WorkerError};
-use crate::graph::ParleyResponse;
+use crate::graph::{EffectEntry, ParleyResponse};
 use crate::share::IntoShared;
 use crate::waypoint::Waypoint;
 
@@ -125,6 +125,17 @@ impl Client {
     /// The thread's latest waypoint (its state and status).
     pub async fn latest(&self, thread_id: &str) -> Result<Option<Waypoint>, WorkerError> {
         Ok(self.queue.waypoints().latest(thread_id).await?)
+    }
+
+    /// The thread's effects (`NodeContext::effect`) and their states, in
+    /// key order: an effect still `Started` while no worker runs the
+    /// thread is an unknown outcome its next run will resolve. Empty when
+    /// the store keeps no effect ledger.
+    pub async fn effects(&self, thread_id: &str) -> Result<Vec<EffectEntry>, WorkerError> {
+        match self.queue.waypoints().effect_ledger() {
+            Some(ledger) => Ok(ledger.entries(thread_id).await?),
+            None => Ok(Vec::new()),
+        }
     }
 
     /// Every waypoint of the thread, oldest first.

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use super::{Lease, RunQueue};
 use crate::error::StoreError;
+use crate::graph::EffectLedger;
 use crate::share::IntoShared;
 use crate::waypoint::{Waypoint, WaypointStore};
 
@@ -75,6 +76,10 @@ impl LeasedStore {
 
 #[async_trait]
 impl WaypointStore for LeasedStore {
+    fn effect_ledger(&self) -> Option<Arc<dyn EffectLedger>> {
+        self.queue.effect_ledger(&self.lease)
+    }
+
     async fn put(&self, waypoint: Waypoint) -> Result<(), StoreError> {
         self.within(self.queue.put_fenced(&self.lease, waypoint))
             .await

@@ -14,8 +14,9 @@ use super::{
     RunStatus, Submitted, Verdict, WorkerError, WorkerInfo,
 };
 use crate::error::StoreError;
-use crate::graph::ParleyResponse;
-use crate::waypoint::{InMemoryWaypointStore, Waypoint, WaypointStore};
+use crate::graph::{EffectEntry, EffectOp, EffectStart};
+use crate::graph::{EffectLedger, ParleyResponse};
+use crate::waypoint::{InMemoryEffectLedger, InMemoryWaypointStore, Waypoint, WaypointStore};
 
 /// The run queue and its waypoints in process memory: for tests, demos and
 /// one-process deployments. Lease times follow tokio's clock, so a test on
@@ -25,7 +26,8 @@ use crate::waypoint::{InMemoryWaypointStore, Waypoint, WaypointStore};
 /// is refused exactly as on the durable queues.
 #[derive(Debug, Default)]
 pub struct InMemoryRunQueue {
-    state: Mutex<State>,
+    /// Shared with the fenced effect ledgers it hands out.
+    state: Arc<Mutex<State>>,
     store: Arc<InMemoryWaypointStore>,
     changed: Notify,
 }
@@ -181,6 +183,14 @@ impl InMemoryRunQueue {
 impl RunQueue for InMemoryRunQueue {
     fn waypoints(&self) -> Arc<dyn WaypointStore> {
         self.store.clone()
+    }
+
+    fn effect_ledger(&self, lease: &Lease) -> Option<Arc<dyn EffectLedger>> {
+        Some(Arc::new(FencedEffects {
+            state: self.state.clone(),
+            ledger: self.store.effects().clone(),
+            lease: lease.clone(),
+        }))
     }
 
     async fn put_fenced(&self, lease: &Lease, waypoint: Waypoint) -> Result<(), StoreError> {
@@ -606,5 +616,51 @@ impl RunQueue for InMemoryRunQueue {
 
     async fn wait_for_change(&self, timeout: Duration) {
         let _ = tokio::time::timeout(timeout, self.changed.notified()).await;
+    }
+}
+
+/// The in-memory store's effect ledger, fenced by one lease: each
+/// operation checks the lease under the queue's lock and applies itself
+/// while still holding it.
+struct FencedEffects {
+    state: Arc<Mutex<State>>,
+    ledger: Arc<InMemoryEffectLedger>,
+    lease: Lease,
+}
+
+impl FencedEffects {
+    async fn apply(&self, key: &str, op: &EffectOp) -> Result<Option<EffectEntry>, StoreError> {
+        let state = self.state.lock().await;
+        match state.runs.get(&self.lease.thread_id) {
+            Some(run) if run.held_by(&self.lease) => Ok(self.ledger.apply(key, op)),
+            other => Err(StoreError::LeaseLost {
+                thread_id: self.lease.thread_id.clone(),
+                epoch: self.lease.epoch,
+                current: other.map_or(0, |r| r.epoch),
+            }),
+        }
+    }
+}
+
+#[async_trait]
+impl EffectLedger for FencedEffects {
+    async fn begin(&self, start: &EffectStart) -> Result<Option<EffectEntry>, StoreError> {
+        crate::id::validate_thread_id(&start.thread_id).map_err(StoreError::InvalidThreadId)?;
+        self.apply(&start.key, &EffectOp::Begin(start.clone()))
+            .await
+    }
+
+    async fn restart(&self, key: &str) -> Result<(), StoreError> {
+        self.apply(key, &EffectOp::Restart).await.map(drop)
+    }
+
+    async fn finish(&self, key: &str, result: &Value) -> Result<(), StoreError> {
+        self.apply(key, &EffectOp::Finish(result.clone()))
+            .await
+            .map(drop)
+    }
+
+    async fn entries(&self, thread_id: &str) -> Result<Vec<EffectEntry>, StoreError> {
+        self.ledger.entries(thread_id).await
     }
 }

@@ -18,10 +18,10 @@ use super::{
     RunStatus, Submitted, Verdict, WorkerError, WorkerInfo,
 };
 use crate::error::StoreError;
-use crate::graph::ParleyResponse;
+use crate::graph::{EffectLedger, ParleyResponse};
 use crate::waypoint::{
-    PgFence, PgPool, PostgresOptions, PostgresWaypointStore, Waypoint, WaypointStore, pg_backend,
-    pg_parse_connection, pg_quote_schema,
+    PgEffectFence, PgFence, PgPool, PostgresOptions, PostgresWaypointStore, Waypoint,
+    WaypointStore, pg_backend, pg_parse_connection, pg_quote_schema,
 };
 
 /// Serialises the queue's schema setup across processes (with the schema
@@ -509,6 +509,14 @@ async fn listen(
 impl RunQueue for PostgresRunQueue {
     fn waypoints(&self) -> Arc<dyn WaypointStore> {
         self.store.clone()
+    }
+
+    fn effect_ledger(&self, lease: &Lease) -> Option<Arc<dyn EffectLedger>> {
+        Some(self.store.fenced_effects(PgEffectFence {
+            table: RUNS,
+            key: lease.thread_id.clone(),
+            epoch: epoch_to(lease.epoch),
+        }))
     }
 
     async fn put_fenced(&self, lease: &Lease, waypoint: Waypoint) -> Result<(), StoreError> {

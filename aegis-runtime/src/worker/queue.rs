@@ -11,7 +11,7 @@ use super::{
     Verdict, WorkerError, WorkerInfo,
 };
 use crate::error::StoreError;
-use crate::graph::ParleyResponse;
+use crate::graph::{EffectLedger, ParleyResponse};
 use crate::waypoint::{Waypoint, WaypointStore};
 
 /// Runs waiting for workers, the leases on them, and the waypoints they
@@ -32,6 +32,17 @@ pub trait RunQueue: Send + Sync + 'static {
     /// epoch, checked atomically with the write; otherwise
     /// [`StoreError::LeaseLost`] and nothing is written.
     async fn put_fenced(&self, lease: &Lease, waypoint: Waypoint) -> Result<(), StoreError>;
+
+    /// The waypoint store's effect ledger, every write fenced by `lease`
+    /// as [`RunQueue::put_fenced`] is: once the lease is lost, a write
+    /// fails with [`StoreError::LeaseLost`] and records nothing. The
+    /// built-in queues keep one; `None` (the default, for a queue of your
+    /// own) makes every effect fail with
+    /// [`EffectError::NoLedger`](crate::graph::EffectError::NoLedger).
+    fn effect_ledger(&self, lease: &Lease) -> Option<Arc<dyn EffectLedger>> {
+        let _ = lease;
+        None
+    }
 
     /// Queues a run of `graph_name` on `thread_id`. Idempotent per thread:
     /// a second submission of the same thread and graph changes nothing.

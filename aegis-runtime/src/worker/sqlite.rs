@@ -17,8 +17,10 @@ use super::{
     RunStatus, Submitted, Verdict, WorkerError, WorkerInfo,
 };
 use crate::error::StoreError;
-use crate::graph::ParleyResponse;
-use crate::waypoint::{SqliteWaypointStore, Waypoint, WaypointStore};
+use crate::graph::{EffectLedger, ParleyResponse};
+use crate::waypoint::{
+    SqliteEffectFence, SqliteWaypointStore, Waypoint, WaypointStore, sqlite_fenced_effects,
+};
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS aegis_runs (
@@ -357,6 +359,16 @@ fn set_outcome(
 impl RunQueue for SqliteRunQueue {
     fn waypoints(&self) -> Arc<dyn WaypointStore> {
         self.store.clone()
+    }
+
+    fn effect_ledger(&self, lease: &Lease) -> Option<Arc<dyn EffectLedger>> {
+        Some(sqlite_fenced_effects(
+            self.conn.clone(),
+            SqliteEffectFence {
+                key: lease.thread_id.clone(),
+                epoch: epoch_to(lease.epoch),
+            },
+        ))
     }
 
     async fn put_fenced(&self, lease: &Lease, waypoint: Waypoint) -> Result<(), StoreError> {

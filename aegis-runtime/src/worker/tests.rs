@@ -379,6 +379,60 @@ async fn a_stale_epoch_cannot_write_after_a_takeover_mid_run(kind: Kind) {
     assert_eq!(q.waypoints().history("t1").await.unwrap().len(), 3);
 }
 
+/// The effect ledger a worker writes through is fenced like its
+/// waypoints: after a takeover the old holder can neither start nor record
+/// an effect, and the new holder finds the started one as an unknown
+/// outcome.
+async fn a_stale_epoch_cannot_start_or_record_an_effect(kind: Kind) {
+    use crate::graph::{EffectStart, EffectState};
+    use crate::waypoint::WaypointStore as _;
+    let (q, _c) = queue(kind, "effects").await;
+    let g = counter_graph();
+    let (w1, w2) = (worker("w1", &g), worker("w2", &g));
+    q.submit("counter", "t1", json!({})).await.unwrap();
+    let old = claim_one(&q, &w1, Duration::ZERO).await;
+    let old_ledger = LeasedStore::new(q.clone(), old.lease.clone())
+        .effect_ledger()
+        .unwrap();
+    let start = EffectStart::new("k1", "t1", "inc", "charge");
+    assert_eq!(old_ledger.begin(&start).await.unwrap(), None, "fresh");
+    let again = old_ledger.begin(&start).await.unwrap().unwrap();
+    assert_eq!((again.state, again.starts), (EffectState::Started, 1));
+
+    let new = claim_one(&q, &w2, TTL).await;
+    let lost = |r: Result<(), StoreError>| matches!(r, Err(StoreError::LeaseLost { .. }));
+    assert!(lost(old_ledger.finish("k1", &json!({"charge": 9})).await));
+    assert!(lost(old_ledger.restart("k1").await));
+    let other = EffectStart::new("k2", "t1", "inc", "refund");
+    assert!(matches!(
+        old_ledger.begin(&other).await,
+        Err(StoreError::LeaseLost { .. })
+    ));
+
+    let ledger = LeasedStore::new(q.clone(), new.lease.clone())
+        .effect_ledger()
+        .unwrap();
+    let unknown = ledger.begin(&start).await.unwrap().unwrap();
+    assert_eq!(unknown.state, EffectState::Started, "an unknown outcome");
+    ledger.restart("k1").await.unwrap();
+    ledger.finish("k1", &json!({"charge": 1})).await.unwrap();
+    // A done effect keeps its first result.
+    ledger.finish("k1", &json!({"charge": 2})).await.unwrap();
+    let done = ledger.begin(&start).await.unwrap().unwrap();
+    assert_eq!(done.state, EffectState::Done);
+    assert_eq!(done.starts, 2);
+    assert_eq!(done.result, Some(json!({"charge": 1})));
+    // The store's own ledger reads the same table.
+    let entries = q
+        .waypoints()
+        .effect_ledger()
+        .unwrap()
+        .entries("t1")
+        .await
+        .unwrap();
+    assert_eq!(entries, vec![done]);
+}
+
 async fn a_parley_answer_requeues_the_thread_with_the_answer(kind: Kind) {
     let (q, _c) = queue(kind, "answer").await;
     let g = counter_graph();
@@ -824,6 +878,7 @@ contract!(
     renew_holds_the_lease_and_release_ends_it_per_outcome,
     an_expired_lease_is_taken_over_and_the_old_holder_writes_nothing,
     a_stale_epoch_cannot_write_after_a_takeover_mid_run,
+    a_stale_epoch_cannot_start_or_record_an_effect,
     a_parley_answer_requeues_the_thread_with_the_answer,
     cancel_ends_a_queued_run_and_asks_a_running_one,
     a_thread_waits_with_a_reason_for_a_worker_with_its_graph,

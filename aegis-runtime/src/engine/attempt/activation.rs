@@ -61,6 +61,16 @@ pub(crate) enum ActivationResult {
     Shutdown { record: NodeExecutionRecord },
 }
 
+impl ActivationResult {
+    pub(super) fn record_mut(&mut self) -> &mut NodeExecutionRecord {
+        match self {
+            ActivationResult::Done { record, .. }
+            | ActivationResult::Failed { record, .. }
+            | ActivationResult::Shutdown { record } => record,
+        }
+    }
+}
+
 /// How one attempt ended.
 pub(super) enum AttemptEnd {
     Done(Directive),

@@ -97,6 +97,7 @@ impl<S: WaypointStore> WarEngine<S> {
             served,
             emitter,
             meter,
+            effects: self.effects.clone(),
         };
         let run_timeout = timeout
             .and_then(|t| t.run_timeout)

@@ -164,14 +164,28 @@ async fn run_function(
     state: &Battlefield,
     ctx: &NodeContext,
 ) -> Result<Directive, NodeError> {
-    node.run(state, ctx).await.map_err(|e| {
-        node_error(
-            ctx,
-            e.transience,
-            NodeErrorSource::Function { message: e.message },
-        )
-        .with_retry_after(e.retry_after)
-    })
+    match node.run(state, ctx).await {
+        Ok(d) => {
+            // A node that handled its effect's `NeedsHuman` itself leaves
+            // no parley pending (free when none is).
+            if let Some(scope) = &ctx.effects {
+                scope.take_ask(ctx);
+            }
+            Ok(d)
+        }
+        // An effect that asked a human about its unknown outcome failed the
+        // attempt with `EffectError::NeedsHuman`: the attempt raises its
+        // parley instead (only then is the engine's effect scope read).
+        Err(e) => match ctx.effects.as_ref().and_then(|s| s.take_ask(ctx)) {
+            Some(request) => Ok(Directive::parley(request)),
+            None => Err(node_error(
+                ctx,
+                e.transience,
+                NodeErrorSource::Function { message: e.message },
+            )
+            .with_retry_after(e.retry_after)),
+        },
+    }
 }
 
 /// One attempt of a Paladin node: the rendered prompt to the port, the

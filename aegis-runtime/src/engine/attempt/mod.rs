@@ -25,7 +25,7 @@ mod retry;
 use tracing::Instrument;
 
 use super::WarEngine;
-use crate::graph::NodeSpec;
+use crate::graph::{EffectScope, NodeSpec};
 use crate::id::NodeId;
 use crate::state::Battlefield;
 use crate::waypoint::{Activation, NodeStatus, WaypointStore};
@@ -33,6 +33,22 @@ use crate::waypoint::{Activation, NodeStatus, WaypointStore};
 use activation::{ActivationCtx, ActivationResult, AttemptEnd};
 use record::Recorder;
 use retry::Next;
+
+/// Drops the effect notes of an activation that did not finish.
+struct NotesGuard<'a> {
+    scope: Option<&'a EffectScope>,
+    thread_id: &'a str,
+    node_id: &'a NodeId,
+    task_key: Option<&'a str>,
+}
+
+impl Drop for NotesGuard<'_> {
+    fn drop(&mut self) {
+        if let Some(scope) = self.scope {
+            scope.take_notes(self.thread_id, self.node_id.as_str(), self.task_key);
+        }
+    }
+}
 
 impl<S: WaypointStore> WarEngine<S> {
     /// Runs one activation to its end: success, final failure or shutdown.
@@ -44,6 +60,14 @@ impl<S: WaypointStore> WarEngine<S> {
     ) -> ActivationResult {
         let node_id = &activation.node_id;
         let mut rec = Recorder::of_run(node_id, act.task, act.run_deadline);
+        // An activation dropped mid-way (a Battalion's child cut by its
+        // parent's timeout) leaves no effect notes behind in the scope.
+        let _notes = NotesGuard {
+            scope: self.effects.as_deref(),
+            thread_id: act.thread_id,
+            node_id,
+            task_key: act.task.map(|t| t.task_key.as_str()),
+        };
         if matches!(act.spec, NodeSpec::Paladin { .. }) {
             rec = rec.recording_served();
         }
@@ -63,10 +87,34 @@ impl<S: WaypointStore> WarEngine<S> {
             tracing::debug_span!("aegis.node", node_id = %node_id, superstep = act.superstep);
         // Pinned in place: the span wraps a pointer, not a move of the
         // whole attempt future.
-        let result = {
+        let mut result = {
             let attempts = std::pin::pin!(self.attempts(act, state, node_id, &mut rec));
             attempts.instrument(span).await
         };
+        // What became of the node's effects, onto its record (a load of a
+        // counter for a node that made none).
+        if let Some(scope) = &self.effects {
+            let notes = scope.take_notes(
+                act.thread_id,
+                node_id.as_str(),
+                act.task.map(|t| t.task_key.as_str()),
+            );
+            if !notes.is_empty() {
+                for note in &notes {
+                    self.emit(crate::trace::TraceEvent::Effect {
+                        thread_id: act.thread_id.to_string(),
+                        superstep: act.superstep,
+                        node_id: node_id.clone(),
+                        task_key: act.task.map(|t| t.task_key.clone()),
+                        attempt: note.attempt,
+                        effect: note.name.clone(),
+                        key: note.key.clone(),
+                        outcome: note.outcome,
+                    });
+                }
+                result.record_mut().effects = notes;
+            }
+        }
         // Matched by reference first: a success (nearly every activation)
         // is returned as it came, not taken apart and rebuilt.
         match (&result, &act.aegis.on_error) {
@@ -160,5 +208,48 @@ impl<S: WaypointStore> WarEngine<S> {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+    use std::time::Duration;
+
+    use crate::engine::WarEngine;
+    use crate::graph::{EngineLimits, NodeSpec, WarGraph};
+    use crate::id::{END, START};
+    use crate::state::BattlefieldSchema;
+    use crate::waypoint::InMemoryWaypointStore;
+
+    /// A run dropped while its node waits after an effect (a Battalion's
+    /// child cut by its parent, a caller's timeout) leaves no notes in the
+    /// engine's scope: later activations find none pending.
+    #[tokio::test(start_paused = true)]
+    async fn a_dropped_activation_leaves_no_effect_notes_behind() {
+        let mut g = WarGraph::new(BattlefieldSchema::new(vec![]), EngineLimits::default());
+        g.add_node(
+            "pay",
+            NodeSpec::from_fn("pay", |_, ctx| {
+                Box::pin(async move {
+                    let _: u32 = ctx
+                        .effect("charge")
+                        .run(|_| async { Ok::<_, String>(1) })
+                        .await?;
+                    std::future::pending::<()>().await;
+                    Ok(crate::state::StateDelta::new().into())
+                })
+            }),
+        )
+        .add_edge(START, "pay")
+        .add_edge("pay", END);
+        let engine = WarEngine::new(InMemoryWaypointStore::new());
+        let cut = tokio::time::timeout(Duration::from_secs(1), engine.start(&g, "t", json!({})));
+        assert!(cut.await.is_err(), "the run never finishes by itself");
+        let scope = engine
+            .effects
+            .as_ref()
+            .expect("the in-memory store keeps a ledger");
+        assert_eq!(scope.noted(), 0);
     }
 }

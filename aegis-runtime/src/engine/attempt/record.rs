@@ -187,6 +187,8 @@ impl Recorder {
             retry_skipped: self.retry_skipped.take(),
             spend: self.spend,
             skips: std::mem::take(&mut self.skips),
+            // Attached by `run_activation` when the node made effects.
+            effects: Vec::new(),
         }
     }
 

@@ -6,7 +6,7 @@ use super::backend;
 use crate::error::StoreError;
 
 /// The schema version this build creates, and the newest it opens.
-pub const POSTGRES_SCHEMA_VERSION: u32 = 1;
+pub const POSTGRES_SCHEMA_VERSION: u32 = 2;
 
 /// `MIGRATIONS[v]` takes a schema from version `v` to `v + 1` (version 0:
 /// no aegis tables yet). `{s}` stands for the quoted schema name.
@@ -29,6 +29,18 @@ const MIGRATIONS: [&str; POSTGRES_SCHEMA_VERSION as usize] = [
         payload BYTEA NOT NULL,
         PRIMARY KEY (thread_id, seq)
     );",
+    // v2: the effect ledger, one row per effect key (`NodeContext::effect`);
+    // the result is the JSON text of what the call returned.
+    "CREATE TABLE {s}.aegis_effects (
+        effect_key TEXT PRIMARY KEY,
+        thread_id TEXT NOT NULL,
+        node_id TEXT NOT NULL,
+        name TEXT NOT NULL,
+        state TEXT NOT NULL,
+        starts INTEGER NOT NULL,
+        result TEXT
+    );
+    CREATE INDEX aegis_effects_by_thread ON {s}.aegis_effects (thread_id);",
 ];
 
 /// Serialises migrations of one schema across processes (with the schema

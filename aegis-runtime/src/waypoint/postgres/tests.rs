@@ -34,6 +34,36 @@ async fn drop_schema(schema: &str) {
 }
 
 #[tokio::test]
+async fn a_version_1_schema_gains_the_effect_ledger() {
+    let schema = unique_schema("v1");
+    let options = || PostgresOptions::default().with_schema(&schema);
+    PostgresWaypointStore::connect_with(&url(), options())
+        .await
+        .unwrap();
+    admin()
+        .await
+        .batch_execute(&format!(
+            "DROP TABLE \"{schema}\".aegis_effects; UPDATE \"{schema}\".aegis_schema_version SET version = 1;"
+        ))
+        .await
+        .unwrap();
+    let store = PostgresWaypointStore::connect_with(&url(), options())
+        .await
+        .unwrap();
+    let ledger = store.effect_ledger().unwrap();
+    let start = crate::graph::EffectStart::new("k", "t", "n", "charge");
+    assert_eq!(ledger.begin(&start).await.unwrap(), None);
+    ledger
+        .finish("k", &serde_json::json!({"charge": 1}))
+        .await
+        .unwrap();
+    let entries = ledger.entries("t").await.unwrap();
+    assert_eq!(entries.len(), 1);
+    assert_eq!(entries[0].result, Some(serde_json::json!({"charge": 1})));
+    drop_schema(&schema).await;
+}
+
+#[tokio::test]
 async fn a_new_schema_is_created_with_its_version() {
     let schema = unique_schema("fresh");
     let store = PostgresWaypointStore::connect_with(

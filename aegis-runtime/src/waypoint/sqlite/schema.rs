@@ -6,7 +6,7 @@ use super::backend;
 use crate::error::StoreError;
 
 /// The schema version this build creates, and the newest it opens.
-pub const SQLITE_SCHEMA_VERSION: u32 = 1;
+pub const SQLITE_SCHEMA_VERSION: u32 = 2;
 
 /// `MIGRATIONS[v]` takes a store from schema version `v` to `v + 1`
 /// (version 0: no aegis tables yet).
@@ -29,6 +29,18 @@ const MIGRATIONS: [&str; SQLITE_SCHEMA_VERSION as usize] = [
         payload BLOB NOT NULL,
         PRIMARY KEY (thread_id, seq)
     );",
+    // v2: the effect ledger, one row per effect key (`NodeContext::effect`);
+    // the result is the JSON text of what the call returned.
+    "CREATE TABLE aegis_effects (
+        effect_key TEXT PRIMARY KEY NOT NULL,
+        thread_id TEXT NOT NULL,
+        node_id TEXT NOT NULL,
+        name TEXT NOT NULL,
+        state TEXT NOT NULL,
+        starts INTEGER NOT NULL,
+        result TEXT
+    );
+    CREATE INDEX aegis_effects_by_thread ON aegis_effects (thread_id);",
 ];
 
 fn stored_version(conn: &Connection) -> Result<Option<u32>, StoreError> {

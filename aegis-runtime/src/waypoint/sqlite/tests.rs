@@ -77,7 +77,12 @@ async fn a_new_file_gets_the_schema_in_wal_mode_and_keeps_its_waypoints() {
     }
     assert_eq!(
         tables(&path),
-        ["aegis_schema_version", "aegis_threads", "aegis_waypoints"]
+        [
+            "aegis_effects",
+            "aegis_schema_version",
+            "aegis_threads",
+            "aegis_waypoints"
+        ]
     );
     let conn = Connection::open(&path).unwrap();
     let mode: String = conn
@@ -93,6 +98,26 @@ async fn a_new_file_gets_the_schema_in_wal_mode_and_keeps_its_waypoints() {
     let latest = reopened.latest("t").await.unwrap().unwrap();
     assert_eq!(latest.seq, 1);
     assert_eq!(latest.state.get("a"), Some(&json!(2)));
+}
+
+#[tokio::test]
+async fn a_version_1_file_gains_the_effect_ledger_and_keeps_its_waypoints() {
+    let dir = TempDb::new("v1");
+    let path = dir.path();
+    {
+        let store = SqliteWaypointStore::open(&path).await.unwrap();
+        store.put(waypoint("t", 0, json!({"a": 1}))).await.unwrap();
+    }
+    Connection::open(&path)
+        .unwrap()
+        .execute_batch("DROP TABLE aegis_effects; UPDATE aegis_schema_version SET version = 1;")
+        .unwrap();
+    let store = SqliteWaypointStore::open(&path).await.unwrap();
+    assert!(tables(&path).contains(&"aegis_effects".to_string()));
+    assert_eq!(store.latest("t").await.unwrap().unwrap().seq, 0);
+    let ledger = store.effect_ledger().unwrap();
+    let start = crate::graph::EffectStart::new("k", "t", "n", "charge");
+    assert_eq!(ledger.begin(&start).await.unwrap(), None);
 }
 
 #[tokio::test]
