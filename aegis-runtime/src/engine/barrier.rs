@@ -21,7 +21,8 @@ use crate::policy::ErrorHandlerSpec;
 use crate::state::{Battlefield, MergeWriter, StateDelta, Writer, merge_with};
 use crate::trace::TraceEvent;
 use crate::waypoint::{
-    Activation, CompletedActivation, NodeExecutionRecord, NodeStatus, WaypointStatus, WaypointStore,
+    Activation, CompletedActivation, HandledFailure, NodeExecutionRecord, NodeStatus,
+    WaypointStatus, WaypointStore,
 };
 
 /// Names a writer from its activation, only when a merge refuses a write.
@@ -37,7 +38,7 @@ impl MergeWriter for ByActivation<'_> {
 }
 
 /// The next vanguard as the barrier finds it.
-enum Next {
+enum NextVanguard {
     /// One node ran and took its static edges: its successors, shared
     /// from the index (already in vanguard order).
     Static(Arc<[Activation]>),
@@ -45,12 +46,12 @@ enum Next {
     Gathered(Few<Activation>),
 }
 
-impl Next {
+impl NextVanguard {
     /// The activations, to add to.
     fn into_few(self) -> Few<Activation> {
         match self {
-            Next::Static(next) => next.iter().cloned().collect(),
-            Next::Gathered(next) => next,
+            NextVanguard::Static(next) => next.iter().cloned().collect(),
+            NextVanguard::Gathered(next) => next,
         }
     }
 
@@ -58,10 +59,10 @@ impl Next {
     /// each node once (tasks are distinct by index).
     fn into_vanguard(self) -> Arc<[Activation]> {
         match self {
-            Next::Static(next) => next,
-            Next::Gathered(Few::Zero) => Arc::from([]),
-            Next::Gathered(Few::One(only)) => Arc::from([only]),
-            Next::Gathered(Few::Many(mut next)) => {
+            NextVanguard::Static(next) => next,
+            NextVanguard::Gathered(Few::Zero) => Arc::from([]),
+            NextVanguard::Gathered(Few::One(only)) => Arc::from([only]),
+            NextVanguard::Gathered(Few::Many(mut next)) => {
                 next.sort();
                 next.dedup();
                 next.into()
@@ -75,13 +76,13 @@ impl Next {
 fn interrupted(
     cur: &mut Cursor,
     vanguard: &[Activation],
-    unfinished: Few<(usize, ActivationResult)>,
+    results: Few<(usize, ActivationResult)>,
     run_deadline: &RunDeadline,
 ) -> Ending {
     let mut failures: Vec<(NodeError, bool)> = Vec::new();
     let mut pending: Vec<NodeId> = Vec::new();
     let mut records: Vec<NodeExecutionRecord> = Vec::new();
-    for (i, result) in unfinished {
+    for (i, result) in results {
         let Some(activation) = vanguard.get(i) else {
             continue; // indexes come from this vanguard
         };
@@ -131,20 +132,17 @@ fn interrupted(
 /// A chain's one record is returned in place, not in a `Vec` the store
 /// would free at once (it keeps a lone record inline); several are in an
 /// exactly sized one (growing from empty reserves four records).
-fn records_of(
-    cur: &Cursor,
-    unfinished: Few<(usize, ActivationResult)>,
-) -> Few<NodeExecutionRecord> {
+fn records_of(cur: &Cursor, results: Few<(usize, ActivationResult)>) -> Few<NodeExecutionRecord> {
     // Matched in place: an iterator over the list would first move every
     // whole result into itself, then each into its closure.
     if cur.completed.is_empty()
-        && let Few::One((_, ActivationResult::Done { record, .. })) = unfinished
+        && let Few::One((_, ActivationResult::Done { record, .. })) = results
     {
         return Few::One(record);
     }
-    let mut records = Vec::with_capacity(cur.completed.len() + unfinished.len());
+    let mut records = Vec::with_capacity(cur.completed.len() + results.len());
     records.extend(cur.completed.iter().map(|c| c.record.clone()));
-    match unfinished {
+    match results {
         Few::One((_, ActivationResult::Done { record, .. })) => records.push(record),
         Few::Many(all) => {
             for (_, result) in all {
@@ -165,113 +163,147 @@ fn by_node_and_task(records: &mut [NodeExecutionRecord]) {
     }
 }
 
+/// What a superstep's merge produced. It owns everything it holds, so no
+/// borrow of the superstep's results outlives the merge.
+struct Merged {
+    state: Battlefield,
+    next: NextVanguard,
+    /// The parleys raised: their activations run again after the answer.
+    requests: Vec<(NodeId, ParleyRequest)>,
+    /// The compensations of the superstep's handled failures.
+    handled: Vec<HandledFailure>,
+}
+
+/// Every finished activation of the superstep in vanguard order, read in
+/// place: those kept in the cursor from earlier, and the `results` of
+/// this call (each by its index in the vanguard, all `Done`).
+fn finished_of<'a>(
+    cur: &'a Cursor,
+    results: &'a Few<(usize, ActivationResult)>,
+) -> Few<Finished<'a>> {
+    let mut finished: Few<Finished<'_>> = cur.completed.iter().map(|c| Finished::kept(c)).collect();
+    let kept = finished.len();
+    finished.extend(results.iter().filter_map(|(i, result)| match result {
+        ActivationResult::Done {
+            directive,
+            record,
+            handled,
+        } => Some(Finished {
+            activation: cur.vanguard.get(*i)?, // indexes come from this vanguard
+            directive,
+            handled: handled.as_deref(),
+            from_handler: record.status == NodeStatus::Failed,
+        }),
+        _ => None,
+    }));
+    if kept > 0 {
+        finished
+            .as_mut_slice()
+            .sort_by(|a, b| a.activation.cmp(b.activation));
+    }
+    finished
+}
+
+/// The parleys the finished activations raised. A parleying activation's
+/// delta is discarded: it runs again, with the answer, after resume.
+fn parley_requests(finished: &[Finished<'_>]) -> Vec<(NodeId, ParleyRequest)> {
+    finished
+        .iter()
+        .filter_map(|f| match &f.directive.next {
+            NextStep::Parley(r) => Some((f.activation.node_id.clone(), ParleyRequest::clone(r))),
+            _ => None,
+        })
+        .collect()
+}
+
 impl<S: WaypointStore> WarEngine<S> {
-    /// Closes the superstep whose activations ended in `unfinished` (each
-    /// by its index in the vanguard; those that finished earlier are in
-    /// `cur.completed`). `None` when the run goes on. `solo` is the node of
-    /// a vanguard of one (see `drive`).
+    /// Closes the superstep whose activations ended in `results` in this
+    /// call (each by its index in the vanguard; those that finished earlier
+    /// are in `cur.completed`). `None` when the run goes on. `solo` is the
+    /// node of a vanguard of one (see `drive`).
     pub(crate) async fn barrier(
         &self,
         index: &GraphIndex<'_>,
         cur: &mut Cursor,
-        mut unfinished: Few<(usize, ActivationResult)>,
+        mut results: Few<(usize, ActivationResult)>,
         run_deadline: &RunDeadline,
         solo: Option<NodeEntry<'_>>,
     ) -> Result<Option<Ending>, EngineError> {
         // Completion order is a race; everything reported is in vanguard
         // order, so the same failures always name the same node.
-        unfinished.as_mut_slice().sort_unstable_by_key(|(i, _)| *i);
-        let vanguard = cur.vanguard.clone();
-
-        let all_done = unfinished
+        results.as_mut_slice().sort_unstable_by_key(|(i, _)| *i);
+        let all_done = results
             .iter()
             .all(|(_, r)| matches!(r, ActivationResult::Done { .. }));
         if !all_done {
-            return Ok(Some(interrupted(cur, &vanguard, unfinished, run_deadline)));
+            let vanguard = cur.vanguard.clone();
+            return Ok(Some(interrupted(cur, &vanguard, results, run_deadline)));
         }
+        let merged = self.merge(index, cur, &results, solo).await;
+        // The records move into the waypoint (or the failure) only now that
+        // nothing borrows the results.
+        let records = records_of(cur, results);
+        match merged {
+            Ok(merged) => self.advance(index, cur, merged, records).await,
+            Err(e) => Ok(Some(Ending::failed(e, None, records.into()))),
+        }
+    }
 
-        // Read in place: the results are taken apart only at the end, when
-        // their records move into the waypoint.
-        let mut finished: Few<Finished<'_>> =
-            cur.completed.iter().map(|c| Finished::kept(c)).collect();
-        let kept = finished.len();
-        finished.extend(unfinished.iter().filter_map(|(i, result)| match result {
-            ActivationResult::Done {
-                directive,
-                record,
-                handled,
-            } => Some(Finished {
-                activation: vanguard.get(*i)?, // indexes come from this vanguard
-                directive,
-                handled: handled.as_deref(),
-                from_handler: record.status == NodeStatus::Failed,
-            }),
-            _ => None,
-        }));
-        if kept > 0 {
-            finished
-                .as_mut_slice()
-                .sort_by(|a, b| a.activation.cmp(b.activation));
-        }
-        // Every return from here hands the superstep's records over, once
-        // nothing borrows the results any more.
+    /// Merges the finished activations' deltas in vanguard order and finds
+    /// the next vanguard; an error fails the run (a task-key violation, a
+    /// refused write, an edge condition that failed).
+    async fn merge(
+        &self,
+        index: &GraphIndex<'_>,
+        cur: &Cursor,
+        results: &Few<(usize, ActivationResult)>,
+        solo: Option<NodeEntry<'_>>,
+    ) -> Result<Merged, EngineError> {
+        let finished = finished_of(cur, results);
         if let Some(e) = task_violation(finished.as_slice()) {
-            drop(finished);
-            return Ok(Some(Ending::failed(
-                e,
-                None,
-                records_of(cur, unfinished).into(),
-            )));
+            return Err(e);
         }
-
-        // A parleying activation's delta is discarded: it runs again, with
-        // the answer, after resume.
-        let requests: Vec<(NodeId, ParleyRequest)> = finished
-            .iter()
-            .filter_map(|f| match &f.directive.next {
-                NextStep::Parley(r) => {
-                    Some((f.activation.node_id.clone(), ParleyRequest::clone(r)))
-                }
-                _ => None,
-            })
-            .collect();
+        let requests = parley_requests(finished.as_slice());
         let writes: Few<(ByActivation<'_>, &StateDelta)> = finished
             .iter()
             .filter(|f| !matches!(f.directive.next, NextStep::Parley(_)))
             .map(|f| (ByActivation(f.activation), &f.directive.delta))
             .collect();
-        let merged = match merge_with(&index.graph.schema, &cur.state, writes.as_slice()) {
-            Ok(s) => s,
-            Err(e) => {
-                drop((writes, finished));
-                let records = records_of(cur, unfinished).into();
-                return Ok(Some(Ending::failed(e.into(), None, records)));
-            }
-        };
-        let next = match self
-            .successors(index, finished.as_slice(), &merged, solo)
-            .await
-        {
-            Ok(n) => n,
-            Err(e) => {
-                drop((writes, finished));
-                return Ok(Some(Ending::failed(
-                    e,
-                    None,
-                    records_of(cur, unfinished).into(),
-                )));
-            }
-        };
-        cur.state = merged;
-        self.superstep_merged(cur, finished.as_slice(), &requests);
+        let state = merge_with(&index.graph.schema, &cur.state, writes.as_slice())?;
+        let next = self
+            .successors(index, finished.as_slice(), &state, solo)
+            .await?;
+        self.superstep_merged(cur, &state, finished.as_slice(), &requests);
         // Only a superstep that merged counts its compensations: one that
         // failed or halted is re-run (its completed part reused) on resume.
-        cur.handled
-            .extend(finished.iter().filter_map(|f| f.handled.cloned()));
-        drop((writes, finished));
-        let records = records_of(cur, unfinished);
+        let handled = finished.iter().filter_map(|f| f.handled.cloned()).collect();
+        Ok(Merged {
+            state,
+            next,
+            requests,
+            handled,
+        })
+    }
+
+    /// Moves the cursor past a merged superstep and writes its waypoint:
+    /// awaiting the answers to its parleys, completed, or running on.
+    async fn advance(
+        &self,
+        index: &GraphIndex<'_>,
+        cur: &mut Cursor,
+        merged: Merged,
+        records: Few<NodeExecutionRecord>,
+    ) -> Result<Option<Ending>, EngineError> {
+        let Merged {
+            state,
+            next,
+            requests,
+            handled,
+        } = merged;
+        cur.state = state;
+        cur.handled.extend(handled);
         cur.completed.clear();
-        cur.interrupted = false;
+        cur.begun = false;
         cur.parley = None;
 
         if !requests.is_empty() {
@@ -282,7 +314,7 @@ impl<S: WaypointStore> WarEngine<S> {
             }
             let mut next = next.into_few();
             next.extend(requests.iter().map(|(n, _)| Activation::node(n.clone())));
-            cur.vanguard = Next::Gathered(next).into_vanguard();
+            cur.vanguard = NextVanguard::Gathered(next).into_vanguard();
             let status = WaypointStatus::AwaitingInput {
                 requests: requests.clone(),
             };
@@ -318,13 +350,13 @@ impl<S: WaypointStore> WarEngine<S> {
         finished: &[Finished<'_>],
         merged: &Battlefield,
         solo: Option<NodeEntry<'_>>,
-    ) -> Result<Next, EngineError> {
+    ) -> Result<NextVanguard, EngineError> {
         if let [only] = finished
             && matches!(only.directive.next, NextStep::Edges)
             && let Some(entry) = solo.or_else(|| index.node(only.activation.node_id.as_str()))
             && !entry.has_conditionals()
         {
-            return Ok(Next::Static(entry.successors.clone()));
+            return Ok(NextVanguard::Static(entry.successors.clone()));
         }
         let mut next: Few<Activation> = Few::default();
         // Each worker's task keys so far, to refuse a repeated one.
@@ -428,7 +460,7 @@ impl<S: WaypointStore> WarEngine<S> {
                 NextStep::End | NextStep::Parley(_) => {}
             }
         }
-        Ok(Next::Gathered(next))
+        Ok(NextVanguard::Gathered(next))
     }
 }
 

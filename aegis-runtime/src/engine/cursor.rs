@@ -26,7 +26,7 @@ pub(crate) struct Cursor {
     pub(crate) vanguard: Arc<[Activation]>,
     /// Whether `vanguard` is the superstep `superstep` itself, already begun
     /// (its visits counted), rather than the next one.
-    pub(crate) interrupted: bool,
+    pub(crate) begun: bool,
     pub(crate) completed: Vector<Arc<CompletedActivation>>,
     pub(crate) parley: Option<Arc<ParleyDelivery>>,
     pub(crate) visits: VisitTally,
@@ -45,7 +45,7 @@ impl Cursor {
             superstep: w.superstep,
             state: w.state,
             vanguard: w.vanguard,
-            interrupted: w.interrupted,
+            begun: w.interrupted,
             completed: w.completed.into_vector(),
             parley: w.parley,
             visits: VisitTally::from_visits(w.visits, index),
@@ -69,7 +69,7 @@ impl Cursor {
             status,
             state: &self.state,
             vanguard: &self.vanguard,
-            interrupted: self.interrupted,
+            interrupted: self.begun,
             completed: self.completed.clone().into(),
             records,
             parley: self.parley.as_ref(),

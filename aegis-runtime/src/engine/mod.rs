@@ -592,7 +592,7 @@ impl<S: WaypointStore> WarEngine<S> {
             superstep: 0,
             state,
             vanguard: vanguard.into(),
-            interrupted: false,
+            begun: false,
             completed: Default::default(),
             parley: None,
             visits: tally::VisitTally::from_visits(Default::default(), &index),

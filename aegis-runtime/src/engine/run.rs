@@ -234,7 +234,7 @@ impl<S: WaypointStore> WarEngine<S> {
         run_deadline: &RunDeadline,
         solo: Option<NodeEntry<'_>>,
     ) -> Planned {
-        if cur.interrupted {
+        if cur.begun {
             return Planned::Run(todo(index, cur));
         }
         let limits = &index.graph.limits;
@@ -295,7 +295,7 @@ impl<S: WaypointStore> WarEngine<S> {
             return Planned::End(Ending::failed(e, None, Vec::new()));
         }
         cur.superstep += 1;
-        cur.interrupted = true;
+        cur.begun = true;
         Planned::Run(match single {
             Some(visit) => Few::One((0, visit)),
             None => todo(index, cur),

@@ -24,6 +24,7 @@ use super::cursor::Cursor;
 use super::finished::Finished;
 use crate::graph::{MusterTask, NextStep, ParleyRequest, ParleyResponse, WarGraph};
 use crate::id::NodeId;
+use crate::state::Battlefield;
 use crate::trace::TraceEvent;
 use crate::waypoint::WaypointStore;
 
@@ -82,12 +83,12 @@ impl<S: WaypointStore> WarEngine<S> {
         RunStream::new(thread_id, tap, run, halt)
     }
 
-    /// A superstep merged (its state is `cur.state`, its completed
-    /// activations still listed): the parleys it raised, and for a stream
+    /// A superstep of `cur` merged into `state`: the parleys it raised, and for a stream
     /// its writes and the merged state.
     pub(crate) fn superstep_merged(
         &self,
         cur: &Cursor,
+        state: &Battlefield,
         finished: &[Finished<'_>],
         requests: &[(NodeId, ParleyRequest)],
     ) {
@@ -118,7 +119,7 @@ impl<S: WaypointStore> WarEngine<S> {
         tap.push_with(StreamMode::Values, || StreamEvent::Values {
             thread_id: cur.thread_id.to_string(),
             superstep: cur.superstep,
-            state: cur.state.clone(),
+            state: state.clone(),
         });
     }
 
