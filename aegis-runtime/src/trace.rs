@@ -9,6 +9,8 @@ use std::time::Duration;
 use crate::id::NodeId;
 use crate::policy::CacheScope;
 
+pub(crate) mod ambient;
+
 /// How one attempt (or one cache hit) ended, as `NodeFinished` reports it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
@@ -251,7 +253,8 @@ pub enum TraceEvent {
         /// How long the attempt took.
         duration: Duration,
     },
-    /// A failed attempt will be retried after `delay`.
+    /// A failed attempt will be retried after `delay` (a mustered task's:
+    /// [`TraceEvent::TaskRetryScheduled`], which names the task).
     RetryScheduled {
         /// The thread (a Battalion child's attempts carry the child thread).
         thread_id: String,
@@ -259,6 +262,24 @@ pub enum TraceEvent {
         superstep: u32,
         /// The node.
         node_id: NodeId,
+        /// The attempt about to run.
+        attempt: u32,
+        /// The wait before it, jitter included.
+        delay: Duration,
+    },
+    /// A mustered task's failed attempt will be retried after `delay`: what
+    /// [`TraceEvent::RetryScheduled`] says of a node's own activation, with
+    /// the task it retries.
+    #[non_exhaustive]
+    TaskRetryScheduled {
+        /// The thread (a Battalion child's attempts carry the child thread).
+        thread_id: String,
+        /// The superstep of the attempt, in that thread.
+        superstep: u32,
+        /// The node.
+        node_id: NodeId,
+        /// The task key.
+        task_key: String,
         /// The attempt about to run.
         attempt: u32,
         /// The wait before it, jitter included.
@@ -473,6 +494,17 @@ impl fmt::Display for TraceEvent {
                 f,
                 "[{thread_id}] superstep {superstep}: {node_id} retries, attempt {attempt} in {delay:?}"
             ),
+            TraceEvent::TaskRetryScheduled {
+                thread_id,
+                superstep,
+                node_id,
+                task_key,
+                attempt,
+                delay,
+            } => write!(
+                f,
+                "[{thread_id}] superstep {superstep}: {node_id}[{task_key}] retries, attempt {attempt} in {delay:?}"
+            ),
             TraceEvent::RetrySkipped {
                 thread_id,
                 superstep,
@@ -613,6 +645,16 @@ pub(crate) fn log_event(event: &TraceEvent) {
             ..
         } => {
             tracing::info!(thread_id, node_id = %node_id, attempt, ?delay, "retry scheduled");
+        }
+        TraceEvent::TaskRetryScheduled {
+            thread_id,
+            node_id,
+            task_key,
+            attempt,
+            delay,
+            ..
+        } => {
+            tracing::info!(thread_id, node_id = %node_id, task_key, attempt, ?delay, "retry scheduled");
         }
         TraceEvent::RetrySkipped {
             thread_id,

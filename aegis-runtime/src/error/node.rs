@@ -95,21 +95,10 @@ impl fmt::Display for NodeErrorSource {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             NodeErrorSource::Paladin { kind, message } => write!(f, "paladin {kind}: {message}"),
-            NodeErrorSource::Llm {
-                status,
-                provider,
-                message,
-                ..
-            } => {
-                write!(f, "llm")?;
-                if let Some(p) = provider {
-                    write!(f, " {p}")?;
-                }
-                if let Some(s) = status {
-                    write!(f, " (HTTP {s})")?;
-                }
-                write!(f, ": {message}")
-            }
+            // The message names the provider (first) and the status where
+            // the error has them: printed again here, they would sit in two
+            // places, and differently per variant.
+            NodeErrorSource::Llm { message, .. } => write!(f, "llm: {message}"),
             NodeErrorSource::Function { message } => f.write_str(message),
             NodeErrorSource::Panic { message } => write!(f, "node panicked: {message}"),
             NodeErrorSource::Timeout(kind) => write!(f, "{kind} elapsed"),
@@ -340,6 +329,31 @@ mod tests {
             LlmError::ParseError("garbled".into()),
             LlmError::ContentFiltered("no".into()),
         ]
+    }
+
+    /// Issue 38: `llm (HTTP 401): authentication failed: p1: ...` beside
+    /// `llm p2 (HTTP 500): p2 returned ...` put the provider in two
+    /// different places; every variant now names it first, once.
+    #[test]
+    fn every_llm_error_names_its_provider_once_and_first() {
+        let shown = |e: LlmError| NodeErrorSource::from(&e).to_string();
+        let auth = super::super::redact::map_http_status("p1", 401, "bad key", &[]);
+        assert_eq!(shown(auth), "llm: p1: authentication failed: bad key");
+        let server = super::super::redact::map_http_status("p2", 500, "boom", &[]);
+        assert_eq!(shown(server.clone()), "llm: p2: HTTP 500: boom");
+        let open = LlmError::CircuitOpen {
+            provider: "p3".into(),
+            retry_after: None,
+        };
+        assert_eq!(shown(open), "llm: p3: circuit open");
+        let all = LlmError::AllProvidersFailed {
+            attempts: vec![],
+            last: Box::new(server),
+        };
+        assert_eq!(
+            shown(all),
+            "llm: all 0 providers failed; last: p2: HTTP 500: boom"
+        );
     }
 
     #[test]

@@ -14,7 +14,7 @@ use super::{
 };
 use crate::error::{KnownSecrets, LlmError, ProviderAttempt, Transience};
 use crate::share::IntoShared;
-use crate::trace::{TraceEvent, TraceSink};
+use crate::trace::{TraceEvent, TraceSink, ambient};
 
 /// The provider name of every [`FallbackLlmAdapter`].
 pub const FALLBACK_PROVIDER_NAME: &str = "fallback";
@@ -78,7 +78,9 @@ pub enum FallbackChainError {
 ///   their own.
 /// * Each hop emits [`TraceEvent::FallbackHop`] to the sinks added with
 ///   [`FallbackLlmAdapter::with_trace_sink`], and a `warn!` naming both
-///   providers.
+///   providers. Called by a Paladin node, the hop also reaches the engine's
+///   `Events` stream and trace sinks, naming the node (a sink added to both
+///   the chain and the engine receives it once, from the engine).
 /// * A served response (and every chunk of a served stream) carries the
 ///   serving element's name under `metadata["paladin.served_by"]`
 ///   ([`SERVED_BY_KEY`]) and its position in the chain under
@@ -247,12 +249,21 @@ impl FallbackLlmAdapter {
             error = %self.secrets.redact_excerpt(&error.to_string()),
             "model fallback hop"
         );
+        let hop = || TraceEvent::FallbackHop {
+            node_id: None,
+            from_provider: from.to_string(),
+            to_provider: to.to_string(),
+        };
+        // Inside an engine attempt the hop also reaches the engine's
+        // stream and sinks (with its node); a sink on both gets it once.
+        let attempt = ambient::current();
+        if let Some(attempt) = &attempt {
+            attempt.emit(hop());
+        }
         for sink in &self.sinks {
-            sink.emit(TraceEvent::FallbackHop {
-                node_id: None,
-                from_provider: from.to_string(),
-                to_provider: to.to_string(),
-            });
+            if !attempt.as_ref().is_some_and(|a| a.covers(sink)) {
+                sink.emit(hop());
+            }
         }
     }
 }

@@ -19,6 +19,7 @@ mod execute;
 mod handler;
 mod intercept;
 mod record;
+mod relay;
 mod retry;
 
 use std::sync::Arc;

@@ -94,12 +94,22 @@ impl<S: WaypointStore> WarEngine<S> {
                 budget_exhausted: skip.remaining.is_zero() && skip.bound == BudgetBound::RunBudget,
             };
         }
-        self.emit(TraceEvent::RetryScheduled {
-            thread_id: act.thread_id.to_string(),
-            superstep: act.superstep,
-            node_id: node_id.clone(),
-            attempt: next,
-            delay,
+        self.emit(match act.task {
+            Some(task) => TraceEvent::TaskRetryScheduled {
+                thread_id: act.thread_id.to_string(),
+                superstep: act.superstep,
+                node_id: node_id.clone(),
+                task_key: task.task_key.clone(),
+                attempt: next,
+                delay,
+            },
+            None => TraceEvent::RetryScheduled {
+                thread_id: act.thread_id.to_string(),
+                superstep: act.superstep,
+                node_id: node_id.clone(),
+                attempt: next,
+                delay,
+            },
         });
         self.backoff(delay, act.run_deadline).await
     }
