@@ -5,6 +5,8 @@ pub use aegis_macros::{aegis, graph};
 pub use aegis_runtime::async_trait;
 // Every item lives at one path, in the module of its concept; the prelude
 // is the one shortcut.
+#[cfg(feature = "metrics")]
+pub use aegis_runtime::metrics;
 pub use aegis_runtime::{
     cache, engine, error, graph, id, llm, paladin, policy, render, state, trace, waypoint, worker,
 };

@@ -29,6 +29,9 @@ const LEVELS: &[(&str, u32)] = &[
     ("render", 5),
     ("engine", 6),
     ("worker", 7),
+    // Reads the queue at each scrape; the engine and workers report to it
+    // through `trace::observe`, never by name.
+    ("metrics", 8),
     ("lib", 8),
     // What the macros' expansions and the workspace's tests reach: crate
     // root modules, above everything they re-export.

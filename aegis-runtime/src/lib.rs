@@ -25,6 +25,8 @@ mod few;
 pub mod graph;
 pub mod id;
 pub mod llm;
+#[cfg(feature = "metrics")]
+pub mod metrics;
 pub mod paladin;
 pub mod policy;
 pub mod render;

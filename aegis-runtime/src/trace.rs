@@ -10,6 +10,8 @@ use crate::id::NodeId;
 use crate::policy::CacheScope;
 
 pub(crate) mod ambient;
+#[cfg(feature = "metrics")]
+pub(crate) mod observe;
 
 /// How one attempt (or one cache hit) ended, as `NodeFinished` reports it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -386,7 +386,8 @@ impl<S: WaypointStore> WarEngine<S> {
                 .stream
                 .as_ref()
                 .is_some_and(|tap| tap.wants(StreamMode::Events))
-            || tracing::level_enabled!(level);
+            || tracing::level_enabled!(level)
+            || metrics_installed();
         if observed {
             self.emit(make());
         }
@@ -394,6 +395,10 @@ impl<S: WaypointStore> WarEngine<S> {
 
     pub(crate) fn emit(&self, event: TraceEvent) {
         log_event(&event);
+        #[cfg(feature = "metrics")]
+        if let Some(observer) = crate::trace::observe::observer() {
+            observer.event(&event);
+        }
         if let Some(tap) = &self.stream {
             tap.push_with(StreamMode::Events, || StreamEvent::Trace(event.clone()));
         }
@@ -672,4 +677,13 @@ impl<S: WaypointStore> WarEngine<S> {
         }
         outcome
     }
+}
+
+/// Whether metrics count this process's events (`metrics` feature).
+#[inline]
+fn metrics_installed() -> bool {
+    #[cfg(feature = "metrics")]
+    return crate::trace::observe::observer().is_some();
+    #[cfg(not(feature = "metrics"))]
+    false
 }

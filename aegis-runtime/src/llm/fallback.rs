@@ -249,6 +249,10 @@ impl FallbackLlmAdapter {
             error = %self.secrets.redact_excerpt(&error.to_string()),
             "model fallback hop"
         );
+        #[cfg(feature = "metrics")]
+        if let Some(observer) = crate::trace::observe::observer() {
+            observer.hop(from, to);
+        }
         let hop = || TraceEvent::FallbackHop {
             node_id: None,
             from_provider: from.to_string(),

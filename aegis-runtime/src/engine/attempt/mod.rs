@@ -115,7 +115,12 @@ impl<S: WaypointStore> WarEngine<S> {
                 Some(found) => found,
                 None => self.cache_lookup(act, key, &rec).await,
             };
-            if let Some(entry) = found.into_hit() {
+            let hit = found.into_hit();
+            #[cfg(feature = "metrics")]
+            if let Some(observer) = crate::trace::observe::observer() {
+                observer.cache_lookup(node_id, hit.is_some());
+            }
+            if let Some(entry) = hit {
                 return self.served(act, entry, node_id, &mut rec);
             }
         }
