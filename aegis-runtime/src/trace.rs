@@ -12,6 +12,8 @@ use crate::policy::CacheScope;
 pub(crate) mod ambient;
 #[cfg(feature = "metrics")]
 pub(crate) mod observe;
+#[cfg(feature = "otel")]
+pub mod otel;
 
 /// How one attempt (or one cache hit) ended, as `NodeFinished` reports it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -660,15 +660,28 @@ impl<S: WaypointStore> WarEngine<S> {
         resumed: bool,
     ) -> Result<RunOutcome, EngineError> {
         let thread_id = cursor.thread_id.to_string();
-        let span = tracing::info_span!("aegis.run", thread_id = %thread_id, resumed);
+        let span = tracing::info_span!(
+            "aegis.run",
+            otel.status_code = tracing::field::Empty,
+            thread_id = %thread_id,
+            resumed,
+            outcome = tracing::field::Empty,
+        );
         self.emit(TraceEvent::RunStarted {
             thread_id: thread_id.clone(),
             resumed,
         });
         let outcome = self
             .drive(index, cursor, run_deadline)
-            .instrument(span)
+            .instrument(span.clone())
             .await;
+        if !span.is_disabled() {
+            let name = outcome.as_ref().map_or("Error", RunOutcome::name);
+            span.record("outcome", name);
+            if matches!(name, "Failed" | "Error") {
+                span.record("otel.status_code", "ERROR");
+            }
+        }
         if let Ok(o) = &outcome {
             self.emit(TraceEvent::RunFinished {
                 thread_id,

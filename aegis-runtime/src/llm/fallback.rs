@@ -6,6 +6,7 @@ use serde_json::Value;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
+use tracing::Instrument;
 
 use super::deadlines::{StreamDeadlines, stall_limited};
 use super::{
@@ -272,6 +273,33 @@ impl FallbackLlmAdapter {
     }
 }
 
+/// The span of one element's call: its provider and place in the chain.
+fn provider_span(provider: &str, position: usize) -> tracing::Span {
+    tracing::debug_span!(
+        "aegis.llm.provider",
+        gen_ai.system = provider,
+        aegis.chain_position = position,
+        otel.status_code = tracing::field::Empty,
+        error.type = tracing::field::Empty,
+        aegis.transience = tracing::field::Empty,
+    )
+}
+
+/// Records an element's failure on its span.
+fn provider_failed(span: &tracing::Span, error: &LlmError) {
+    if span.is_disabled() {
+        return;
+    }
+    span.record("otel.status_code", "ERROR");
+    // The variant only: low-cardinality, and no provider text.
+    if let crate::error::NodeErrorSource::Llm { kind, .. } =
+        crate::error::NodeErrorSource::from(error)
+    {
+        span.record("error.type", kind);
+    }
+    span.record("aegis.transience", error.transience().to_string());
+}
+
 /// The error of a call whose every element failed.
 fn all_failed(attempts: Vec<ProviderAttempt>, last: Option<LlmError>) -> LlmError {
     match last {
@@ -307,12 +335,16 @@ impl LlmPort for FallbackLlmAdapter {
             if let Some(e) = &failed {
                 self.hop(i, e);
             }
-            match port.generate(request).await {
+            let span = provider_span(port.get_provider_name(), i);
+            match port.generate(request).instrument(span.clone()).await {
                 Ok(mut response) => {
                     stamp(&mut response.metadata, port.get_provider_name(), i);
                     return Ok(response);
                 }
-                Err(e) => failed = Some(self.record(i, e, &mut attempts)?),
+                Err(e) => {
+                    provider_failed(&span, &e);
+                    failed = Some(self.record(i, e, &mut attempts)?);
+                }
             }
         }
         Err(all_failed(attempts, failed).scrubbed(&self.secrets))
@@ -336,12 +368,14 @@ impl LlmPort for FallbackLlmAdapter {
             let deadlines = self.deadlines_at(i, first_chunk);
             // The element bounds its own first chunk (a nested chain per
             // provider); the peek below then finds it already arrived.
+            let span = provider_span(port.get_provider_name(), i);
             let error = match port
                 .generate_stream_within(request, deadlines.first_chunk)
+                .instrument(span.clone())
                 .await
             {
                 Err(e) => e,
-                Ok(mut stream) => match stream.next().await {
+                Ok(mut stream) => match stream.next().instrument(span.clone()).await {
                     Some(Err(e)) => e,
                     first => {
                         let name = port.get_provider_name();
@@ -359,6 +393,7 @@ impl LlmPort for FallbackLlmAdapter {
                     }
                 },
             };
+            provider_failed(&span, &error);
             failed = Some(self.record(i, error, &mut attempts)?);
         }
         Err(all_failed(attempts, failed).scrubbed(&self.secrets))

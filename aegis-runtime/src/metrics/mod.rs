@@ -25,6 +25,7 @@
 //! | `aegis_queue_depth` | | their queued runs |
 //! | `aegis_fleet_claims_total`, `aegis_fleet_takeovers_total`, `aegis_fleet_abandons_total` | | every worker's claims, takeovers of expired leases, and abandoned claims, as the queues record them |
 //! | `aegis_queue_read_errors_total` | | scrapes whose queue read failed or timed out |
+//! | `aegis_otel_spans_dropped_total` | | finished spans the full trace export queue turned away (feature `otel`) |
 
 mod server;
 
@@ -132,6 +133,7 @@ pub struct Metrics {
     fleet_takeovers: Counter,
     fleet_abandons: Counter,
     queue_read_errors: Counter,
+    spans_dropped: Counter,
     queues: Mutex<Vec<Arc<dyn RunQueue>>>,
 }
 
@@ -187,6 +189,10 @@ impl Metrics {
             "aegis_queue_read_errors",
             "Scrapes whose read of a watched queue failed or timed out",
         );
+        let spans_dropped = counter(
+            "aegis_otel_spans_dropped",
+            "Finished spans dropped because the trace export queue was full (feature otel)",
+        );
         let renewal_lag =
             Histogram::new([0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0]);
         registry.register(
@@ -220,6 +226,7 @@ impl Metrics {
             fleet_takeovers,
             fleet_abandons,
             queue_read_errors,
+            spans_dropped,
             queues: Mutex::new(Vec::new()),
             registry,
         };
@@ -509,5 +516,9 @@ impl Observer for Metrics {
 
     fn renewed(&self, lag: Duration) {
         self.renewal_lag.observe(lag.as_secs_f64());
+    }
+
+    fn span_dropped(&self) {
+        self.spans_dropped.inc();
     }
 }

@@ -30,6 +30,8 @@ pub(crate) trait Observer: Send + Sync + 'static {
     fn abandoned(&self);
     /// A lease renewal was confirmed `lag` after it was due.
     fn renewed(&self, lag: Duration);
+    /// A finished span found the trace export queue full and was dropped.
+    fn span_dropped(&self);
 }
 
 static OBSERVER: OnceLock<Arc<dyn Observer>> = OnceLock::new();
