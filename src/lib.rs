@@ -58,6 +58,7 @@ doctested! {
     StreamingGuide = "../docs/STREAMING.md",
     LocalModelsGuide = "../docs/LOCAL_MODELS.md",
     PicturesGuide = "../docs/PICTURES.md",
+    ObservabilityGuide = "../docs/OBSERVABILITY.md",
 }
 
 /// What the code `#[aegis]` and `graph!` generate names, and nothing else

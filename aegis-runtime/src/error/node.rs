@@ -95,10 +95,26 @@ impl fmt::Display for NodeErrorSource {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             NodeErrorSource::Paladin { kind, message } => write!(f, "paladin {kind}: {message}"),
-            // The message names the provider (first) and the status where
-            // the error has them: printed again here, they would sit in two
-            // places, and differently per variant.
-            NodeErrorSource::Llm { message, .. } => write!(f, "llm: {message}"),
+            // The provider comes first, once: an `LlmError`'s message
+            // already starts with it; one that does not (written by an
+            // older version, or built by hand) gets it, and its status,
+            // from the typed fields.
+            NodeErrorSource::Llm {
+                status,
+                provider,
+                message,
+                ..
+            } => {
+                f.write_str("llm: ")?;
+                let named = |p: &str| message.starts_with(p) || message.contains(&format!("{p}:"));
+                if let Some(p) = provider.as_deref().filter(|p| !named(p)) {
+                    write!(f, "{p}: ")?;
+                    if let Some(s) = status.filter(|s| !message.contains(&format!("HTTP {s}"))) {
+                        write!(f, "HTTP {s}: ")?;
+                    }
+                }
+                f.write_str(message)
+            }
             NodeErrorSource::Function { message } => f.write_str(message),
             NodeErrorSource::Panic { message } => write!(f, "node panicked: {message}"),
             NodeErrorSource::Timeout(kind) => write!(f, "{kind} elapsed"),
@@ -353,6 +369,18 @@ mod tests {
         assert_eq!(
             shown(all),
             "llm: all 0 providers failed; last: p2: HTTP 500: boom"
+        );
+        // A message without the provider (an older version's, or built by
+        // hand) still shows it, first, with the status.
+        let old = NodeErrorSource::Llm {
+            status: Some(503),
+            provider: Some("openai".into()),
+            kind: "ProviderError".into(),
+            message: "upstream overloaded".into(),
+        };
+        assert_eq!(
+            old.to_string(),
+            "llm: openai: HTTP 503: upstream overloaded"
         );
     }
 

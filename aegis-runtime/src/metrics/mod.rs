@@ -111,7 +111,7 @@ const RUN_STATES: [RunState; 7] = [
     RunState::Quarantined,
 ];
 
-/// This process's metrics: see the [module docs](self) for each metric.
+/// This process's metrics: see the [module docs](crate::metrics) for each metric.
 pub struct Metrics {
     registry: Registry,
     runs_finished: Family<OutcomeLabel, Counter>,
