@@ -259,11 +259,16 @@ impl<S: WaypointStore> WarEngine<S> {
                 retry_skipped = tracing::field::Empty,
                 retry_remaining_ms = tracing::field::Empty,
             );
-            let traced = self.traced_attempt(act, state, node_id, attempt, rec);
+            // Awaited where it is built either way: a future held in a local
+            // and then awaited is moved (copied) into the await.
             let end = if span.is_disabled() {
-                traced.await
+                self.traced_attempt(act, state, node_id, attempt, rec).await
             } else {
-                let end = std::pin::pin!(traced).instrument(span.clone()).await;
+                let end = {
+                    let traced =
+                        std::pin::pin!(self.traced_attempt(act, state, node_id, attempt, rec));
+                    traced.instrument(span.clone()).await
+                };
                 record::attempt_span(&span, &end, rec);
                 end
             };
