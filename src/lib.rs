@@ -8,6 +8,8 @@ pub use aegis_runtime::async_trait;
 /// The operator's web console over a worker fleet (feature `console`).
 #[cfg(feature = "console")]
 pub use aegis_runtime::console;
+#[cfg(feature = "metrics")]
+pub use aegis_runtime::metrics;
 pub use aegis_runtime::{
     cache, engine, error, graph, id, llm, paladin, policy, render, state, trace, waypoint, worker,
 };
@@ -61,6 +63,7 @@ doctested! {
     PicturesGuide = "../docs/PICTURES.md",
     ConsoleGuide = "../docs/CONSOLE.md",
     BudgetsGuide = "../docs/BUDGETS.md",
+    ObservabilityGuide = "../docs/OBSERVABILITY.md",
 }
 
 /// What the code `#[aegis]` and `graph!` generate names, and nothing else

@@ -160,7 +160,7 @@ async fn every_page_renders_the_demo_fleet() {
     // A timed-out attempt, then a fallback chain that failed as a whole
     // once, each retried.
     assert!(run.contains("run timeout elapsed"), "{run}");
-    assert!(run.contains("llm anthropic-backup (HTTP 502): all 2 providers failed"));
+    assert!(run.contains("llm: all 2 providers failed; last: anthropic-backup: HTTP 502"));
     // The attempt table redacts the credential the provider echoed.
     assert!(run.contains("[REDACTED]"));
     assert!(!run.contains("sk-demo-"), "a secret reached the page");

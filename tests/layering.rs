@@ -40,6 +40,9 @@ const LEVELS: &[(&str, u32)] = &[
     ("engine", 11),
     ("worker", 12),
     ("console", 13),
+    // Reads the queue at each scrape; the engine and workers report to it
+    // through `trace::observe`, never by name.
+    ("metrics", 13),
     ("lib", 14),
     // What the macros' expansions and the workspace's tests reach: crate
     // root modules, above everything they re-export.
@@ -445,6 +448,7 @@ const ENGINE_ORDER: &[(&str, u32)] = &[
     ("attempt/deadline.rs", 3),
     ("attempt/execute.rs", 3),
     ("attempt/handler.rs", 3),
+    ("attempt/relay.rs", 3),
     ("stream/run_stream.rs", 3),
     ("attempt/record.rs", 4),
     ("attempt/cache.rs", 5),

@@ -28,6 +28,8 @@ mod fnv;
 pub mod graph;
 pub mod id;
 pub mod llm;
+#[cfg(feature = "metrics")]
+pub mod metrics;
 pub mod paladin;
 pub mod policy;
 pub mod render;

@@ -10,6 +10,12 @@ use crate::graph::EffectOutcome;
 use crate::id::NodeId;
 use crate::policy::CacheScope;
 
+pub(crate) mod ambient;
+#[cfg(feature = "metrics")]
+pub(crate) mod observe;
+#[cfg(feature = "otel")]
+pub mod otel;
+
 /// How one attempt (or one cache hit) ended, as `NodeFinished` reports it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
@@ -252,7 +258,8 @@ pub enum TraceEvent {
         /// How long the attempt took.
         duration: Duration,
     },
-    /// A failed attempt will be retried after `delay`.
+    /// A failed attempt will be retried after `delay` (a mustered task's:
+    /// [`TraceEvent::TaskRetryScheduled`], which names the task).
     RetryScheduled {
         /// The thread (a Battalion child's attempts carry the child thread).
         thread_id: String,
@@ -260,6 +267,24 @@ pub enum TraceEvent {
         superstep: u32,
         /// The node.
         node_id: NodeId,
+        /// The attempt about to run.
+        attempt: u32,
+        /// The wait before it, jitter included.
+        delay: Duration,
+    },
+    /// A mustered task's failed attempt will be retried after `delay`: what
+    /// [`TraceEvent::RetryScheduled`] says of a node's own activation, with
+    /// the task it retries.
+    #[non_exhaustive]
+    TaskRetryScheduled {
+        /// The thread (a Battalion child's attempts carry the child thread).
+        thread_id: String,
+        /// The superstep of the attempt, in that thread.
+        superstep: u32,
+        /// The node.
+        node_id: NodeId,
+        /// The task key.
+        task_key: String,
         /// The attempt about to run.
         attempt: u32,
         /// The wait before it, jitter included.
@@ -540,6 +565,17 @@ impl fmt::Display for TraceEvent {
                 f,
                 "[{thread_id}] superstep {superstep}: {node_id} retries, attempt {attempt} in {delay:?}"
             ),
+            TraceEvent::TaskRetryScheduled {
+                thread_id,
+                superstep,
+                node_id,
+                task_key,
+                attempt,
+                delay,
+            } => write!(
+                f,
+                "[{thread_id}] superstep {superstep}: {node_id}[{task_key}] retries, attempt {attempt} in {delay:?}"
+            ),
             TraceEvent::RetrySkipped {
                 thread_id,
                 superstep,
@@ -736,6 +772,16 @@ pub(crate) fn log_event(event: &TraceEvent) {
             ..
         } => {
             tracing::info!(thread_id, node_id = %node_id, attempt, ?delay, "retry scheduled");
+        }
+        TraceEvent::TaskRetryScheduled {
+            thread_id,
+            node_id,
+            task_key,
+            attempt,
+            delay,
+            ..
+        } => {
+            tracing::info!(thread_id, node_id = %node_id, task_key, attempt, ?delay, "retry scheduled");
         }
         TraceEvent::RetrySkipped {
             thread_id,

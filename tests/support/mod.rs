@@ -8,6 +8,8 @@
 //! - [`http_server`]: a scripted HTTP server on 127.0.0.1 for the LLM
 //!   adapters.
 //! - [`logs`]: the test binary's `tracing` output, captured.
+//! - `otlp` (feature `otel`): an OTLP/HTTP collector decoding the real
+//!   protobuf.
 //! - [`secrets`]: an API key and the checks that it leaked nowhere.
 //! - [`third_party`]: a waypoint store and a node cache written from the
 //!   public traits alone.
@@ -20,6 +22,9 @@ pub(crate) mod fixtures;
 pub(crate) mod http_server;
 #[allow(dead_code)]
 pub(crate) mod logs;
+#[cfg(feature = "otel")]
+#[allow(dead_code)]
+pub(crate) mod otlp;
 #[allow(dead_code)]
 pub(crate) mod secrets;
 #[allow(dead_code)]

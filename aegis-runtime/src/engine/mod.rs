@@ -440,7 +440,8 @@ impl<S: WaypointStore> WarEngine<S> {
                 .stream
                 .as_ref()
                 .is_some_and(|tap| tap.wants(StreamMode::Events))
-            || tracing::level_enabled!(level);
+            || tracing::level_enabled!(level)
+            || metrics_installed();
         if observed {
             self.emit(make());
         }
@@ -448,6 +449,10 @@ impl<S: WaypointStore> WarEngine<S> {
 
     pub(crate) fn emit(&self, event: TraceEvent) {
         log_event(&event);
+        #[cfg(feature = "metrics")]
+        if let Some(observer) = crate::trace::observe::observer() {
+            observer.event(&event);
+        }
         if let Some(tap) = &self.stream {
             tap.push_with(StreamMode::Events, || StreamEvent::Trace(event.clone()));
         }
@@ -711,7 +716,13 @@ impl<S: WaypointStore> WarEngine<S> {
         resumed: bool,
     ) -> Result<RunOutcome, EngineError> {
         let thread_id = cursor.thread_id.to_string();
-        let span = tracing::info_span!("aegis.run", thread_id = %thread_id, resumed);
+        let span = tracing::info_span!(
+            "aegis.run",
+            otel.status_code = tracing::field::Empty,
+            thread_id = %thread_id,
+            resumed,
+            outcome = tracing::field::Empty,
+        );
         self.emit(TraceEvent::RunStarted {
             thread_id: thread_id.clone(),
             resumed,
@@ -719,7 +730,7 @@ impl<S: WaypointStore> WarEngine<S> {
         let ledger = run_deadline.spend().clone();
         let outcome = self
             .drive(index, cursor, run_deadline)
-            .instrument(span)
+            .instrument(span.clone())
             .await;
         let spent = ledger.spent();
         if !spent.is_zero() || ledger.budget().is_some() {
@@ -729,6 +740,13 @@ impl<S: WaypointStore> WarEngine<S> {
                 remaining: ledger.budget().map(|_| ledger.remaining()),
             });
         }
+        if !span.is_disabled() {
+            let name = outcome.as_ref().map_or("Error", RunOutcome::name);
+            span.record("outcome", name);
+            if matches!(name, "Failed" | "Error") {
+                span.record("otel.status_code", "ERROR");
+            }
+        }
         if let Ok(o) = &outcome {
             self.emit(TraceEvent::RunFinished {
                 thread_id,
@@ -737,4 +755,13 @@ impl<S: WaypointStore> WarEngine<S> {
         }
         outcome
     }
+}
+
+/// Whether metrics count this process's events (`metrics` feature).
+#[inline]
+fn metrics_installed() -> bool {
+    #[cfg(feature = "metrics")]
+    return crate::trace::observe::observer().is_some();
+    #[cfg(not(feature = "metrics"))]
+    false
 }

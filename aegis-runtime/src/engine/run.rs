@@ -184,7 +184,12 @@ impl<S: WaypointStore> WarEngine<S> {
                 superstep: cur.superstep,
                 vanguard: cur.vanguard.iter().map(|a| a.node_id.clone()).collect(),
             });
-            let span = tracing::debug_span!("aegis.superstep", superstep = cur.superstep);
+            let span = tracing::debug_span!(
+                "aegis.superstep",
+                thread_id = %cur.thread_id,
+                superstep = cur.superstep,
+                activations = cur.vanguard.len(),
+            );
             // Pinned in place: the span wraps a pointer, not a move of the
             // whole superstep's future.
             let unfinished = {

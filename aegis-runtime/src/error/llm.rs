@@ -56,11 +56,16 @@ impl ProviderAttempt {
 /// `status` is what [`LlmError::transience`] reads. Messages that carry
 /// provider text have passed through `map_http_status` (redacted, then
 /// bounded to 512 characters) before they get here.
+///
+/// The provider's name has one place in every message that names it: first,
+/// followed by a colon (`openai: HTTP 500: ...`, `openai: authentication
+/// failed: ...`, `openai: circuit open`), so a node error reads
+/// `llm: openai: ...` whatever the variant.
 #[derive(Debug, Clone, PartialEq, thiserror::Error, Serialize, Deserialize)]
 #[non_exhaustive]
 pub enum LlmError {
     /// A non-2xx response with no dedicated variant.
-    #[error("{provider} returned HTTP {status}: {message}")]
+    #[error("{provider}: HTTP {status}: {message}")]
     ProviderError {
         /// The provider's name.
         provider: String,
@@ -74,7 +79,10 @@ pub enum LlmError {
         retry_after: Option<Duration>,
     },
     /// The provider rejected the credential (HTTP 401, or an equivalent).
-    #[error("authentication failed: {0}")]
+    /// The text is the whole message: adapters write `{provider}:
+    /// authentication failed: {detail}` (the provider first, as in every
+    /// message naming one).
+    #[error("{0}")]
     AuthenticationError(String),
     /// The provider is rate limiting this caller (HTTP 429).
     #[error("rate limited{}", retry_after.map(|d| format!(" (retry after {d:?})")).unwrap_or_default())]
@@ -101,7 +109,7 @@ pub enum LlmError {
     #[error("could not parse the provider response: {0}")]
     ParseError(String),
     /// A circuit breaker in front of one provider is open.
-    #[error("circuit open for {provider}")]
+    #[error("{provider}: circuit open")]
     CircuitOpen {
         /// The provider the breaker guards.
         provider: String,

@@ -95,20 +95,25 @@ impl fmt::Display for NodeErrorSource {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             NodeErrorSource::Paladin { kind, message } => write!(f, "paladin {kind}: {message}"),
+            // The provider comes first, once: an `LlmError`'s message
+            // already starts with it; one that does not (written by an
+            // older version, or built by hand) gets it, and its status,
+            // from the typed fields.
             NodeErrorSource::Llm {
                 status,
                 provider,
                 message,
                 ..
             } => {
-                write!(f, "llm")?;
-                if let Some(p) = provider {
-                    write!(f, " {p}")?;
+                f.write_str("llm: ")?;
+                let named = |p: &str| message.starts_with(p) || message.contains(&format!("{p}:"));
+                if let Some(p) = provider.as_deref().filter(|p| !named(p)) {
+                    write!(f, "{p}: ")?;
+                    if let Some(s) = status.filter(|s| !message.contains(&format!("HTTP {s}"))) {
+                        write!(f, "HTTP {s}: ")?;
+                    }
                 }
-                if let Some(s) = status {
-                    write!(f, " (HTTP {s})")?;
-                }
-                write!(f, ": {message}")
+                f.write_str(message)
             }
             NodeErrorSource::Function { message } => f.write_str(message),
             NodeErrorSource::Panic { message } => write!(f, "node panicked: {message}"),
@@ -342,6 +347,43 @@ mod tests {
             LlmError::ParseError("garbled".into()),
             LlmError::ContentFiltered("no".into()),
         ]
+    }
+
+    /// Issue 38: `llm (HTTP 401): authentication failed: p1: ...` beside
+    /// `llm p2 (HTTP 500): p2 returned ...` put the provider in two
+    /// different places; every variant now names it first, once.
+    #[test]
+    fn every_llm_error_names_its_provider_once_and_first() {
+        let shown = |e: LlmError| NodeErrorSource::from(&e).to_string();
+        let auth = super::super::redact::map_http_status("p1", 401, "bad key", &[]);
+        assert_eq!(shown(auth), "llm: p1: authentication failed: bad key");
+        let server = super::super::redact::map_http_status("p2", 500, "boom", &[]);
+        assert_eq!(shown(server.clone()), "llm: p2: HTTP 500: boom");
+        let open = LlmError::CircuitOpen {
+            provider: "p3".into(),
+            retry_after: None,
+        };
+        assert_eq!(shown(open), "llm: p3: circuit open");
+        let all = LlmError::AllProvidersFailed {
+            attempts: vec![],
+            last: Box::new(server),
+        };
+        assert_eq!(
+            shown(all),
+            "llm: all 0 providers failed; last: p2: HTTP 500: boom"
+        );
+        // A message without the provider (an older version's, or built by
+        // hand) still shows it, first, with the status.
+        let old = NodeErrorSource::Llm {
+            status: Some(503),
+            provider: Some("openai".into()),
+            kind: "ProviderError".into(),
+            message: "upstream overloaded".into(),
+        };
+        assert_eq!(
+            old.to_string(),
+            "llm: openai: HTTP 503: upstream overloaded"
+        );
     }
 
     #[test]

@@ -167,7 +167,7 @@ impl KnownSecrets {
     ) -> LlmError {
         match status {
             401 => LlmError::AuthenticationError(bound_excerpt(&format!(
-                "{provider}: {}",
+                "{provider}: authentication failed: {}",
                 self.redact(body)
             ))),
             429 => LlmError::RateLimited {
@@ -516,7 +516,7 @@ mod tests {
     fn maps_statuses_through_one_table() {
         let e = map_http_status("openai", 401, "bad key sk-abcdefghijkl", &[]);
         assert!(
-            matches!(&e, LlmError::AuthenticationError(m) if m == "openai: bad key [REDACTED]")
+            matches!(&e, LlmError::AuthenticationError(m) if m == "openai: authentication failed: bad key [REDACTED]")
         );
         assert_eq!(e.transience(), Transience::Permanent);
 

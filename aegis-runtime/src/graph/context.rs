@@ -265,6 +265,12 @@ impl ServedSlot {
         }
     }
 
+    /// A copy of the report, leaving it in place (for the attempt's span).
+    pub(crate) fn peek(&self) -> Option<Served> {
+        let slot = self.0.as_ref()?;
+        slot.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
     /// Takes the report, leaving none.
     pub(crate) fn take(&self) -> Option<Served> {
         let slot = self.0.as_ref()?;

@@ -215,6 +215,20 @@ impl CircuitBreaker {
         *lock(&self.state)
     }
 
+    /// Tells the metrics observer, if one is installed, the state now.
+    #[inline]
+    fn observed(&self) {
+        #[cfg(feature = "metrics")]
+        if let Some(observer) = crate::trace::observe::observer() {
+            let state = match self.state() {
+                CircuitState::Closed { .. } => "closed",
+                CircuitState::Open { .. } => "open",
+                CircuitState::HalfOpen => "half_open",
+            };
+            observer.breaker(self.inner.get_provider_name(), state);
+        }
+    }
+
     fn admit(&self) -> Result<Permit, LlmError> {
         let mut state = lock(&self.state);
         let probe = match *state {
@@ -251,17 +265,21 @@ impl CircuitBreaker {
 impl LlmPort for CircuitBreaker {
     async fn generate(&self, request: &LlmRequest) -> Result<LlmResponse, LlmError> {
         let permit = self.admit()?;
+        self.observed();
         let result = self.inner.generate(request).await;
         permit.report(result.as_ref().map(|_| ()).map_err(LlmError::transience));
+        self.observed();
         result
     }
 
     async fn generate_stream(&self, request: &LlmRequest) -> Result<LlmStream, LlmError> {
         let permit = self.admit()?;
+        self.observed();
         let mut stream = match self.inner.generate_stream(request).await {
             Ok(s) => s,
             Err(e) => {
                 permit.report(Err(e.transience()));
+                self.observed();
                 return Err(e);
             }
         };
@@ -270,6 +288,7 @@ impl LlmPort for CircuitBreaker {
             Some(Err(e)) => Err(e.transience()),
             _ => Ok(()),
         });
+        self.observed();
         Ok(Box::pin(futures::stream::iter(first).chain(stream)))
     }
 

@@ -6,6 +6,7 @@ use serde_json::Value;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
+use tracing::Instrument;
 
 use super::deadlines::{StreamDeadlines, stall_limited};
 use super::{
@@ -16,7 +17,7 @@ use crate::error::{KnownSecrets, LlmError, ProviderAttempt, Transience};
 use crate::graph::SpendMeter;
 use crate::policy::{Money, Skip, SkipReason, SkippedStep, Spend};
 use crate::share::IntoShared;
-use crate::trace::{TraceEvent, TraceSink};
+use crate::trace::{TraceEvent, TraceSink, ambient};
 
 /// The provider name of every [`FallbackLlmAdapter`].
 pub const FALLBACK_PROVIDER_NAME: &str = "fallback";
@@ -102,7 +103,9 @@ pub enum FallbackChainError {
 ///   the next provider bills another one.
 /// * Each hop emits [`TraceEvent::FallbackHop`] to the sinks added with
 ///   [`FallbackLlmAdapter::with_trace_sink`], and a `warn!` naming both
-///   providers.
+///   providers. Called by a Paladin node, the hop also reaches the engine's
+///   `Events` stream and trace sinks, naming the node (a sink added to both
+///   the chain and the engine receives it once, from the engine).
 /// * A served response (and every chunk of a served stream) carries the
 ///   serving element's name under `metadata["paladin.served_by"]`
 ///   ([`SERVED_BY_KEY`]) and its position in the chain under
@@ -416,12 +419,25 @@ impl FallbackLlmAdapter {
             error = %self.secrets.redact_excerpt(&error.to_string()),
             "model fallback hop"
         );
+        #[cfg(feature = "metrics")]
+        if let Some(observer) = crate::trace::observe::observer() {
+            observer.hop(from, to);
+        }
+        let hop = || TraceEvent::FallbackHop {
+            node_id: None,
+            from_provider: from.to_string(),
+            to_provider: to.to_string(),
+        };
+        // Inside an engine attempt the hop also reaches the engine's
+        // stream and sinks (with its node); a sink on both gets it once.
+        let attempt = ambient::current();
+        if let Some(attempt) = &attempt {
+            attempt.emit(hop());
+        }
         for sink in &self.sinks {
-            sink.emit(TraceEvent::FallbackHop {
-                node_id: None,
-                from_provider: from.to_string(),
-                to_provider: to.to_string(),
-            });
+            if !attempt.as_ref().is_some_and(|a| a.covers(sink)) {
+                sink.emit(hop());
+            }
         }
     }
 }
@@ -429,6 +445,33 @@ impl FallbackLlmAdapter {
 /// Whether `error` is a rejected credential (401, or 403 forbidden).
 fn is_auth_failure(error: &LlmError) -> bool {
     matches!(error, LlmError::AuthenticationError(_)) || matches!(error.status(), Some(401 | 403))
+}
+
+/// The span of one element's call: its provider and place in the chain.
+fn provider_span(provider: &str, position: usize) -> tracing::Span {
+    tracing::debug_span!(
+        "aegis.llm.provider",
+        gen_ai.system = provider,
+        aegis.chain_position = position,
+        otel.status_code = tracing::field::Empty,
+        error.type = tracing::field::Empty,
+        aegis.transience = tracing::field::Empty,
+    )
+}
+
+/// Records an element's failure on its span.
+fn provider_failed(span: &tracing::Span, error: &LlmError) {
+    if span.is_disabled() {
+        return;
+    }
+    span.record("otel.status_code", "ERROR");
+    // The variant only: low-cardinality, and no provider text.
+    if let crate::error::NodeErrorSource::Llm { kind, .. } =
+        crate::error::NodeErrorSource::from(error)
+    {
+        span.record("error.type", kind);
+    }
+    span.record("aegis.transience", error.transience().to_string());
 }
 
 /// The error of a call whose every element failed.
@@ -483,7 +526,8 @@ impl LlmPort for FallbackLlmAdapter {
                 self.hop(from, i, e);
             }
             tried = Some(i);
-            match port.generate(request).await {
+            let span = provider_span(port.get_provider_name(), i);
+            match port.generate(request).instrument(span.clone()).await {
                 Ok(mut response) => {
                     stamp(
                         &mut response.metadata,
@@ -493,7 +537,10 @@ impl LlmPort for FallbackLlmAdapter {
                     );
                     return Ok(response);
                 }
-                Err(e) => failed = Some(self.record(i, e, &mut attempts)?),
+                Err(e) => {
+                    provider_failed(&span, &e);
+                    failed = Some(self.record(i, e, &mut attempts)?);
+                }
             }
         }
         Err(all_failed(attempts, failed).scrubbed(&self.secrets))
@@ -524,12 +571,14 @@ impl LlmPort for FallbackLlmAdapter {
             let deadlines = self.deadlines_at(i, first_chunk);
             // The element bounds its own first chunk (a nested chain per
             // provider); the peek below then finds it already arrived.
+            let span = provider_span(port.get_provider_name(), i);
             let error = match port
                 .generate_stream_within(request, deadlines.first_chunk)
+                .instrument(span.clone())
                 .await
             {
                 Err(e) => e,
-                Ok(mut stream) => match stream.next().await {
+                Ok(mut stream) => match stream.next().instrument(span.clone()).await {
                     Some(Err(e)) => e,
                     first => {
                         let name = port.get_provider_name();
@@ -548,6 +597,7 @@ impl LlmPort for FallbackLlmAdapter {
                     }
                 },
             };
+            provider_failed(&span, &error);
             failed = Some(self.record(i, error, &mut attempts)?);
         }
         Err(all_failed(attempts, failed).scrubbed(&self.secrets))

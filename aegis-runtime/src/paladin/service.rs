@@ -6,6 +6,7 @@ use futures::StreamExt;
 use serde_json::Value;
 use std::fmt;
 use std::sync::Arc;
+use tracing::Instrument;
 
 use super::charge::Charge;
 use super::{PaladinPort, PaladinResult};
@@ -102,6 +103,42 @@ impl PaladinExecutionService {
         heartbeat: &HeartbeatHandle,
         ctx: Option<&NodeContext>,
     ) -> Result<LlmResponse, PaladinError> {
+        // One span per completion, named and attributed after OpenTelemetry's
+        // GenAI conventions; nothing is built unless a subscriber wants it.
+        let span = tracing::info_span!(
+            "aegis.llm",
+            otel.name = tracing::field::Empty,
+            otel.kind = "client",
+            otel.status_code = tracing::field::Empty,
+            gen_ai.operation.name = "chat",
+            gen_ai.system = self.llm.get_provider_name(),
+            gen_ai.request.model = request.model.as_str(),
+            gen_ai.response.model = tracing::field::Empty,
+            gen_ai.usage.input_tokens = tracing::field::Empty,
+            gen_ai.usage.output_tokens = tracing::field::Empty,
+            aegis.served_by = tracing::field::Empty,
+            aegis.chain_position = tracing::field::Empty,
+            error.type = tracing::field::Empty,
+        );
+        if !span.is_disabled() {
+            span.record("otel.name", format!("chat {}", request.model));
+        }
+        let result = self
+            .completion(request, heartbeat, ctx)
+            .instrument(span.clone())
+            .await;
+        if !span.is_disabled() {
+            llm_span_outcome(&span, &result);
+        }
+        result
+    }
+
+    async fn completion(
+        &self,
+        request: &LlmRequest,
+        heartbeat: &HeartbeatHandle,
+        ctx: Option<&NodeContext>,
+    ) -> Result<LlmResponse, PaladinError> {
         let tokens = ctx.filter(|c| c.is_streaming());
         let no_meter = SpendMeter::default();
         let meter = ctx.map_or(&no_meter, |c| &c.meter);
@@ -161,6 +198,32 @@ impl PaladinExecutionService {
         };
         heartbeat.beat();
         Ok(response)
+    }
+}
+
+/// Records a completion's answer (or failure) on its span.
+fn llm_span_outcome(span: &tracing::Span, result: &Result<LlmResponse, PaladinError>) {
+    match result {
+        Ok(response) => {
+            // A streamed answer's chunks name no model.
+            if !response.model.is_empty() {
+                span.record("gen_ai.response.model", response.model.as_str());
+            }
+            if let Some(usage) = &response.usage {
+                span.record("gen_ai.usage.input_tokens", usage.prompt_tokens);
+                span.record("gen_ai.usage.output_tokens", usage.completion_tokens);
+            }
+            if let Some(provider) = response.served_by() {
+                span.record("aegis.served_by", provider);
+            }
+            if let Some(position) = response.chain_position() {
+                span.record("aegis.chain_position", position);
+            }
+        }
+        Err(e) => {
+            span.record("otel.status_code", "ERROR");
+            span.record("error.type", e.kind());
+        }
     }
 }
 

@@ -55,9 +55,10 @@ pub fn timeline(waypoints: &[Waypoint]) -> String {
 /// to scale but its activations' starts from the real clock). A waypoint does not record when the last attempt of a retried
 /// activation started (only failed attempts are listed), so without a trace
 /// that attempt's bar includes the backoff wait before it; with the trace,
-/// its [`TraceEvent::RetryScheduled`] splits the two. A trace also brings
-/// the fallback hops, which only a [`FallbackLlmAdapter`](crate::llm::FallbackLlmAdapter)'s
-/// trace sink reports: add the same sink to the engine and the chain.
+/// its [`TraceEvent::RetryScheduled`] (a task's
+/// [`TraceEvent::TaskRetryScheduled`]) splits the two. A trace also brings
+/// the fallback hops of a [`FallbackLlmAdapter`](crate::llm::FallbackLlmAdapter)
+/// called by a Paladin node: the engine's trace sinks receive them.
 #[derive(Debug, Clone)]
 pub struct Timeline<'a> {
     waypoints: &'a [Waypoint],
@@ -262,11 +263,11 @@ fn effects_of(r: &NodeExecutionRecord, attempt: u32, detail: Option<String>) -> 
 /// Key of an attempt in the trace: node, task, attempt, superstep.
 type AttemptKey = (NodeId, Option<String>, u32, u32);
 
-/// What the trace adds: backoff delays by (node, superstep, attempt about to
-/// run) and hops by attempt.
+/// What the trace adds: backoff delays by the attempt about to run (its
+/// task unset for a node's own retry) and hops by attempt.
 #[derive(Default)]
 struct TraceFacts {
-    delays: HashMap<(NodeId, u32, u32), Option<Duration>>,
+    delays: HashMap<AttemptKey, Option<Duration>>,
     hops: HashMap<AttemptKey, Vec<(String, String)>>,
 }
 
@@ -296,6 +297,22 @@ impl TraceFacts {
                     let key = (node_id.clone(), task_key.clone(), *attempt, *superstep);
                     open.retain(|k| *k != key);
                 }
+                TraceEvent::TaskRetryScheduled {
+                    thread_id,
+                    superstep,
+                    node_id,
+                    task_key,
+                    attempt,
+                    delay,
+                } if thread_id == thread => {
+                    let key = (
+                        node_id.clone(),
+                        Some(task_key.clone()),
+                        *attempt,
+                        *superstep,
+                    );
+                    facts.delays.insert(key, Some(*delay));
+                }
                 TraceEvent::RetryScheduled {
                     thread_id,
                     superstep,
@@ -303,11 +320,12 @@ impl TraceFacts {
                     attempt,
                     delay,
                 } if thread_id == thread => {
-                    // The event names no task: mustered tasks that waited
-                    // differently leave the wait unknown (the wall clock's).
+                    // The event names no task (a trace of an older version
+                    // retried tasks with it): tasks that waited differently
+                    // leave the wait unknown (the wall clock's).
                     facts
                         .delays
-                        .entry((node_id.clone(), *superstep, *attempt))
+                        .entry((node_id.clone(), None, *attempt, *superstep))
                         .and_modify(|d| {
                             if *d != Some(*delay) {
                                 *d = None;
@@ -396,9 +414,12 @@ impl Model {
                     .unwrap_or_default()
             };
             let delay_before = |attempt: u32| {
+                let task = (r.node_id.clone(), r.task_key.clone(), attempt, *superstep);
+                let node = (r.node_id.clone(), None, attempt, *superstep);
                 facts
                     .delays
-                    .get(&(r.node_id.clone(), *superstep, attempt))
+                    .get(&task)
+                    .or_else(|| facts.delays.get(&node))
                     .copied()
                     .flatten()
                     .map(|d| d.as_secs_f64() * 1000.0)

@@ -85,6 +85,11 @@ pub(super) async fn heartbeat(
         match tokio::time::timeout(left, queue.renew(&lease, ttl)).await {
             Ok(Ok(renewal)) => {
                 valid_until = sent.checked_add(ttl);
+                #[cfg(feature = "metrics")]
+                if let Some(observer) = crate::trace::observe::observer() {
+                    let due = wake.unwrap_or(sent);
+                    observer.renewed(Instant::now().saturating_duration_since(due));
+                }
                 if renewal.cancel_requested {
                     end.cancel_requested.store(true, Ordering::SeqCst);
                     run.cancel();

@@ -10,8 +10,8 @@ use tokio::time::Instant;
 
 use super::types::{claiming_graph, runs_fingerprint, to_judge, waiting_reason};
 use super::{
-    AttemptInfo, Claim, Lease, PinnedRun, Release, Renewal, RunFault, RunQueue, RunState,
-    RunStatus, Submitted, Verdict, WorkerError, WorkerInfo,
+    AttemptInfo, Claim, Lease, PinnedRun, QueueStats, Release, Renewal, RunFault, RunQueue,
+    RunState, RunStatus, Submitted, Verdict, WorkerError, WorkerInfo,
 };
 use crate::error::StoreError;
 use crate::graph::{EffectEntry, EffectOp, EffectStart};
@@ -502,6 +502,18 @@ impl RunQueue for InMemoryRunQueue {
             .collect();
         found.sort_by_key(|(order, _)| *order);
         Ok(found.into_iter().take(max).map(|(_, s)| s).collect())
+    }
+
+    async fn stats(&self) -> Result<Option<QueueStats>, WorkerError> {
+        let state = self.state.lock().await;
+        let mut stats = QueueStats::new();
+        for run in state.runs.values() {
+            stats = stats.with_runs(run.state, 1);
+            for attempt in &run.attempts {
+                stats = stats.with_claims(&attempt.outcome, 1);
+            }
+        }
+        Ok(Some(stats))
     }
 
     async fn abandon(&self, lease: &Lease) -> Result<(), WorkerError> {

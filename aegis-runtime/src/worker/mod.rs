@@ -51,8 +51,8 @@ pub use pool::{EngineFactory, WorkerPool};
 pub use queue::RunQueue;
 pub use signal::shutdown_signal;
 pub use types::{
-    AttemptInfo, Claim, GraphKey, Lease, MAX_UNREADABLE_CLAIMS, PinnedRun, Release, Renewal,
-    RunFault, RunState, RunStatus, Submitted, Verdict, WorkerInfo, unreadable_backoff,
+    AttemptInfo, Claim, GraphKey, Lease, MAX_UNREADABLE_CLAIMS, PinnedRun, QueueStats, Release,
+    Renewal, RunFault, RunState, RunStatus, Submitted, Verdict, WorkerInfo, unreadable_backoff,
 };
 
 #[cfg(feature = "postgres")]

@@ -158,6 +158,12 @@ impl WorkerPool {
                 match within(limit, "a claim", self.queue.claim(&info, free, ttl)).await {
                     Ok(claims) => {
                         claimed = claims.len();
+                        #[cfg(feature = "metrics")]
+                        if let Some(observer) = crate::trace::observe::observer()
+                            && claimed > 0
+                        {
+                            observer.claimed(claimed);
+                        }
                         for claim in claims {
                             tracing::info!(
                                 worker = %info.worker_id,
@@ -275,6 +281,10 @@ impl Shared {
                     outcome = release.outcome(),
                     "aegis worker: released"
                 );
+                #[cfg(feature = "metrics")]
+                if let Some(observer) = crate::trace::observe::observer() {
+                    observer.released(release.outcome());
+                }
                 within(limit, "a release", self.queue.release(&lease, release)).await
             }
             None => Err(WorkerError::LeaseLost {
@@ -290,6 +300,10 @@ impl Shared {
                     epoch = lease.epoch,
                     "aegis worker: lease lost; run abandoned"
                 );
+                #[cfg(feature = "metrics")]
+                if let Some(observer) = crate::trace::observe::observer() {
+                    observer.abandoned();
+                }
                 // Recorded on the side: the slot is free now, even when
                 // the queue is out of reach.
                 let queue = self.queue.clone();

@@ -14,8 +14,8 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use super::epoch_column::{epoch_from, epoch_to};
 use super::types::{to_judge, waiting_reason};
 use super::{
-    AttemptInfo, Claim, GraphKey, Lease, PinnedRun, Release, Renewal, RunFault, RunQueue, RunState,
-    RunStatus, Submitted, Verdict, WorkerError, WorkerInfo,
+    AttemptInfo, Claim, GraphKey, Lease, PinnedRun, QueueStats, Release, Renewal, RunFault,
+    RunQueue, RunState, RunStatus, Submitted, Verdict, WorkerError, WorkerInfo,
 };
 use crate::error::StoreError;
 use crate::graph::{EffectLedger, ParleyResponse};
@@ -977,6 +977,43 @@ impl RunQueue for PostgresRunQueue {
             super::state_checked(requeued, state, thread_id, |thread_id, state| {
                 WorkerError::NotQuarantined { thread_id, state }
             })
+        })
+        .await
+    }
+
+    async fn stats(&self) -> Result<Option<QueueStats>, WorkerError> {
+        self.within(async {
+            let client = self.client().await?;
+            let mut stats = QueueStats::new();
+            let runs = client
+                .query(
+                    &self.sql("SELECT state, count(*) FROM {s}.aegis_runs GROUP BY state"),
+                    &[],
+                )
+                .await
+                .map_err(backend)?;
+            for row in &runs {
+                let state: String = row.try_get(0).map_err(backend)?;
+                let n: i64 = row.try_get(1).map_err(backend)?;
+                if let Some(state) = RunState::parse(&state) {
+                    stats = stats.with_runs(state, u64::try_from(n).unwrap_or(0));
+                }
+            }
+            let claims = client
+                .query(
+                    &self.sql(
+                        "SELECT outcome, count(*) FROM {s}.aegis_run_attempts GROUP BY outcome",
+                    ),
+                    &[],
+                )
+                .await
+                .map_err(backend)?;
+            for row in &claims {
+                let outcome: String = row.try_get(0).map_err(backend)?;
+                let n: i64 = row.try_get(1).map_err(backend)?;
+                stats = stats.with_claims(&outcome, u64::try_from(n).unwrap_or(0));
+            }
+            Ok(Some(stats))
         })
         .await
     }

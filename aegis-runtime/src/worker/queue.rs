@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{
-    AttemptInfo, Claim, Lease, PinnedRun, Release, Renewal, RunState, RunStatus, Submitted,
-    Verdict, WorkerError, WorkerInfo,
+    AttemptInfo, Claim, Lease, PinnedRun, QueueStats, Release, Renewal, RunState, RunStatus,
+    Submitted, Verdict, WorkerError, WorkerInfo,
 };
 use crate::error::StoreError;
 use crate::graph::{EffectLedger, ParleyResponse};
@@ -167,6 +167,13 @@ pub trait RunQueue: Send + Sync + 'static {
     /// Returns when the queue may have changed (a submission, an answer, a
     /// release), or after `timeout`. Spurious wake-ups are allowed.
     async fn wait_for_change(&self, timeout: Duration);
+
+    /// How many runs are in each state and how the claims so far ended,
+    /// read at each metrics scrape. `None` from a queue that cannot tell
+    /// (the default, for queues written before this method).
+    async fn stats(&self) -> Result<Option<QueueStats>, WorkerError> {
+        Ok(None)
+    }
 }
 
 // Taken by value or as an `Arc` wherever a constructor keeps one.

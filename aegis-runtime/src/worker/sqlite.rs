@@ -13,8 +13,8 @@ use tokio::sync::Notify;
 use super::epoch_column::{epoch_from, epoch_to};
 use super::types::{claiming_graph, runs_fingerprint, to_judge, waiting_reason};
 use super::{
-    AttemptInfo, Claim, GraphKey, Lease, PinnedRun, Release, Renewal, RunFault, RunQueue, RunState,
-    RunStatus, Submitted, Verdict, WorkerError, WorkerInfo,
+    AttemptInfo, Claim, GraphKey, Lease, PinnedRun, QueueStats, Release, Renewal, RunFault,
+    RunQueue, RunState, RunStatus, Submitted, Verdict, WorkerError, WorkerInfo,
 };
 use crate::error::StoreError;
 use crate::graph::{EffectLedger, ParleyResponse};
@@ -830,6 +830,36 @@ impl RunQueue for SqliteRunQueue {
             }
         }
         Ok(found)
+    }
+
+    async fn stats(&self) -> Result<Option<QueueStats>, WorkerError> {
+        self.with(|c| {
+            let mut stats = QueueStats::new();
+            let mut q = c
+                .prepare_cached("SELECT state, count(*) FROM aegis_runs GROUP BY state")
+                .map_err(backend)?;
+            let rows = q
+                .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))
+                .map_err(backend)?;
+            for row in rows {
+                let (state, n) = row.map_err(backend)?;
+                if let Some(state) = RunState::parse(&state) {
+                    stats = stats.with_runs(state, u64::try_from(n).unwrap_or(0));
+                }
+            }
+            let mut q = c
+                .prepare_cached("SELECT outcome, count(*) FROM aegis_run_attempts GROUP BY outcome")
+                .map_err(backend)?;
+            let rows = q
+                .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))
+                .map_err(backend)?;
+            for row in rows {
+                let (outcome, n) = row.map_err(backend)?;
+                stats = stats.with_claims(&outcome, u64::try_from(n).unwrap_or(0));
+            }
+            Ok(Some(stats))
+        })
+        .await
     }
 
     async fn abandon(&self, lease: &Lease) -> Result<(), WorkerError> {

@@ -856,6 +856,47 @@ async fn retry_now_ends_an_unreadable_threads_backoff(kind: Kind) {
     ));
 }
 
+/// What metrics read at each scrape: runs by state, and every claim with
+/// the takeovers and abandons among them.
+async fn stats_count_runs_by_state_and_claims_by_how_they_ended(kind: Kind) {
+    let (q, _c) = queue(kind, "stats").await;
+    let g = counter_graph();
+    let (w1, w2) = (worker("w1", &g), worker("w2", &g));
+    // t1: claimed under a lease that is expired at once, taken over, the
+    // old holder abandons; t2 claimed and completed; t3 stays queued.
+    q.submit("counter", "t1", json!({})).await.unwrap();
+    let old = claim_one(&q, &w1, Duration::ZERO).await;
+    let new = claim_one(&q, &w2, TTL).await;
+    assert_eq!(new.lease.thread_id, "t1");
+    q.abandon(&old.lease).await.unwrap();
+    q.submit("counter", "t2", json!({})).await.unwrap();
+    let done = claim_one(&q, &w2, TTL).await;
+    q.release(&done.lease, Release::Completed).await.unwrap();
+    q.submit("counter", "t3", json!({})).await.unwrap();
+    let stats = q
+        .stats()
+        .await
+        .unwrap()
+        .expect("every queue of ours can tell");
+    assert_eq!(
+        (
+            stats.runs_in(RunState::Queued),
+            stats.runs_in(RunState::Running),
+            stats.runs_in(RunState::Completed),
+            stats.runs_in(RunState::Failed),
+        ),
+        (1, 1, 1, 0)
+    );
+    // The expired claim was abandoned later: its last word is `abandoned`.
+    assert_eq!((stats.claims, stats.takeovers, stats.abandons), (3, 0, 1));
+    let (q, _c) = queue(kind, "stats_takeover").await;
+    q.submit("counter", "t1", json!({})).await.unwrap();
+    claim_one(&q, &w1, Duration::ZERO).await;
+    claim_one(&q, &w2, TTL).await;
+    let stats = q.stats().await.unwrap().unwrap();
+    assert_eq!((stats.claims, stats.takeovers, stats.abandons), (2, 1, 0));
+}
+
 macro_rules! contract {
     ($($name:ident),* $(,)?) => {
         mod memory {
@@ -890,6 +931,7 @@ contract!(
     an_unreadable_answer_is_kept_and_requeue_asks_again,
     runs_lists_the_latest_first_filtered_by_state_and_graph,
     retry_now_ends_an_unreadable_threads_backoff,
+    stats_count_runs_by_state_and_claims_by_how_they_ended,
 );
 
 #[test]

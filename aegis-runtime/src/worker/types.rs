@@ -770,3 +770,58 @@ pub(crate) fn to_judge<'a>(
         g.name == graph_name && g.fingerprint != fingerprint && !verdicts.iter().any(|v| v.is_by(g))
     })
 }
+
+/// The queue at a glance, for metrics ([`RunQueue::stats`](super::RunQueue::stats)):
+/// how many runs are in each state, and how the claims so far ended.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct QueueStats {
+    /// Runs per state, each state listed once (a state with no run may be
+    /// missing). The queue's depth is the `Queued` count.
+    pub runs: Vec<(RunState, u64)>,
+    /// Claims ever made (one per epoch of every thread).
+    pub claims: u64,
+    /// Claims that took a run over from a holder whose lease expired (the
+    /// earlier claim's outcome is `expired`).
+    pub takeovers: u64,
+    /// Claims given up by their worker after it lost the lease
+    /// (`abandoned`).
+    pub abandons: u64,
+}
+
+impl QueueStats {
+    /// No run, no claim.
+    pub fn new() -> Self {
+        QueueStats::default()
+    }
+
+    /// Adds `count` runs in `state`.
+    #[must_use]
+    pub fn with_runs(mut self, state: RunState, count: u64) -> Self {
+        match self.runs.iter_mut().find(|(s, _)| *s == state) {
+            Some((_, n)) => *n = n.saturating_add(count),
+            None => self.runs.push((state, count)),
+        }
+        self
+    }
+
+    /// Counts `count` claims that ended as `outcome` ([`AttemptInfo::outcome`]).
+    #[must_use]
+    pub fn with_claims(mut self, outcome: &str, count: u64) -> Self {
+        self.claims = self.claims.saturating_add(count);
+        match outcome {
+            "expired" => self.takeovers = self.takeovers.saturating_add(count),
+            "abandoned" => self.abandons = self.abandons.saturating_add(count),
+            _ => {}
+        }
+        self
+    }
+
+    /// The runs in `state`.
+    pub fn runs_in(&self, state: RunState) -> u64 {
+        self.runs
+            .iter()
+            .find(|(s, _)| *s == state)
+            .map_or(0, |(_, n)| *n)
+    }
+}

@@ -91,6 +91,13 @@ impl<S: WaypointStore> WarEngine<S> {
         if let Some(origin) = &origin {
             tracing::debug!(node_id = %node_id, origin = %origin, "served from the node cache");
         }
+        let span = tracing::Span::current();
+        if !span.is_disabled() {
+            span.record("cache_hit", true);
+            if let Some(origin) = &origin {
+                span.record("cache_origin", tracing::field::display(origin));
+            }
+        }
         self.emit_with(tracing::Level::DEBUG, || TraceEvent::NodeFinished {
             thread_id: act.thread_id.to_string(),
             superstep: act.superstep,

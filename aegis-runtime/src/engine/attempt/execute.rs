@@ -14,7 +14,9 @@ use crate::graph::{Directive, NodeContext, NodeSpec, ParleyRequest, StateNode, T
 use crate::graph::{Paladin, Served};
 use crate::paladin::{PaladinPort, parse_and_check};
 use crate::state::{Battlefield, FieldName, StateDelta};
+use crate::trace::ambient;
 use crate::waypoint::WaypointStore;
+use tracing::Instrument;
 
 impl<S: WaypointStore> WarEngine<S> {
     /// Executes a node once; a panic is caught as a `Panic` error.
@@ -65,6 +67,12 @@ impl<S: WaypointStore> WarEngine<S> {
                 }
                 .boxed()
             }
+            NodeSpec::Paladin { .. } => {
+                let run = AssertUnwindSafe(self.execute(act, state, &ctx)).catch_unwind();
+                return ambient::within(self.hop_relay(&node_id), run)
+                    .await
+                    .unwrap_or_else(|payload| Err(panicked(payload)));
+            }
             _ => {
                 return AssertUnwindSafe(self.execute(act, state, &ctx))
                     .catch_unwind()
@@ -72,6 +80,13 @@ impl<S: WaypointStore> WarEngine<S> {
                     .unwrap_or_else(|payload| Err(panicked(payload)));
             }
         };
+        // A Paladin's hops reach the engine's listeners from its own task.
+        let job = match act.spec {
+            NodeSpec::Paladin { .. } => ambient::within(self.hop_relay(&node_id), job).boxed(),
+            _ => job,
+        };
+        // The attempt's span goes with it onto its own task.
+        let job = job.instrument(tracing::Span::current());
         // Aborted when its driver gives up on it (a timeout, a shutdown, a
         // dropped run): a task still running then would only burn time.
         let mut task = AbortOnDropHandle::new(tokio::spawn(job));

@@ -20,6 +20,7 @@ mod execute;
 mod handler;
 mod intercept;
 mod record;
+mod relay;
 mod retry;
 
 use tracing::Instrument;
@@ -51,8 +52,56 @@ impl Drop for NotesGuard<'_> {
 }
 
 impl<S: WaypointStore> WarEngine<S> {
-    /// Runs one activation to its end: success, final failure or shutdown.
+    /// Runs one activation to its end: success, final failure or shutdown,
+    /// in its `aegis.node` span (cache lookup, attempts, backoffs, handler).
     pub(crate) async fn run_activation(
+        &self,
+        act: &ActivationCtx<'_>,
+        state: &Battlefield,
+        activation: &Activation,
+    ) -> ActivationResult {
+        let span = tracing::debug_span!(
+            "aegis.node",
+            otel.name = tracing::field::Empty,
+            otel.status_code = tracing::field::Empty,
+            thread_id = %act.thread_id,
+            superstep = act.superstep,
+            node_id = %activation.node_id,
+            task_key = act.task.map(|t| t.task_key.as_str()),
+            cache_hit = tracing::field::Empty,
+            cache_origin = tracing::field::Empty,
+            outcome = tracing::field::Empty,
+        );
+        if span.is_disabled() {
+            return self.activation_in(act, state, activation).await;
+        }
+        span.record(
+            "otel.name",
+            match act.task {
+                Some(t) => format!("{}[{}]", activation.node_id, t.task_key),
+                None => activation.node_id.to_string(),
+            },
+        );
+        // Pinned in place: the span wraps a pointer, not a move of the
+        // whole activation future.
+        let result = {
+            let run = std::pin::pin!(self.activation_in(act, state, activation));
+            run.instrument(span.clone()).await
+        };
+        let (outcome, failed) = match &result {
+            ActivationResult::Done { handled: None, .. } => ("succeeded", false),
+            ActivationResult::Done { .. } => ("handled", true),
+            ActivationResult::Failed { .. } => ("failed", true),
+            ActivationResult::Shutdown { .. } => ("shutdown", false),
+        };
+        span.record("outcome", outcome);
+        if failed {
+            span.record("otel.status_code", "ERROR");
+        }
+        result
+    }
+
+    async fn activation_in(
         &self,
         act: &ActivationCtx<'_>,
         state: &Battlefield,
@@ -79,18 +128,17 @@ impl<S: WaypointStore> WarEngine<S> {
                 Some(found) => found,
                 None => self.cache_lookup(act, key, &rec).await,
             };
-            if let Some(entry) = found.into_hit() {
+            let hit = found.into_hit();
+            #[cfg(feature = "metrics")]
+            if let Some(observer) = crate::trace::observe::observer() {
+                observer.cache_lookup(node_id, hit.is_some());
+            }
+            if let Some(entry) = hit {
                 return self.served(act, entry, node_id, &mut rec);
             }
+            tracing::Span::current().record("cache_hit", false);
         }
-        let span =
-            tracing::debug_span!("aegis.node", node_id = %node_id, superstep = act.superstep);
-        // Pinned in place: the span wraps a pointer, not a move of the
-        // whole attempt future.
-        let mut result = {
-            let attempts = std::pin::pin!(self.attempts(act, state, node_id, &mut rec));
-            attempts.instrument(span).await
-        };
+        let mut result = self.attempts(act, state, node_id, &mut rec).await;
         // What became of the node's effects, onto its record (a load of a
         // counter for a node that made none).
         if let Some(scope) = &self.effects {
@@ -184,7 +232,36 @@ impl<S: WaypointStore> WarEngine<S> {
                     return stop;
                 }
             }
-            let error = match self.traced_attempt(act, state, node_id, attempt, rec).await {
+            let span = tracing::debug_span!(
+                "aegis.attempt",
+                otel.status_code = tracing::field::Empty,
+                attempt,
+                outcome = tracing::field::Empty,
+                transience = tracing::field::Empty,
+                timeout = tracing::field::Empty,
+                error = tracing::field::Empty,
+                served_by = tracing::field::Empty,
+                chain_position = tracing::field::Empty,
+                model = tracing::field::Empty,
+                retry_after_ms = tracing::field::Empty,
+                retry_delay_ms = tracing::field::Empty,
+                retry_skipped = tracing::field::Empty,
+                retry_remaining_ms = tracing::field::Empty,
+            );
+            // Awaited where it is built either way: a future held in a local
+            // and then awaited is moved (copied) into the await.
+            let end = if span.is_disabled() {
+                self.traced_attempt(act, state, node_id, attempt, rec).await
+            } else {
+                let end = {
+                    let traced =
+                        std::pin::pin!(self.traced_attempt(act, state, node_id, attempt, rec));
+                    traced.instrument(span.clone()).await
+                };
+                record::attempt_span(&span, &end, rec);
+                end
+            };
+            let error = match end {
                 // Without interceptors, no `after` future to build and
                 // move the directive through: every success comes here.
                 AttemptEnd::Done(directive) if self.interceptors.is_empty() => {
@@ -196,7 +273,10 @@ impl<S: WaypointStore> WarEngine<S> {
                 AttemptEnd::Shutdown => return rec.shutdown(attempt),
                 AttemptEnd::Error(error) => error,
             };
-            match self.next_attempt(act, node_id, &error, attempt, rec).await {
+            match self
+                .next_attempt(act, node_id, &error, attempt, rec, &span)
+                .await
+            {
                 Next::Retry => attempt += 1,
                 Next::Shutdown => return rec.shutdown(attempt + 1),
                 Next::GiveUp { budget_exhausted } => {

@@ -386,3 +386,36 @@ impl<S: WaypointStore> WarEngine<S> {
 pub(super) fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
+
+/// Records how an attempt ended on its `aegis.attempt` span.
+pub(super) fn attempt_span(span: &tracing::Span, end: &AttemptEnd, rec: &Recorder) {
+    use crate::error::NodeErrorSource;
+    match end {
+        AttemptEnd::Done(_) => {
+            span.record("outcome", "succeeded");
+            if let Some(served) = rec.served.peek() {
+                if let Some(by) = &served.served_by {
+                    span.record("served_by", by.as_str());
+                }
+                if let Some(position) = served.chain_position {
+                    span.record("chain_position", position);
+                }
+                if let Some(model) = &served.model {
+                    span.record("model", model.as_str());
+                }
+            }
+        }
+        AttemptEnd::Error(e) => {
+            span.record("outcome", "failed");
+            span.record("otel.status_code", "ERROR");
+            span.record("transience", tracing::field::display(e.transience));
+            span.record("error", tracing::field::display(&e.source));
+            if let NodeErrorSource::Timeout(kind) = &e.source {
+                span.record("timeout", tracing::field::display(kind));
+            }
+        }
+        AttemptEnd::Shutdown => {
+            span.record("outcome", "shutdown");
+        }
+    }
+}

@@ -10,6 +10,7 @@ use rand::rngs::StdRng;
 use std::hash::Hasher;
 use std::time::Duration;
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use super::activation::ActivationCtx;
 use super::deadline::sleep_opt;
@@ -48,6 +49,7 @@ impl<S: WaypointStore> WarEngine<S> {
         error: &NodeError,
         attempt: u32,
         rec: &mut Recorder,
+        span: &tracing::Span,
     ) -> Next {
         // A run-deadline cut is never retried; a run with nothing left to
         // spend is out of budget too (no handler runs).
@@ -76,7 +78,20 @@ impl<S: WaypointStore> WarEngine<S> {
             None => policy.delay_before(next, &mut rand::rng()),
         };
         let delay = policy.wait_with_hint(delay, error.retry_after);
+        // The failed attempt's span says what comes next: the wait (the
+        // backoff, floored by a Retry-After hint the policy respects), or
+        // why there is no retry.
+        if !span.is_disabled() {
+            span.record("retry_delay_ms", millis(delay));
+            if let Some(hint) = error.retry_after.filter(|_| policy.respect_retry_after) {
+                span.record("retry_after_ms", millis(hint));
+            }
+        }
         if let Some(skip) = self.budget_skip(act, delay) {
+            if !span.is_disabled() {
+                span.record("retry_skipped", tracing::field::display(skip.bound));
+                span.record("retry_remaining_ms", millis(skip.remaining));
+            }
             self.emit(TraceEvent::RetrySkipped {
                 thread_id: act.thread_id.to_string(),
                 superstep: act.superstep,
@@ -114,14 +129,28 @@ impl<S: WaypointStore> WarEngine<S> {
                 budget_exhausted: spend_out,
             };
         }
-        self.emit(TraceEvent::RetryScheduled {
-            thread_id: act.thread_id.to_string(),
-            superstep: act.superstep,
-            node_id: node_id.clone(),
-            attempt: next,
-            delay,
+        self.emit(match act.task {
+            Some(task) => TraceEvent::TaskRetryScheduled {
+                thread_id: act.thread_id.to_string(),
+                superstep: act.superstep,
+                node_id: node_id.clone(),
+                task_key: task.task_key.clone(),
+                attempt: next,
+                delay,
+            },
+            None => TraceEvent::RetryScheduled {
+                thread_id: act.thread_id.to_string(),
+                superstep: act.superstep,
+                node_id: node_id.clone(),
+                attempt: next,
+                delay,
+            },
         });
-        self.backoff(delay, act.run_deadline).await
+        let span = tracing::debug_span!("aegis.backoff", attempt = next, delay_ms = millis(delay));
+        if span.is_disabled() {
+            return self.backoff(delay, act.run_deadline).await;
+        }
+        self.backoff(delay, act.run_deadline).instrument(span).await
     }
 
     /// The deadline a wait of `delay` starting now would reach or overrun,

@@ -9,7 +9,7 @@
 //! [`StreamEvent::Finished`], and [`StreamEvent::AttemptAbandoned`], which
 //! tells the consumer to discard tokens it already holds.
 
-mod events;
+pub(super) mod events;
 mod run_stream;
 pub(super) mod tap;
 

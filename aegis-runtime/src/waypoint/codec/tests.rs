@@ -390,7 +390,10 @@ fn fixture_thread_v1() -> Vec<Waypoint> {
         seq: 2,
         superstep: 2,
         status: WaypointStatus::Failed {
-            error: node_error.to_string(),
+            // The text as the version that wrote the fixtures displayed the
+            // error: stored data, not this version's `Display`.
+            error: "node `b` failed on attempt 2 (transient): llm openai (HTTP 503): upstream overloaded"
+                .to_string(),
             node_error: Some(Box::new(node_error.clone())),
         },
         state: s1.clone(),
