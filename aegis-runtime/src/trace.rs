@@ -272,24 +272,6 @@ pub enum TraceEvent {
         /// The wait before it, jitter included.
         delay: Duration,
     },
-    /// A mustered task's failed attempt will be retried after `delay`: what
-    /// [`TraceEvent::RetryScheduled`] says of a node's own activation, with
-    /// the task it retries.
-    #[non_exhaustive]
-    TaskRetryScheduled {
-        /// The thread (a Battalion child's attempts carry the child thread).
-        thread_id: String,
-        /// The superstep of the attempt, in that thread.
-        superstep: u32,
-        /// The node.
-        node_id: NodeId,
-        /// The task key.
-        task_key: String,
-        /// The attempt about to run.
-        attempt: u32,
-        /// The wait before it, jitter included.
-        delay: Duration,
-    },
     /// A retry was not scheduled: its wait would end at or after the run
     /// budget or an enclosing deadline, so the node fails at once with its
     /// last error (and its `on_error` handler runs, in the time left).
@@ -320,6 +302,66 @@ pub enum TraceEvent {
         from_provider: String,
         /// The provider tried next.
         to_provider: String,
+    },
+    /// A node's `on_error` handler took over its final failure; its
+    /// directive takes the node's place.
+    HandlerRan {
+        /// The thread (a Battalion child's nodes carry the child thread).
+        thread_id: String,
+        /// The superstep of the failure, in that thread.
+        superstep: u32,
+        /// The node.
+        node_id: NodeId,
+        /// The task key, for a mustered task.
+        task_key: Option<String>,
+        /// The handler's kind: `route`, `absorb` or `custom`.
+        handler: &'static str,
+    },
+    /// A node asked a human (a Gate, or a node returning a parley); the run
+    /// stops `AwaitingInput` at this superstep's barrier.
+    ParleyRaised {
+        /// The thread.
+        thread_id: String,
+        /// The superstep that raised it.
+        superstep: u32,
+        /// The node waiting for the answer.
+        node_id: NodeId,
+        /// The question.
+        prompt: String,
+    },
+    /// A superstep's barrier was written.
+    SuperstepFinished {
+        /// The thread.
+        thread_id: String,
+        /// The superstep's number.
+        superstep: u32,
+        /// The activations of the next superstep.
+        next: Vec<NodeId>,
+    },
+    /// A start or resume call ended.
+    RunFinished {
+        /// The thread.
+        thread_id: String,
+        /// `Completed`, `Failed`, `Halted` or `AwaitingInput`.
+        outcome: &'static str,
+    },
+    /// A mustered task's failed attempt will be retried after `delay`: what
+    /// [`TraceEvent::RetryScheduled`] says of a node's own activation, with
+    /// the task it retries.
+    #[non_exhaustive]
+    TaskRetryScheduled {
+        /// The thread (a Battalion child's attempts carry the child thread).
+        thread_id: String,
+        /// The superstep of the attempt, in that thread.
+        superstep: u32,
+        /// The node.
+        node_id: NodeId,
+        /// The task key.
+        task_key: String,
+        /// The attempt about to run.
+        attempt: u32,
+        /// The wait before it, jitter included.
+        delay: Duration,
     },
     /// A retry or a fallback hop was not sent: its expected spend would
     /// pass what is left of the budget, the provider is too dear next to
@@ -364,20 +406,6 @@ pub enum TraceEvent {
         /// What was left of its budget, when it had one.
         remaining: Option<crate::policy::Remaining>,
     },
-    /// A node's `on_error` handler took over its final failure; its
-    /// directive takes the node's place.
-    HandlerRan {
-        /// The thread (a Battalion child's nodes carry the child thread).
-        thread_id: String,
-        /// The superstep of the failure, in that thread.
-        superstep: u32,
-        /// The node.
-        node_id: NodeId,
-        /// The task key, for a mustered task.
-        task_key: Option<String>,
-        /// The handler's kind: `route`, `absorb` or `custom`.
-        handler: &'static str,
-    },
     /// What became of one of a node's effects
     /// ([`NodeContext::effect`](crate::graph::NodeContext::effect)) in one
     /// attempt, emitted when its activation ends (in the order they
@@ -400,34 +428,6 @@ pub enum TraceEvent {
         key: String,
         /// What became of it.
         outcome: EffectOutcome,
-    },
-    /// A node asked a human (a Gate, or a node returning a parley); the run
-    /// stops `AwaitingInput` at this superstep's barrier.
-    ParleyRaised {
-        /// The thread.
-        thread_id: String,
-        /// The superstep that raised it.
-        superstep: u32,
-        /// The node waiting for the answer.
-        node_id: NodeId,
-        /// The question.
-        prompt: String,
-    },
-    /// A superstep's barrier was written.
-    SuperstepFinished {
-        /// The thread.
-        thread_id: String,
-        /// The superstep's number.
-        superstep: u32,
-        /// The activations of the next superstep.
-        next: Vec<NodeId>,
-    },
-    /// A start or resume call ended.
-    RunFinished {
-        /// The thread.
-        thread_id: String,
-        /// `Completed`, `Failed`, `Halted` or `AwaitingInput`.
-        outcome: &'static str,
     },
 }
 

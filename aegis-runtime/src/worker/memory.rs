@@ -32,6 +32,12 @@ pub struct InMemoryRunQueue {
     changed: Notify,
 }
 
+// As before the state was shared with the effect ledgers: an `Arc` of a
+// tokio mutex is not `UnwindSafe` by itself, yet a panic leaves the queue
+// as consistent as it left the unshared mutex (every update is made under
+// the lock, and tokio's mutex does not poison).
+impl std::panic::UnwindSafe for InMemoryRunQueue {}
+
 #[derive(Debug, Default)]
 struct State {
     runs: HashMap<String, Run>,
