@@ -2,25 +2,9 @@
 //! ids, node names, error texts and prompts are whatever a user, a node or
 //! a provider made them.
 
-/// `s` safe as HTML text and inside a quoted attribute: `&`, `<`, `>`, `"`
-/// and `'` become character references; a control character other than a
-/// line break or a tab becomes U+FFFD, so nothing invisible reaches the page.
-pub(crate) fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            '\n' | '\t' => out.push(c),
-            c if c.is_control() => out.push('\u{FFFD}'),
-            c => out.push(c),
-        }
-    }
-    out
-}
+/// `s` safe as HTML text and inside a quoted attribute: the timeline's
+/// escape, so every page Aegis writes escapes alike.
+pub(crate) use crate::render::esc as escape;
 
 /// `s` as one query-string value: every byte but the unreserved ones
 /// (`A-Z a-z 0-9 - . _ ~`) percent-encoded, so a thread id with `&`, `#`,

@@ -3,9 +3,11 @@
 use std::fmt::Write;
 
 /// `s` safe as HTML/SVG text and inside a quoted attribute: `&`, `<`, `>`,
-/// `"` and `'` become character references; control characters other than
-/// a line break become a space.
-pub(super) fn esc(s: &str) -> String {
+/// `"` and `'` become character references; a control character other than
+/// a line break or a tab becomes U+FFFD, so nothing invisible reaches the
+/// page. The one escape of every page Aegis writes (the timeline and the
+/// console).
+pub(crate) fn esc(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {
@@ -14,8 +16,8 @@ pub(super) fn esc(s: &str) -> String {
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&#39;"),
-            '\n' => out.push('\n'),
-            c if c.is_control() => out.push(' '),
+            '\n' | '\t' => out.push(c),
+            c if c.is_control() => out.push('\u{FFFD}'),
             c => out.push(c),
         }
     }
@@ -78,7 +80,7 @@ mod tests {
     fn escapes_markup_and_quotes() {
         assert_eq!(
             esc("<script>alert('x')</script>&\"\u{7}"),
-            "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;&amp;&quot; "
+            "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;&amp;&quot;\u{FFFD}"
         );
     }
 

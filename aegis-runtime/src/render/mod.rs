@@ -6,4 +6,5 @@
 mod html;
 mod timeline;
 
+pub(crate) use html::esc;
 pub use timeline::{Timeline, timeline};
