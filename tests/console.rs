@@ -161,6 +161,22 @@ async fn every_page_renders_the_demo_fleet() {
     // once, each retried.
     assert!(run.contains("run timeout elapsed"), "{run}");
     assert!(run.contains("llm: all 2 providers failed; last: anthropic-backup: HTTP 502"));
+    // The hops, from the records alone: the one inside the failed call on
+    // its row, and the one before the answer on the success's.
+    assert!(
+        run.contains(
+            "<br>fallback hop from <code>openai-primary</code> to <code>anthropic-backup</code>: \
+             ProviderError: "
+        ),
+        "{run}"
+    );
+    assert!(
+        run.contains(
+            "served by <code>anthropic-backup</code> (chain position 1) after hop from \
+             <code>openai-primary</code>: ProviderError: "
+        ),
+        "{run}"
+    );
     // The attempt table redacts the credential the provider echoed.
     assert!(run.contains("[REDACTED]"));
     assert!(!run.contains("sk-demo-"), "a secret reached the page");
@@ -208,6 +224,10 @@ async fn every_page_renders_the_demo_fleet() {
             "<td class=\"nw\"><b>anthropic-backup</b></td><td>1</td><td>1</td><td>1</td>"
         )
     );
+    // Hops away from the primary and onto the backup, counted from the
+    // records (the one inside the call that succeeded included).
+    assert!(providers.contains("<td>0 / 2</td>"), "{providers}");
+    assert!(providers.contains("<td>2 / 0</td>"), "{providers}");
     assert!(providers.contains("Circuit-breaker state is not recorded in the fleet"));
     assert!(!providers.contains("sk-demo-"));
 

@@ -9,7 +9,7 @@
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::policy::{Money, Price, PriceTable, Remaining, Skip, Spend, SpendBudget};
+use crate::policy::{HopNote, Money, Price, PriceTable, Remaining, Skip, Spend, SpendBudget};
 
 /// One run's prices, budget and spend so far.
 #[derive(Debug, Default)]
@@ -91,6 +91,7 @@ struct Attempt {
     before: Spend,
     spent: Mutex<Spend>,
     skips: Mutex<Vec<Skip>>,
+    hops: Mutex<Vec<HopNote>>,
     /// What the attempt's first request was expected to spend.
     expected: Mutex<Option<Spend>>,
 }
@@ -118,6 +119,7 @@ impl SpendMeter {
             before,
             spent: Mutex::new(Spend::default()),
             skips: Mutex::new(Vec::new()),
+            hops: Mutex::new(Vec::new()),
             expected: Mutex::new(None),
         })))
     }
@@ -192,6 +194,14 @@ impl SpendMeter {
         }
     }
 
+    /// Records a fallback hop, for the attempt's record (its attempt
+    /// number is the engine's to set).
+    pub(crate) fn hopped(&self, hop: impl FnOnce() -> HopNote) {
+        if let Some(a) = &self.0 {
+            lock(&a.hops).push(hop());
+        }
+    }
+
     /// Notes what a request of the attempt is expected to spend; the first
     /// one stands for the attempt (a retry resends it).
     pub(crate) fn expect(&self, spend: Spend) {
@@ -215,6 +225,14 @@ impl SpendMeter {
         self.0
             .as_ref()
             .map(|a| std::mem::take(&mut *lock(&a.skips)))
+            .unwrap_or_default()
+    }
+
+    /// Takes the hops recorded so far.
+    pub(crate) fn take_hops(&self) -> Vec<HopNote> {
+        self.0
+            .as_ref()
+            .map(|a| std::mem::take(&mut *lock(&a.hops)))
             .unwrap_or_default()
     }
 }

@@ -15,7 +15,7 @@ use super::{
 };
 use crate::error::{KnownSecrets, LlmError, ProviderAttempt, Transience};
 use crate::graph::SpendMeter;
-use crate::policy::{Money, Skip, SkipReason, SkippedStep, Spend};
+use crate::policy::{HopNote, Money, Skip, SkipReason, SkippedStep, Spend};
 use crate::share::IntoShared;
 use crate::trace::{TraceEvent, TraceSink, ambient};
 
@@ -409,16 +409,27 @@ impl FallbackLlmAdapter {
 
     /// Reports the move from element `from`, which failed with `error`, to
     /// element `to`.
-    fn hop(&self, from: usize, to: usize, error: &LlmError) {
+    fn hop(&self, from: usize, to: usize, error: &LlmError, meter: &SpendMeter) {
+        let position = to;
         let from = self.chain[from].get_provider_name();
         let to = self.chain[to].get_provider_name();
+        let excerpt = self.secrets.redact_excerpt(&error.to_string());
         tracing::warn!(
             from_provider = from,
             to_provider = to,
             transience = %error.transience(),
-            error = %self.secrets.redact_excerpt(&error.to_string()),
+            error = %excerpt,
             "model fallback hop"
         );
+        // On the attempt's record too (inside an engine attempt), so the
+        // run read from its waypoints alone shows the hop.
+        meter.hopped(|| {
+            let reason = match crate::error::NodeErrorSource::from(error) {
+                crate::error::NodeErrorSource::Llm { kind, .. } => format!("{kind}: {excerpt}"),
+                _ => excerpt,
+            };
+            HopNote::new(0, from, to, position, error.transience(), reason)
+        });
         #[cfg(feature = "metrics")]
         if let Some(observer) = crate::trace::observe::observer() {
             observer.hop(from, to);
@@ -523,7 +534,7 @@ impl LlmPort for FallbackLlmAdapter {
                 continue;
             }
             if let (Some(e), Some(from)) = (&failed, tried) {
-                self.hop(from, i, e);
+                self.hop(from, i, e, &meter);
             }
             tried = Some(i);
             let span = provider_span(port.get_provider_name(), i);
@@ -565,7 +576,7 @@ impl LlmPort for FallbackLlmAdapter {
                 continue;
             }
             if let (Some(e), Some(from)) = (&failed, tried) {
-                self.hop(from, i, e);
+                self.hop(from, i, e, &meter);
             }
             tried = Some(i);
             let deadlines = self.deadlines_at(i, first_chunk);

@@ -2,6 +2,7 @@
 
 mod aegis;
 pub(crate) mod backoff;
+mod hop;
 mod validate;
 
 pub use crate::spend::{
@@ -12,4 +13,5 @@ pub use aegis::{
     Aegis, CacheKeySpec, CachePolicy, CacheScope, DEFAULT_MAX_RETRY_AFTER, ErrorHandlerSpec,
     RetryPolicy, RetryPredicate, TimeoutPolicy,
 };
+pub use hop::HopNote;
 pub(crate) use validate::{retry_problems, timeout_problems};

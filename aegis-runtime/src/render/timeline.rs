@@ -58,7 +58,10 @@ pub fn timeline(waypoints: &[Waypoint]) -> String {
 /// its [`TraceEvent::RetryScheduled`] (a task's
 /// [`TraceEvent::TaskRetryScheduled`]) splits the two. A trace also brings
 /// the fallback hops of a [`FallbackLlmAdapter`](crate::llm::FallbackLlmAdapter)
-/// called by a Paladin node: the engine's trace sinks receive them.
+/// called by a Paladin node (the engine's trace sinks receive them); without
+/// one, the hops come from the records
+/// ([`NodeExecutionRecord::hops`](crate::waypoint::NodeExecutionRecord::hops)),
+/// an attempt's drawn once either way.
 #[derive(Debug, Clone)]
 pub struct Timeline<'a> {
     waypoints: &'a [Waypoint],
@@ -406,12 +409,21 @@ impl Model {
                 end = end.max(finish);
                 continue;
             }
+            // The traced hops when the trace has the attempt's, else the
+            // record's (a timeline drawn from waypoints alone): never both,
+            // so a hop is drawn once.
             let hops_of = |attempt: u32| {
                 facts
                     .hops
                     .get(&(r.node_id.clone(), r.task_key.clone(), attempt, *superstep))
                     .cloned()
-                    .unwrap_or_default()
+                    .unwrap_or_else(|| {
+                        r.hops
+                            .iter()
+                            .filter(|h| h.attempt == attempt)
+                            .map(|h| (h.from_provider.clone(), h.to_provider.clone()))
+                            .collect()
+                    })
             };
             let delay_before = |attempt: u32| {
                 let task = (r.node_id.clone(), r.task_key.clone(), attempt, *superstep);

@@ -137,6 +137,7 @@ impl PlainRecord {
             && r.spend.is_none()
             && r.skips.is_empty()
             && r.effects.is_empty()
+            && r.hops.is_empty()
     }
 
     /// `r`, which [`fits`](Self::fits).
@@ -157,6 +158,7 @@ impl PlainRecord {
             spend: _,
             skips: _,
             effects: _,
+            hops: _,
         } = r;
         PlainRecord {
             node_id,
@@ -188,6 +190,7 @@ impl PlainRecord {
             spend: None,
             skips: Vec::new(),
             effects: Vec::new(),
+            hops: Vec::new(),
         }
     }
 }
@@ -322,6 +325,7 @@ mod tests {
             spend: None,
             skips: Vec::new(),
             effects: Vec::new(),
+            hops: Vec::new(),
         }
     }
 

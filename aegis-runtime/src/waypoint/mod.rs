@@ -10,6 +10,7 @@ mod store;
 mod types;
 mod visits;
 
+pub use crate::policy::HopNote;
 pub use chronicle::{Chronicle, GraphMove};
 pub(crate) use draft::Draft;
 pub use effects::InMemoryEffectLedger;

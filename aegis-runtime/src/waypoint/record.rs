@@ -95,6 +95,13 @@ pub struct NodeExecutionRecord {
     /// without effects.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub effects: Vec<crate::graph::EffectNote>,
+    /// The fallback hops inside the activation's attempts (a Paladin
+    /// node's chain moving from one provider to the next), in order, each
+    /// with its attempt: the record of a call that succeeded after hopping
+    /// says so. Absent in older waypoints and for activations that never
+    /// hopped.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hops: Vec<crate::policy::HopNote>,
 }
 
 impl NodeExecutionRecord {
@@ -154,6 +161,13 @@ impl NodeExecutionRecord {
         self.skips = skips;
         self
     }
+
+    /// Sets [`hops`](Self::hops): the fallback hops inside the attempts.
+    #[must_use]
+    pub fn with_hops(mut self, hops: Vec<crate::policy::HopNote>) -> Self {
+        self.hops = hops;
+        self
+    }
 }
 
 impl NodeExecutionRecord {
@@ -181,6 +195,7 @@ impl NodeExecutionRecord {
             spend: None,
             skips: Vec::new(),
             effects: Vec::new(),
+            hops: Vec::new(),
         }
     }
 }

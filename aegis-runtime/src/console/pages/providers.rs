@@ -21,6 +21,11 @@ pub(crate) struct ProviderHealth {
     /// The latest attempt its circuit breaker refused (`CircuitOpen`): when,
     /// and the cool-down it had left then.
     pub(crate) breaker_open: Option<(SystemTime, Option<Duration>)>,
+    /// Fallback hops away from it (it failed, the chain moved on), from
+    /// the records' hop notes: those inside calls that then succeeded too.
+    pub(crate) hops_away: usize,
+    /// Fallback hops onto it.
+    pub(crate) hops_onto: usize,
 }
 
 /// Adds what `history` records of providers to `health`.
@@ -33,6 +38,12 @@ pub(crate) fn tally_providers(history: &[Waypoint], health: &mut BTreeMap<String
             }
             if let Some(p) = r.cache_origin.as_ref().and_then(|o| o.served_by.as_ref()) {
                 health.entry(p.clone()).or_default().cache_served += 1;
+            }
+            for hop in &r.hops {
+                let away = health.entry(hop.from_provider.clone()).or_default();
+                away.hops_away += 1;
+                away.threads.insert(w.thread_id.to_string());
+                health.entry(hop.to_provider.clone()).or_default().hops_onto += 1;
             }
             for a in &r.attempts {
                 let NodeErrorSource::Llm {
@@ -82,8 +93,9 @@ pub(crate) fn providers(
          closed since. What the queue's rows do record is every failed \
          LLM attempt with its provider, status and transience; below, those of the latest {scanned} \
          run{} (and which providers served cached results). A fallback chain that failed as a \
-         whole counts against its last provider; hops inside a call that succeeded leave no \
-         row.</div>",
+         whole counts against its last provider; every fallback hop, those inside a call that \
+         then succeeded included, counts in the hops column (away from the provider that \
+         failed, onto the next).</div>",
         if scanned == 1 { "" } else { "s" }
     );
     if health.is_empty() {
@@ -93,7 +105,7 @@ pub(crate) fn providers(
     b.push_str(
         "<table><thead><tr><th>Provider</th><th>Failed attempts</th><th>Transient</th>\
          <th>Threads</th><th>By kind</th><th>Last failure</th><th>Breaker (as recorded)</th>\
-         <th>Cache entries served</th></tr></thead><tbody>",
+         <th>Hops (away / onto)</th><th>Cache entries served</th></tr></thead><tbody>",
     );
     for (name, h) in health {
         let kinds: Vec<String> = h
@@ -127,12 +139,14 @@ pub(crate) fn providers(
         };
         let _ = write!(
             b,
-            "<tr><td class=\"nw\"><b>{}</b></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"wrap\">{last}</td><td>{breaker}</td><td>{}</td></tr>",
+            "<tr><td class=\"nw\"><b>{}</b></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"wrap\">{last}</td><td>{breaker}</td><td>{} / {}</td><td>{}</td></tr>",
             escape(name),
             h.failures,
             h.transient,
             h.threads.len(),
             kinds.join("<br>"),
+            h.hops_away,
+            h.hops_onto,
             h.cache_served
         );
     }
@@ -195,5 +209,40 @@ mod tests {
         assert!(page.contains("cool-down 30s left then"), "{page}");
         assert!(page.contains("ProviderError (HTTP 503) × 1"));
         assert!(!page.contains("sk-live-0123456789abcdef"), "{page}");
+    }
+
+    #[test]
+    fn hops_inside_a_call_that_succeeded_count_per_provider() {
+        use crate::error::Transience;
+        use crate::id::NodeId;
+        use crate::waypoint::{HopNote, NodeExecutionRecord};
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let mut w = Waypoint::new(
+            "t1",
+            1,
+            WaypointStatus::Running,
+            crate::state::Battlefield::new(),
+        );
+        w.records = vec![
+            NodeExecutionRecord::new(NodeId::new("ask"), NodeStatus::Succeeded, 1, t0, 50)
+                .with_hops(vec![HopNote::new(
+                    1,
+                    "openai",
+                    "anthropic",
+                    1,
+                    Transience::Transient,
+                    "ProviderError: overloaded",
+                )]),
+        ];
+        let mut health = BTreeMap::new();
+        tally_providers(&[w.clone(), w], &mut health);
+        assert_eq!(
+            (health["openai"].hops_away, health["openai"].hops_onto),
+            (1, 0)
+        );
+        assert_eq!(health["anthropic"].hops_onto, 1);
+        assert_eq!(health["openai"].failures, 0);
+        let page = providers(&health, 1, t0);
+        assert!(page.contains("<td>1 / 0</td>"), "{page}");
     }
 }

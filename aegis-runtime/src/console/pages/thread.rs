@@ -8,7 +8,7 @@ use super::list::{RunRow, reason};
 use super::{Nav, action_form, clip, layout, short_fp, state_badge, when};
 use crate::console::escape::{escape, url_encode};
 use crate::error::{NodeErrorSource, redact_secrets};
-use crate::waypoint::{NodeStatus, Waypoint, WaypointStatus};
+use crate::waypoint::{HopNote, NodeExecutionRecord, NodeStatus, Waypoint, WaypointStatus};
 use crate::worker::{AttemptInfo, RunState};
 
 /// How many of a thread's latest waypoints the run page's tables show.
@@ -230,6 +230,7 @@ fn node_attempts(history: &[Waypoint]) -> String {
                     escape(&a.error.transience.to_string()),
                     a.duration_ms,
                     escape(&clip(&redact_secrets(&a.error.source.to_string()), 400))
+                        + &hops_in(r, a.attempt, None)
                 );
             }
             let outcome = match (&r.status, r.cache_hit) {
@@ -268,7 +269,7 @@ fn node_attempts(history: &[Waypoint]) -> String {
                 r.attempt,
                 escape(&outcome),
                 r.duration_ms,
-                escape(&origin)
+                escape(&origin) + &hops_in(r, r.attempt, Some(&r.status))
             );
         }
     }
@@ -282,6 +283,52 @@ fn node_attempts(history: &[Waypoint]) -> String {
     );
     b.push_str(&rows);
     b.push_str("</tbody></table>");
+    b
+}
+
+/// The fallback hops of attempt `attempt` of `r`, as escaped HTML: after a
+/// success (`ended` Succeeded) "served by X after hop from Y: reason".
+fn hops_in(r: &NodeExecutionRecord, attempt: u32, ended: Option<&NodeStatus>) -> String {
+    let hops: Vec<&HopNote> = r.hops.iter().filter(|h| h.attempt == attempt).collect();
+    let Some(last) = hops.last() else {
+        return String::new();
+    };
+    let why = |h: &HopNote| {
+        format!(
+            "{} ({})",
+            escape(&clip(&redact_secrets(&h.reason), 300)),
+            escape(&h.transience.to_string())
+        )
+    };
+    let mut b = String::from("<div class=\"hop\">");
+    if matches!(ended, Some(NodeStatus::Succeeded)) {
+        let _ = write!(
+            b,
+            "served by <code>{}</code> (chain position {}) after ",
+            escape(&last.to_provider),
+            last.position
+        );
+        if let [only] = hops.as_slice() {
+            let _ = write!(
+                b,
+                "hop from <code>{}</code>: {}</div>",
+                escape(&only.from_provider),
+                why(only)
+            );
+            return b;
+        }
+        let _ = write!(b, "{} hops:", hops.len());
+    }
+    for h in &hops {
+        let _ = write!(
+            b,
+            "<br>fallback hop from <code>{}</code> to <code>{}</code>: {}",
+            escape(&h.from_provider),
+            escape(&h.to_provider),
+            why(h)
+        );
+    }
+    b.push_str("</div>");
     b
 }
 

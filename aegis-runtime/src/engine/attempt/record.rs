@@ -14,7 +14,7 @@ use crate::engine::stream::tap::{AttemptTap, emitter};
 use crate::error::{NodeError, NodeErrorSource, Transience};
 use crate::graph::{MusterTask, ServedSlot, SpendMeter};
 use crate::id::NodeId;
-use crate::policy::{CacheScope, Skip, Spend};
+use crate::policy::{CacheScope, HopNote, Skip, Spend};
 use crate::state::Battlefield;
 use crate::trace::{AttemptStatus, CacheOrigin, TraceEvent};
 use crate::waypoint::{AttemptRecord, NodeExecutionRecord, NodeStatus, RetrySkip, WaypointStore};
@@ -47,6 +47,8 @@ pub(super) struct Recorder {
     pub(super) last_spend: Spend,
     /// Retries and hops not sent.
     skips: Vec<Skip>,
+    /// The fallback hops inside the attempts.
+    hops: Vec<HopNote>,
 }
 
 impl Recorder {
@@ -83,6 +85,7 @@ impl Recorder {
             spend: None,
             last_spend: Spend::default(),
             skips: Vec::new(),
+            hops: Vec::new(),
         }
     }
 
@@ -189,6 +192,7 @@ impl Recorder {
             skips: std::mem::take(&mut self.skips),
             // Attached by `run_activation` when the node made effects.
             effects: Vec::new(),
+            hops: std::mem::take(&mut self.hops),
         }
     }
 
@@ -345,7 +349,8 @@ impl<S: WaypointStore> WarEngine<S> {
 
 impl<S: WaypointStore> WarEngine<S> {
     /// Puts what attempt `attempt` spent, and the hops it skipped, on the
-    /// record and the trace; returns its spend.
+    /// record and the trace, and the hops it made on the record (the relay
+    /// traced them as they happened); returns its spend.
     fn metered(
         &self,
         act: &ActivationCtx<'_>,
@@ -371,6 +376,11 @@ impl<S: WaypointStore> WarEngine<S> {
             });
             rec.skipped(skip);
         }
+        rec.hops
+            .extend(meter.take_hops().into_iter().map(|mut hop| {
+                hop.attempt = attempt;
+                hop
+            }));
         self.emit_with(Level::DEBUG, || TraceEvent::AttemptSpend {
             thread_id: act.thread_id.to_string(),
             superstep: act.superstep,

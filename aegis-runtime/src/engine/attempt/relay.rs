@@ -1,6 +1,8 @@
 //! The hop relay: a Paladin attempt's [`AttemptSink`], through which a
 //! fallback chain's hops reach the engine's `Events` stream and trace sinks,
-//! naming the node. Built only when something listens.
+//! naming the node. Built only when something listens; the hop's note on
+//! the record (`NodeExecutionRecord::hops`) travels by the attempt's spend
+//! meter instead, there for every Paladin attempt, listened to or not.
 
 use std::sync::Arc;
 

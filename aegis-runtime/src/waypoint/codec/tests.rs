@@ -353,6 +353,7 @@ fn fixture_thread_v1() -> Vec<Waypoint> {
             spend: None,
             skips: Vec::new(),
             effects: Vec::new(),
+            hops: Vec::new(),
             cache_origin: None,
         };
     let mut delta = StateDelta::new();
@@ -610,6 +611,7 @@ fn a_hit_records_its_cache_scope_and_a_row_without_one_reads_graph() {
         spend: None,
         skips: Vec::new(),
         effects: Vec::new(),
+        hops: Vec::new(),
         cache_origin: Some(Arc::new(CacheOrigin {
             node_id: NodeId::new("answer"),
             task_key: None,
