@@ -9,7 +9,8 @@
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::policy::{HopNote, Money, Price, PriceTable, Remaining, Skip, Spend, SpendBudget};
+use crate::policy::hop::HopNote;
+use crate::policy::{Money, Price, PriceTable, Remaining, Skip, Spend, SpendBudget};
 
 /// One run's prices, budget and spend so far.
 #[derive(Debug, Default)]

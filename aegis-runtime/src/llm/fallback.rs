@@ -15,7 +15,8 @@ use super::{
 };
 use crate::error::{KnownSecrets, LlmError, ProviderAttempt, Transience};
 use crate::graph::SpendMeter;
-use crate::policy::{HopNote, Money, Skip, SkipReason, SkippedStep, Spend};
+use crate::policy::hop::HopNote;
+use crate::policy::{Money, Skip, SkipReason, SkippedStep, Spend};
 use crate::share::IntoShared;
 use crate::trace::{TraceEvent, TraceSink, ambient};
 

@@ -2,7 +2,7 @@
 
 mod aegis;
 pub(crate) mod backoff;
-mod hop;
+pub(crate) mod hop;
 mod validate;
 
 pub use crate::spend::{
@@ -13,5 +13,4 @@ pub use aegis::{
     Aegis, CacheKeySpec, CachePolicy, CacheScope, DEFAULT_MAX_RETRY_AFTER, ErrorHandlerSpec,
     RetryPolicy, RetryPredicate, TimeoutPolicy,
 };
-pub use hop::HopNote;
 pub(crate) use validate::{retry_problems, timeout_problems};

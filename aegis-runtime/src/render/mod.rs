@@ -6,5 +6,7 @@
 mod html;
 mod timeline;
 
+// The console escapes its pages with the timeline's escape.
+#[cfg(feature = "console")]
 pub(crate) use html::esc;
 pub use timeline::{Timeline, timeline};

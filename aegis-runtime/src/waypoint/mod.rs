@@ -10,7 +10,9 @@ mod store;
 mod types;
 mod visits;
 
-pub use crate::policy::HopNote;
+// Defined with the policies (a graph's meter builds it), public here, with
+// the records that hold it.
+pub use crate::policy::hop::HopNote;
 pub use chronicle::{Chronicle, GraphMove};
 pub(crate) use draft::Draft;
 pub use effects::InMemoryEffectLedger;

@@ -101,7 +101,7 @@ pub struct NodeExecutionRecord {
     /// says so. Absent in older waypoints and for activations that never
     /// hopped.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub hops: Vec<crate::policy::HopNote>,
+    pub hops: Vec<crate::policy::hop::HopNote>,
 }
 
 impl NodeExecutionRecord {
@@ -164,7 +164,7 @@ impl NodeExecutionRecord {
 
     /// Sets [`hops`](Self::hops): the fallback hops inside the attempts.
     #[must_use]
-    pub fn with_hops(mut self, hops: Vec<crate::policy::HopNote>) -> Self {
+    pub fn with_hops(mut self, hops: Vec<crate::policy::hop::HopNote>) -> Self {
         self.hops = hops;
         self
     }
