@@ -185,10 +185,10 @@ impl InMemoryRunQueue {
     #[cfg(test)]
     pub(crate) async fn backdate_queued(&self, by: Duration) {
         for run in self.state.lock().await.runs.values_mut() {
-            if run.state == RunState::Queued {
-                if let Some(earlier) = run.queued_since.checked_sub(by) {
-                    run.queued_since = earlier;
-                }
+            if run.state == RunState::Queued
+                && let Some(earlier) = run.queued_since.checked_sub(by)
+            {
+                run.queued_since = earlier;
             }
         }
     }
