@@ -80,20 +80,25 @@ CREATE TABLE IF NOT EXISTS aegis_run_moves (
 /// Gives a runs table created before runs recorded when they were queued
 /// (0.2.0) its `queued_ms` column (when the run last entered the `queued`
 /// state, in wall-clock milliseconds), counting the runs queued at the
-/// upgrade as queued since then. One `IMMEDIATE` transaction, so processes
-/// opening the file at once add it once.
+/// upgrade as queued since then. Read first, so an open of an up-to-date
+/// file takes no write lock; added in an `IMMEDIATE` transaction that reads
+/// again, so processes opening the file at once add it once.
 fn add_queued_ms(conn: &mut Connection) -> Result<(), WorkerError> {
-    let tx = conn
-        .transaction_with_behavior(TransactionBehavior::Immediate)
-        .map_err(backend)?;
-    let has: bool = tx
-        .query_row(
+    fn has(c: &Connection) -> Result<bool, WorkerError> {
+        c.query_row(
             "SELECT EXISTS (SELECT 1 FROM pragma_table_info('aegis_runs') WHERE name = 'queued_ms')",
             [],
             |r| r.get(0),
         )
+        .map_err(backend)
+    }
+    if has(conn)? {
+        return Ok(());
+    }
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(backend)?;
-    if !has {
+    if !has(&tx)? {
         tx.execute("ALTER TABLE aegis_runs ADD COLUMN queued_ms INTEGER", [])
             .map_err(backend)?;
         tx.execute(

@@ -921,7 +921,7 @@ async fn stats_count_runs_by_state_and_claims_by_how_they_ended(kind: Kind) {
 /// The oldest queued run's age: none with nothing queued; the oldest
 /// run's, not the latest's; and a claim takes its run out of the count.
 async fn stats_tell_how_long_the_oldest_queued_run_has_waited(kind: Kind) {
-    let (q, _c, _, backdate) = queue_with_hooks(kind, "stats_age").await;
+    let (q, _c, lift, backdate) = queue_with_hooks(kind, "stats_age").await;
     let g = counter_graph();
     let w = worker("w1", &g);
     let age = |stats: Option<QueueStats>| {
@@ -955,9 +955,30 @@ async fn stats_tell_how_long_the_oldest_queued_run_has_waited(kind: Kind) {
         oldest >= BACKDATE && oldest < 2 * BACKDATE,
         "t2's age: {oldest:?}"
     );
-    let claims = q.claim(&w, 10, TTL).await.unwrap();
+    let mut claims = q.claim(&w, 10, TTL).await.unwrap();
     assert_eq!(claims.len(), 2);
     assert_eq!(age(q.stats().await.unwrap()), None, "nothing queued");
+    // Requeued from quarantine, a run is queued since the requeue (not
+    // since it was last queued before its quarantine).
+    let fault = RunFault::UnreadableWaypoint {
+        message: "waypoint #0 is unreadable".into(),
+    };
+    let mut c = claims.remove(0);
+    for round in 1..=MAX_UNREADABLE_CLAIMS {
+        q.release(&c.lease, Release::Poisoned(fault.clone()))
+            .await
+            .unwrap();
+        if round < MAX_UNREADABLE_CLAIMS {
+            backdate().await;
+            lift().await;
+            c = claim_one(&q, &w, TTL).await;
+        }
+    }
+    assert_eq!(state(&q, &c.lease.thread_id).await, RunState::Quarantined);
+    assert_eq!(age(q.stats().await.unwrap()), None, "nothing queued");
+    q.requeue(&c.lease.thread_id).await.unwrap();
+    let requeued = age(q.stats().await.unwrap()).expect("requeued");
+    assert!(requeued < BACKDATE, "{requeued:?}");
 }
 
 macro_rules! contract {
