@@ -13,7 +13,7 @@ use aegis::metrics::Metrics;
 use aegis::paladin::Paladin;
 use aegis::policy::CacheKeySpec;
 use aegis::prelude::*;
-use aegis::worker::{Client, RunQueue, SqliteRunQueue, WorkerConfig, WorkerPool};
+use aegis::worker::{Client, InMemoryRunQueue, RunQueue, SqliteRunQueue, WorkerConfig, WorkerPool};
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
@@ -227,11 +227,32 @@ async fn a_scrape_after_a_run_and_a_fleet_round_tells_what_happened() {
     has(r#"aegis_runs{state="completed"} 2"#);
     has(r#"aegis_runs{state="queued"} 0"#);
     has("aegis_queue_depth 0");
+    // Nothing is queued: the oldest queued run's age reads 0.
+    has("aegis_queue_oldest_queued_run_age_seconds 0.0");
     has("aegis_fleet_claims_total 3");
     has("aegis_fleet_takeovers_total 1");
     has("aegis_fleet_abandons_total 0");
     assert!(body.contains("# TYPE aegis_lease_renewal_lag_seconds histogram"));
     assert!(body.ends_with("# EOF\n"), "{body}");
+
+    // A run queued (on a second watched queue) for at least 50 ms: the
+    // next scrape reads its age.
+    let waiting: Arc<dyn RunQueue> = Arc::new(InMemoryRunQueue::new());
+    metrics.watch_queue(waiting.clone());
+    waiting.submit("job", "job-3", json!({})).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let response = scrape(server.local_addr(), "/metrics").await;
+    let age: f64 = response
+        .lines()
+        .find_map(|l| l.strip_prefix("aegis_queue_oldest_queued_run_age_seconds "))
+        .unwrap_or_else(|| panic!("no age in the scrape:\n{response}"))
+        .parse()
+        .unwrap();
+    assert!(age >= 0.05, "{age}");
+    assert!(
+        response.lines().any(|l| l == "aegis_queue_depth 1"),
+        "{response}"
+    );
 
     let missing = scrape(server.local_addr(), "/elsewhere").await;
     assert!(missing.starts_with("HTTP/1.1 404"), "{missing}");

@@ -23,6 +23,7 @@
 //! | `aegis_lease_renewal_lag_seconds` | | histogram: how long after it was due each lease renewal was confirmed |
 //! | `aegis_runs` | `state` | the watched queues' runs by state (read at each scrape) |
 //! | `aegis_queue_depth` | | their queued runs |
+//! | `aegis_queue_oldest_queued_run_age_seconds` | | how long the oldest of them has been queued (since it was submitted, released back to the queue, requeued or answered); 0 when none is |
 //! | `aegis_fleet_claims_total`, `aegis_fleet_takeovers_total`, `aegis_fleet_abandons_total` | | every worker's claims, takeovers of expired leases, and abandoned claims, as the queues record them |
 //! | `aegis_queue_read_errors_total` | | scrapes whose queue read failed or timed out |
 //! | `aegis_otel_spans_dropped_total` | | finished spans the full trace export queue turned away (feature `otel`) |
@@ -38,6 +39,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use std::fmt;
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -129,6 +131,7 @@ pub struct Metrics {
     renewal_lag: Histogram,
     runs: Family<StateLabel, Gauge>,
     queue_depth: Gauge,
+    oldest_queued: Gauge<f64, AtomicU64>,
     fleet_claims: Counter,
     fleet_takeovers: Counter,
     fleet_abandons: Counter,
@@ -206,6 +209,12 @@ impl Metrics {
             "Queued runs in the watched queues",
             queue_depth.clone(),
         );
+        let oldest_queued = Gauge::<f64, AtomicU64>::default();
+        registry.register(
+            "aegis_queue_oldest_queued_run_age_seconds",
+            "How long the oldest queued run of the watched queues has been queued (0 when none is)",
+            oldest_queued.clone(),
+        );
         let m = Metrics {
             runs_finished: Family::default(),
             attempts: Family::default(),
@@ -222,6 +231,7 @@ impl Metrics {
             renewal_lag,
             runs: Family::default(),
             queue_depth,
+            oldest_queued,
             fleet_claims,
             fleet_takeovers,
             fleet_abandons,
@@ -289,8 +299,9 @@ impl Metrics {
         Metrics { registry, ..m }
     }
 
-    /// Reads `queue` at each scrape: its runs by state, its depth, and the
-    /// fleet's claims, takeovers and abandons. A queue that cannot tell
+    /// Reads `queue` at each scrape: its runs by state, its depth, its
+    /// oldest queued run's age, and the fleet's claims, takeovers and
+    /// abandons. A queue that cannot tell
     /// ([`RunQueue::stats`] is `None`) adds nothing.
     pub fn watch_queue(&self, queue: Arc<dyn RunQueue>) {
         self.queues
@@ -324,6 +335,7 @@ impl Metrics {
         }
         let mut runs = [0u64; RUN_STATES.len()];
         let (mut claims, mut takeovers, mut abandons) = (0u64, 0u64, 0u64);
+        let mut oldest = Duration::ZERO;
         let mut read_any = false;
         for queue in queues {
             match tokio::time::timeout(QUEUE_READ_LIMIT, queue.stats()).await {
@@ -335,6 +347,7 @@ impl Metrics {
                     claims = claims.saturating_add(stats.claims);
                     takeovers = takeovers.saturating_add(stats.takeovers);
                     abandons = abandons.saturating_add(stats.abandons);
+                    oldest = oldest.max(stats.oldest_queued_age.unwrap_or_default());
                 }
                 Ok(Ok(None)) => {}
                 Ok(Err(e)) => {
@@ -363,6 +376,7 @@ impl Metrics {
         let queued = runs[0];
         self.queue_depth
             .set(i64::try_from(queued).unwrap_or(i64::MAX));
+        self.oldest_queued.set(oldest.as_secs_f64());
         // Counters only move up: the queue's count is the truth, the
         // counter catches up to it.
         for (counter, total) in [

@@ -58,6 +58,9 @@ struct Run {
     error: Option<String>,
     cancel_requested: bool,
     order: u64,
+    /// When the run last entered the `Queued` state (meaningful while it
+    /// is queued).
+    queued_since: Instant,
     attempts: Vec<AttemptInfo>,
     /// One per judging graph; only those of the current epoch count.
     verdicts: Vec<Verdict>,
@@ -177,6 +180,19 @@ impl InMemoryRunQueue {
         }
     }
 
+    /// Moves every queued run's queued-since time `by` into the past (as
+    /// far as the clock goes), for tests of the oldest queued run's age.
+    #[cfg(test)]
+    pub(crate) async fn backdate_queued(&self, by: Duration) {
+        for run in self.state.lock().await.runs.values_mut() {
+            if run.state == RunState::Queued
+                && let Some(earlier) = run.queued_since.checked_sub(by)
+            {
+                run.queued_since = earlier;
+            }
+        }
+    }
+
     fn expiry(ttl: Duration) -> Instant {
         let now = Instant::now();
         // A TTL too long for the clock never expires in practice.
@@ -239,6 +255,7 @@ impl RunQueue for InMemoryRunQueue {
                 error: None,
                 cancel_requested: false,
                 order,
+                queued_since: Instant::now(),
                 attempts: Vec::new(),
                 verdicts: Vec::new(),
                 moved: None,
@@ -446,6 +463,9 @@ impl RunQueue for InMemoryRunQueue {
         if next == RunState::Queued && run.cancel_requested {
             next = RunState::Cancelled;
         }
+        if next == RunState::Queued {
+            run.queued_since = Instant::now();
+        }
         run.state = next;
         run.worker_id = None;
         run.expires = None;
@@ -490,6 +510,7 @@ impl RunQueue for InMemoryRunQueue {
             run.answer = None;
         } else {
             run.state = RunState::Queued;
+            run.queued_since = Instant::now();
         }
         run.fault = None;
         run.error = None;
@@ -511,10 +532,14 @@ impl RunQueue for InMemoryRunQueue {
     }
 
     async fn stats(&self) -> Result<Option<QueueStats>, WorkerError> {
+        let now = Instant::now();
         let state = self.state.lock().await;
         let mut stats = QueueStats::new();
         for run in state.runs.values() {
             stats = stats.with_runs(run.state, 1);
+            if run.state == RunState::Queued {
+                stats = stats.with_queued_age(now.saturating_duration_since(run.queued_since));
+            }
             for attempt in &run.attempts {
                 stats = stats.with_claims(&attempt.outcome, 1);
             }
@@ -544,6 +569,7 @@ impl RunQueue for InMemoryRunQueue {
         }
         run.answer = Some(response);
         run.state = RunState::Queued;
+        run.queued_since = Instant::now();
         drop(state);
         super::wake(&self.changed);
         Ok(())

@@ -47,7 +47,8 @@ CREATE TABLE IF NOT EXISTS {s}.aegis_runs (
     answer TEXT,
     error TEXT,
     cancel_requested BOOLEAN NOT NULL DEFAULT FALSE,
-    queued_at BIGSERIAL
+    queued_at BIGSERIAL,
+    queued_since TIMESTAMPTZ NOT NULL DEFAULT now()
 );
 CREATE INDEX IF NOT EXISTS aegis_runs_due ON {s}.aegis_runs (queued_at)
     WHERE state IN ('queued', 'running');
@@ -110,6 +111,13 @@ CREATE TABLE IF NOT EXISTS {s}.aegis_run_moves (
     PRIMARY KEY (thread_id, epoch)
 );
 ALTER TABLE {s}.aegis_workers ADD COLUMN IF NOT EXISTS migrations TEXT[];";
+
+/// Gives a runs table created before runs recorded when they were queued
+/// (0.2.0) its `queued_since` column: when the run last entered the
+/// `queued` state (`queued_at` is a sequence, for ordering). The runs
+/// queued at the upgrade count as queued since then.
+const QUEUED_SINCE: &str = "
+ALTER TABLE {s}.aegis_runs ADD COLUMN IF NOT EXISTS queued_since TIMESTAMPTZ NOT NULL DEFAULT now();";
 
 /// The run queue in PostgreSQL: any number of worker and client processes
 /// share it.
@@ -240,6 +248,24 @@ impl PostgresRunQueue {
                         .map_err(backend)?;
                 }
             }
+            // A runs table of 0.2.0 lacks `queued_since`. Checked first:
+            // the DDL would lock the runs table even when the column is
+            // there.
+            let has_queued_since: bool = tx
+                .query_one(
+                    "SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass($1::text) \
+                     AND attname = 'queued_since' AND NOT attisdropped)",
+                    &[&format!("{quoted}.aegis_runs")],
+                )
+                .await
+                .map_err(backend)?
+                .try_get(0)
+                .map_err(backend)?;
+            if !has_queued_since {
+                tx.batch_execute(&QUEUED_SINCE.replace("{s}", &quoted))
+                    .await
+                    .map_err(backend)?;
+            }
             tx.commit().await.map_err(backend)?;
         }
         let changed = Arc::new(Notify::new());
@@ -263,6 +289,23 @@ impl PostgresRunQueue {
                 .execute(
                     &self.sql("UPDATE {s}.aegis_run_faults SET not_before = NULL"),
                     &[],
+                )
+                .await;
+        }
+    }
+
+    /// Moves every queued run's queued-since time `by` into the past, for
+    /// tests of the oldest queued run's age.
+    #[cfg(test)]
+    pub(crate) async fn backdate_queued(&self, by: Duration) {
+        if let Ok(client) = self.client().await {
+            let _ = client
+                .execute(
+                    &self.sql(
+                        "UPDATE {s}.aegis_runs SET queued_since = queued_since \
+                         - $1::BIGINT * interval '1 millisecond' WHERE state = 'queued'",
+                    ),
+                    &[&ttl_ms(by)],
                 )
                 .await;
         }
@@ -307,7 +350,8 @@ impl PostgresRunQueue {
                 &self.sql(
                     "UPDATE {s}.aegis_runs SET state = CASE WHEN $3 = 'queued' AND cancel_requested \
                      THEN 'cancelled' ELSE $3 END, worker_id = NULL, lease_expires_at = NULL, \
-                     error = $4, answer = CASE WHEN $5 THEN answer END \
+                     error = $4, answer = CASE WHEN $5 THEN answer END, \
+                     queued_since = CASE WHEN $3 = 'queued' THEN now() ELSE queued_since END \
                      WHERE thread_id = $1 AND epoch = $2 AND state = 'running'",
                 ),
                 &[
@@ -870,7 +914,8 @@ impl RunQueue for PostgresRunQueue {
                 .prepare_cached(&self.sql(
                     "WITH r AS (UPDATE {s}.aegis_runs SET \
                        state = CASE WHEN $3 = 'queued' AND cancel_requested THEN 'cancelled' ELSE $3 END, \
-                       worker_id = NULL, lease_expires_at = NULL, error = $4, answer = NULL \
+                       worker_id = NULL, lease_expires_at = NULL, error = $4, answer = NULL, \
+                       queued_since = CASE WHEN $3 = 'queued' THEN now() ELSE queued_since END \
                      WHERE thread_id = $1 AND epoch = $2 AND state = 'running' RETURNING thread_id), \
                      a AS (UPDATE {s}.aegis_run_attempts SET outcome = $5 \
                        WHERE thread_id = $1 AND epoch = $2 AND EXISTS (SELECT 1 FROM r)), \
@@ -927,7 +972,7 @@ impl RunQueue for PostgresRunQueue {
             let client = self.client().await?;
             let statement = client
                 .prepare_cached(&self.sql(
-                    "WITH u AS (UPDATE {s}.aegis_runs SET state = 'queued', answer = $2 \
+                    "WITH u AS (UPDATE {s}.aegis_runs SET state = 'queued', answer = $2, queued_since = now() \
                  WHERE thread_id = $1 AND state = 'awaiting_input' RETURNING thread_id) \
                  SELECT EXISTS (SELECT 1 FROM u), \
                  (SELECT state FROM {s}.aegis_runs WHERE thread_id = $1)",
@@ -957,7 +1002,7 @@ impl RunQueue for PostgresRunQueue {
                     "WITH f AS (DELETE FROM {s}.aegis_run_faults WHERE thread_id = $1 \
                    AND EXISTS (SELECT 1 FROM {s}.aegis_runs WHERE thread_id = $1 \
                      AND state = 'quarantined') RETURNING kind), \
-                 u AS (UPDATE {s}.aegis_runs SET error = NULL, \
+                 u AS (UPDATE {s}.aegis_runs SET error = NULL, queued_since = now(), \
                    state = CASE WHEN EXISTS (SELECT 1 FROM f WHERE kind = 'answer') \
                      THEN 'awaiting_input' ELSE 'queued' END, \
                    answer = CASE WHEN EXISTS (SELECT 1 FROM f WHERE kind = 'answer') \
@@ -1012,6 +1057,21 @@ impl RunQueue for PostgresRunQueue {
                 let outcome: String = row.try_get(0).map_err(backend)?;
                 let n: i64 = row.try_get(1).map_err(backend)?;
                 stats = stats.with_claims(&outcome, u64::try_from(n).unwrap_or(0));
+            }
+            let oldest: Option<i64> = client
+                .query_one(
+                    &self.sql(
+                        "SELECT (EXTRACT(EPOCH FROM now() - min(queued_since)) * 1000)::BIGINT \
+                         FROM {s}.aegis_runs WHERE state = 'queued'",
+                    ),
+                    &[],
+                )
+                .await
+                .map_err(backend)?
+                .try_get(0)
+                .map_err(backend)?;
+            if let Some(ms) = oldest {
+                stats = stats.with_queued_age(Duration::from_millis(ms.max(0).unsigned_abs()));
             }
             Ok(Some(stats))
         })

@@ -34,7 +34,8 @@ CREATE TABLE IF NOT EXISTS aegis_runs (
     fingerprint TEXT,
     answer TEXT,
     error TEXT,
-    cancel_requested INTEGER NOT NULL DEFAULT 0
+    cancel_requested INTEGER NOT NULL DEFAULT 0,
+    queued_ms INTEGER
 );
 CREATE INDEX IF NOT EXISTS aegis_runs_by_state ON aegis_runs (state);
 CREATE TABLE IF NOT EXISTS aegis_workers (
@@ -75,6 +76,39 @@ CREATE TABLE IF NOT EXISTS aegis_run_moves (
     migration TEXT,
     PRIMARY KEY (thread_id, epoch)
 );";
+
+/// Gives a runs table created before runs recorded when they were queued
+/// (0.2.0) its `queued_ms` column (when the run last entered the `queued`
+/// state, in wall-clock milliseconds), counting the runs queued at the
+/// upgrade as queued since then. Read first, so an open of an up-to-date
+/// file takes no write lock; added in an `IMMEDIATE` transaction that reads
+/// again, so processes opening the file at once add it once.
+fn add_queued_ms(conn: &mut Connection) -> Result<(), WorkerError> {
+    fn has(c: &Connection) -> Result<bool, WorkerError> {
+        c.query_row(
+            "SELECT EXISTS (SELECT 1 FROM pragma_table_info('aegis_runs') WHERE name = 'queued_ms')",
+            [],
+            |r| r.get(0),
+        )
+        .map_err(backend)
+    }
+    if has(conn)? {
+        return Ok(());
+    }
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(backend)?;
+    if !has(&tx)? {
+        tx.execute("ALTER TABLE aegis_runs ADD COLUMN queued_ms INTEGER", [])
+            .map_err(backend)?;
+        tx.execute(
+            "UPDATE aegis_runs SET queued_ms = ?1 WHERE state = 'queued'",
+            params![now_ms()],
+        )
+        .map_err(backend)?;
+    }
+    tx.commit().map_err(backend)
+}
 
 /// The run queue in a SQLite file, beside the waypoints of a
 /// [`SqliteWaypointStore`] on the same file: the same API as the
@@ -279,9 +313,10 @@ impl SqliteRunQueue {
         let store = SqliteWaypointStore::open(&path).await?;
         let p = path.clone();
         let conn = tokio::task::spawn_blocking(move || {
-            let conn = Connection::open(&p).map_err(backend)?;
+            let mut conn = Connection::open(&p).map_err(backend)?;
             conn.busy_timeout(Duration::from_secs(5)).map_err(backend)?;
             conn.execute_batch(SCHEMA).map_err(backend)?;
+            add_queued_ms(&mut conn)?;
             Ok::<_, WorkerError>(conn)
         })
         .await
@@ -303,6 +338,22 @@ impl SqliteRunQueue {
             .with(|c| {
                 c.execute("UPDATE aegis_run_faults SET not_before_ms = NULL", [])
                     .map_err(backend)
+            })
+            .await;
+    }
+
+    /// Moves every queued run's queued-since time `by` into the past, for
+    /// tests of the oldest queued run's age.
+    #[cfg(test)]
+    pub(crate) async fn backdate_queued(&self, by: Duration) {
+        let by = i64::try_from(by.as_millis()).unwrap_or(i64::MAX);
+        let _ = self
+            .with(move |c| {
+                c.execute(
+                    "UPDATE aegis_runs SET queued_ms = queued_ms - ?1 WHERE state = 'queued'",
+                    params![by],
+                )
+                .map_err(backend)
             })
             .await;
     }
@@ -401,9 +452,9 @@ impl RunQueue for SqliteRunQueue {
             .with(move |c| {
                 let inserted = c
                     .execute(
-                        "INSERT INTO aegis_runs (thread_id, graph_name, input, state) \
-                         VALUES (?1, ?2, ?3, 'queued') ON CONFLICT (thread_id) DO NOTHING",
-                        params![thread, graph, input.to_string()],
+                        "INSERT INTO aegis_runs (thread_id, graph_name, input, state, queued_ms) \
+                         VALUES (?1, ?2, ?3, 'queued', ?4) ON CONFLICT (thread_id) DO NOTHING",
+                        params![thread, graph, input.to_string(), now_ms()],
                     )
                     .map_err(backend)?;
                 if inserted == 1 {
@@ -703,7 +754,8 @@ impl RunQueue for SqliteRunQueue {
                         // see; any other release delivered the answer.
                         "UPDATE aegis_runs SET state = CASE WHEN ?3 = 'queued' AND cancel_requested = 1 \
                          THEN 'cancelled' ELSE ?3 END, worker_id = NULL, expires_ms = NULL, \
-                         error = ?4, answer = CASE WHEN ?5 THEN answer END \
+                         error = ?4, answer = CASE WHEN ?5 THEN answer END, \
+                         queued_ms = CASE WHEN ?3 = 'queued' THEN ?6 ELSE queued_ms END \
                          WHERE thread_id = ?1 AND epoch = ?2 AND state = 'running'",
                         params![
                             l.thread_id,
@@ -711,6 +763,7 @@ impl RunQueue for SqliteRunQueue {
                             next.as_str(),
                             release.error(),
                             matches!(release, Release::Poisoned(RunFault::UnreadableAnswer { .. })),
+                            now_ms(),
                         ],
                     )
                     .map_err(backend)?;
@@ -778,13 +831,13 @@ impl RunQueue for SqliteRunQueue {
                     // An unreadable answer is dropped: the run waits for a
                     // new one. Anything else runs again from its rows.
                     tx.execute(
-                        "UPDATE aegis_runs SET error = NULL, \
+                        "UPDATE aegis_runs SET error = NULL, queued_ms = ?2, \
                          state = CASE WHEN EXISTS (SELECT 1 FROM aegis_run_faults \
                            WHERE thread_id = ?1 AND kind = 'answer') THEN 'awaiting_input' ELSE 'queued' END, \
                          answer = CASE WHEN EXISTS (SELECT 1 FROM aegis_run_faults \
                            WHERE thread_id = ?1 AND kind = 'answer') THEN NULL ELSE answer END \
                          WHERE thread_id = ?1",
-                        params![thread],
+                        params![thread, now_ms()],
                     )
                     .map_err(backend)?;
                     tx.execute(
@@ -857,6 +910,15 @@ impl RunQueue for SqliteRunQueue {
                 let (outcome, n) = row.map_err(backend)?;
                 stats = stats.with_claims(&outcome, u64::try_from(n).unwrap_or(0));
             }
+            let oldest: Option<i64> = c
+                .prepare_cached("SELECT min(queued_ms) FROM aegis_runs WHERE state = 'queued'")
+                .map_err(backend)?
+                .query_row([], |r| r.get(0))
+                .map_err(backend)?;
+            if let Some(since) = oldest {
+                let age = now_ms().saturating_sub(since).max(0);
+                stats = stats.with_queued_age(Duration::from_millis(age.unsigned_abs()));
+            }
             Ok(Some(stats))
         })
         .await
@@ -876,9 +938,9 @@ impl RunQueue for SqliteRunQueue {
             .with(move |c| {
                 let n = c
                     .execute(
-                        "UPDATE aegis_runs SET state = 'queued', answer = ?2 \
+                        "UPDATE aegis_runs SET state = 'queued', answer = ?2, queued_ms = ?3 \
                          WHERE thread_id = ?1 AND state = 'awaiting_input'",
-                        params![thread, answer],
+                        params![thread, answer, now_ms()],
                     )
                     .map_err(backend)?;
                 if n == 1 {

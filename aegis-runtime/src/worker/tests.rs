@@ -120,11 +120,26 @@ fn lift_of<Q: Send + Sync + 'static>(
 
 /// [`queue`], and a way to end its backoffs.
 async fn queue_with_lift(kind: Kind, name: &str) -> (Arc<dyn RunQueue>, Cleanup, Lift) {
+    let (q, cleanup, lift, _) = queue_with_hooks(kind, name).await;
+    (q, cleanup, lift)
+}
+
+/// Moves every queued run's queued-since time [`BACKDATE`] into the past.
+type Backdate = Lift;
+
+/// How far a [`Backdate`] moves the queued runs' time.
+const BACKDATE: Duration = Duration::from_secs(600);
+
+/// [`queue_with_lift`], and a way to backdate its queued runs.
+async fn queue_with_hooks(kind: Kind, name: &str) -> (Arc<dyn RunQueue>, Cleanup, Lift, Backdate) {
     match kind {
         Kind::Memory => {
             let q = Arc::new(InMemoryRunQueue::new());
             let lift = lift_of(&q, |q| Box::pin(async move { q.lift_backoffs().await }));
-            (q, Cleanup(None), lift)
+            let backdate = lift_of(&q, |q| {
+                Box::pin(async move { q.backdate_queued(BACKDATE).await })
+            });
+            (q, Cleanup(None), lift, backdate)
         }
         #[cfg(feature = "sqlite")]
         Kind::Sqlite => {
@@ -139,7 +154,10 @@ async fn queue_with_lift(kind: Kind, name: &str) -> (Arc<dyn RunQueue>, Cleanup,
             })));
             let q = Arc::new(q);
             let lift = lift_of(&q, |q| Box::pin(async move { q.lift_backoffs().await }));
-            (q, cleanup, lift)
+            let backdate = lift_of(&q, |q| {
+                Box::pin(async move { q.backdate_queued(BACKDATE).await })
+            });
+            (q, cleanup, lift, backdate)
         }
         #[cfg(feature = "postgres")]
         Kind::Postgres => {
@@ -174,7 +192,10 @@ async fn queue_with_lift(kind: Kind, name: &str) -> (Arc<dyn RunQueue>, Cleanup,
             })));
             let q = Arc::new(q);
             let lift = lift_of(&q, |q| Box::pin(async move { q.lift_backoffs().await }));
-            (q, cleanup, lift)
+            let backdate = lift_of(&q, |q| {
+                Box::pin(async move { q.backdate_queued(BACKDATE).await })
+            });
+            (q, cleanup, lift, backdate)
         }
     }
 }
@@ -897,6 +918,69 @@ async fn stats_count_runs_by_state_and_claims_by_how_they_ended(kind: Kind) {
     assert_eq!((stats.claims, stats.takeovers, stats.abandons), (2, 1, 0));
 }
 
+/// The oldest queued run's age: none with nothing queued; the oldest
+/// run's, not the latest's; and a claim takes its run out of the count.
+async fn stats_tell_how_long_the_oldest_queued_run_has_waited(kind: Kind) {
+    let (q, _c, lift, backdate) = queue_with_hooks(kind, "stats_age").await;
+    let g = counter_graph();
+    let w = worker("w1", &g);
+    let age = |stats: Option<QueueStats>| {
+        stats
+            .expect("every queue of ours can tell")
+            .oldest_queued_age
+    };
+    assert_eq!(age(q.stats().await.unwrap()), None, "nothing queued");
+    q.submit("counter", "t1", json!({})).await.unwrap();
+    let fresh = age(q.stats().await.unwrap()).expect("t1 is queued");
+    assert!(fresh < BACKDATE, "{fresh:?}");
+    backdate().await;
+    q.submit("counter", "t2", json!({})).await.unwrap();
+    let oldest = age(q.stats().await.unwrap()).expect("t1 and t2 are queued");
+    assert!(
+        oldest >= BACKDATE && oldest < 2 * BACKDATE,
+        "t1's age: {oldest:?}"
+    );
+    // The claim takes t1 (oldest first): t2 is the oldest left, fresh.
+    let mut claims = q.claim(&w, 1, TTL).await.unwrap();
+    assert_eq!(claims.len(), 1);
+    let c = claims.remove(0);
+    assert_eq!(c.lease.thread_id, "t1");
+    let left = age(q.stats().await.unwrap()).expect("t2 is queued");
+    assert!(left < BACKDATE, "t2's age: {left:?}");
+    // Released back to the queue, t1 is queued since the release.
+    backdate().await;
+    q.release(&c.lease, Release::Halted).await.unwrap();
+    let oldest = age(q.stats().await.unwrap()).expect("t1 and t2 are queued");
+    assert!(
+        oldest >= BACKDATE && oldest < 2 * BACKDATE,
+        "t2's age: {oldest:?}"
+    );
+    let mut claims = q.claim(&w, 10, TTL).await.unwrap();
+    assert_eq!(claims.len(), 2);
+    assert_eq!(age(q.stats().await.unwrap()), None, "nothing queued");
+    // Requeued from quarantine, a run is queued since the requeue (not
+    // since it was last queued before its quarantine).
+    let fault = RunFault::UnreadableWaypoint {
+        message: "waypoint #0 is unreadable".into(),
+    };
+    let mut c = claims.remove(0);
+    for round in 1..=MAX_UNREADABLE_CLAIMS {
+        q.release(&c.lease, Release::Poisoned(fault.clone()))
+            .await
+            .unwrap();
+        if round < MAX_UNREADABLE_CLAIMS {
+            backdate().await;
+            lift().await;
+            c = claim_one(&q, &w, TTL).await;
+        }
+    }
+    assert_eq!(state(&q, &c.lease.thread_id).await, RunState::Quarantined);
+    assert_eq!(age(q.stats().await.unwrap()), None, "nothing queued");
+    q.requeue(&c.lease.thread_id).await.unwrap();
+    let requeued = age(q.stats().await.unwrap()).expect("requeued");
+    assert!(requeued < BACKDATE, "{requeued:?}");
+}
+
 macro_rules! contract {
     ($($name:ident),* $(,)?) => {
         mod memory {
@@ -932,6 +1016,7 @@ contract!(
     runs_lists_the_latest_first_filtered_by_state_and_graph,
     retry_now_ends_an_unreadable_threads_backoff,
     stats_count_runs_by_state_and_claims_by_how_they_ended,
+    stats_tell_how_long_the_oldest_queued_run_has_waited,
 );
 
 #[test]
@@ -993,6 +1078,139 @@ async fn a_lease_expires_exactly_at_its_ttl_unless_renewed() {
     tokio::time::advance(Duration::from_secs(1)).await;
     let taken = claim_one(&q, &w2, TTL).await;
     assert_eq!(taken.lease.epoch, 2);
+}
+
+/// A run is queued since it last entered the queue: submitted, released
+/// back to it, or answered.
+#[tokio::test(start_paused = true)]
+async fn the_oldest_queued_age_counts_from_the_latest_queuing() {
+    let q: Arc<dyn RunQueue> = Arc::new(InMemoryRunQueue::new());
+    let g = counter_graph();
+    let w = worker("w1", &g);
+    let age = |stats: Option<QueueStats>| stats.unwrap().oldest_queued_age;
+    let secs = Duration::from_secs;
+    q.submit("counter", "t1", json!({})).await.unwrap();
+    tokio::time::advance(secs(30)).await;
+    q.submit("counter", "t2", json!({})).await.unwrap();
+    tokio::time::advance(secs(10)).await;
+    assert_eq!(age(q.stats().await.unwrap()), Some(secs(40)));
+    let t1 = q.claim(&w, 1, TTL).await.unwrap().remove(0);
+    assert_eq!(t1.lease.thread_id, "t1");
+    assert_eq!(age(q.stats().await.unwrap()), Some(secs(10)), "t2's");
+    q.release(&t1.lease, Release::AwaitingInput).await.unwrap();
+    tokio::time::advance(secs(5)).await;
+    assert_eq!(
+        age(q.stats().await.unwrap()),
+        Some(secs(15)),
+        "waiting for input is not queued"
+    );
+    claim_one(&q, &w, TTL).await;
+    assert_eq!(age(q.stats().await.unwrap()), None);
+    q.answer("t1", ParleyResponse::new(json!("yes")))
+        .await
+        .unwrap();
+    tokio::time::advance(secs(7)).await;
+    assert_eq!(
+        age(q.stats().await.unwrap()),
+        Some(secs(7)),
+        "queued since the answer"
+    );
+}
+
+/// A SQLite file whose runs table 0.2.0 created (no `queued_ms`) gains the
+/// column on open; the runs queued then count as queued since the open.
+#[cfg(feature = "sqlite")]
+#[tokio::test]
+async fn a_sqlite_queue_of_0_2_0_gains_the_queued_time_on_open() {
+    let path = std::env::temp_dir().join(format!("{}.sqlite", unique("queued_ms_upgrade")));
+    let _cleanup = Cleanup(Some(Box::new({
+        let path = path.clone();
+        move || {
+            for suffix in ["", "-wal", "-shm"] {
+                let mut f = path.clone().into_os_string();
+                f.push(suffix);
+                let _ = std::fs::remove_file(f);
+            }
+        }
+    })));
+    {
+        let c = rusqlite::Connection::open(&path).unwrap();
+        c.execute_batch(
+            "CREATE TABLE aegis_runs (
+                thread_id TEXT PRIMARY KEY,
+                graph_name TEXT NOT NULL,
+                input TEXT NOT NULL,
+                state TEXT NOT NULL,
+                epoch INTEGER NOT NULL DEFAULT 0,
+                worker_id TEXT,
+                expires_ms INTEGER,
+                fingerprint TEXT,
+                answer TEXT,
+                error TEXT,
+                cancel_requested INTEGER NOT NULL DEFAULT 0
+            );
+            INSERT INTO aegis_runs (thread_id, graph_name, input, state)
+                VALUES ('old', 'counter', '{}', 'queued');",
+        )
+        .unwrap();
+    }
+    let q: Arc<dyn RunQueue> = Arc::new(SqliteRunQueue::open(&path).await.unwrap());
+    let stats = q.stats().await.unwrap().unwrap();
+    assert_eq!(stats.runs_in(RunState::Queued), 1);
+    let age = stats.oldest_queued_age.expect("queued since the open");
+    assert!(age < BACKDATE, "{age:?}");
+    // Opening again changes nothing; the queue works as a new one.
+    drop(q);
+    let q: Arc<dyn RunQueue> = Arc::new(SqliteRunQueue::open(&path).await.unwrap());
+    q.submit("counter", "new", json!({})).await.unwrap();
+    let w = worker("w1", &counter_graph());
+    let claims = q.claim(&w, 10, TTL).await.unwrap();
+    assert_eq!(claims.len(), 2);
+    assert_eq!(q.stats().await.unwrap().unwrap().oldest_queued_age, None);
+}
+
+/// A PostgreSQL schema whose runs table 0.2.0 created (no `queued_since`;
+/// made here by dropping it) gains the column on connect.
+#[cfg(feature = "postgres")]
+#[tokio::test]
+async fn a_postgres_queue_of_0_2_0_gains_the_queued_time_on_connect() {
+    let schema = unique("queued_since_upgrade");
+    let url = pg_url();
+    let connect = || {
+        PostgresRunQueue::connect_with(
+            &url,
+            crate::waypoint::PostgresOptions::default()
+                .with_schema(&schema)
+                .with_pool_size(2),
+        )
+    };
+    let q = connect().await.unwrap();
+    q.submit("counter", "old", json!({})).await.unwrap();
+    drop(q);
+    use std::str::FromStr;
+    let config = tokio_postgres::Config::from_str(&pg_url()).unwrap();
+    let (client, conn) = config.connect(tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(conn);
+    client
+        .batch_execute(&format!(
+            "ALTER TABLE \"{schema}\".aegis_runs DROP COLUMN queued_since"
+        ))
+        .await
+        .unwrap();
+    let q = connect().await.unwrap();
+    let stats = q.stats().await.unwrap().unwrap();
+    assert_eq!(stats.runs_in(RunState::Queued), 1);
+    let age = stats.oldest_queued_age.expect("queued since the connect");
+    assert!(age < BACKDATE, "{age:?}");
+    q.submit("counter", "new", json!({})).await.unwrap();
+    let w = worker("w1", &counter_graph());
+    assert_eq!(q.claim(&w, 10, TTL).await.unwrap().len(), 2);
+    assert_eq!(q.stats().await.unwrap().unwrap().oldest_queued_age, None);
+    drop(q);
+    client
+        .batch_execute(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"))
+        .await
+        .unwrap();
 }
 
 fn pool(q: &Arc<dyn RunQueue>, id: &str, graph: WarGraph, ttl: Duration) -> WorkerPool {

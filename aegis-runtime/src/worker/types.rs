@@ -787,6 +787,12 @@ pub struct QueueStats {
     /// Claims given up by their worker after it lost the lease
     /// (`abandoned`).
     pub abandons: u64,
+    /// How long the oldest queued run has been queued: since it last
+    /// entered the `Queued` state (submitted, released back to the queue,
+    /// requeued, or answered), by the queue's clock; `None` when no run is
+    /// queued or the queue cannot tell. A run waiting for the takeover of
+    /// an expired lease counts as running, not here.
+    pub oldest_queued_age: Option<Duration>,
 }
 
 impl QueueStats {
@@ -814,6 +820,14 @@ impl QueueStats {
             "abandoned" => self.abandons = self.abandons.saturating_add(count),
             _ => {}
         }
+        self
+    }
+
+    /// Records a queued run that has been queued for `age`: the oldest
+    /// queued run's age is the longest one recorded.
+    #[must_use]
+    pub fn with_queued_age(mut self, age: Duration) -> Self {
+        self.oldest_queued_age = Some(self.oldest_queued_age.map_or(age, |a| a.max(age)));
         self
     }
 
