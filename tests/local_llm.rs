@@ -465,7 +465,9 @@ async fn a_long_prompt_misses_the_first_chunk_deadline_and_the_chain_hops() {
             LocalLlm::start("deadline-a"),
             LocalLlm::start("deadline-b")
         );
-        let first_chunk = Duration::from_millis(250);
+        // Well under the time llama.cpp takes to read the long prompt below
+        // on a fast machine (about 350 ms on this kind), so it is missed.
+        let first_chunk = Duration::from_millis(100);
         let hops = CollectingTraceSink::new();
         let chain = FallbackLlmAdapter::new(vec![Arc::new(slow.adapter()), Arc::new(spare.adapter())])
             .unwrap()
@@ -474,8 +476,8 @@ async fn a_long_prompt_misses_the_first_chunk_deadline_and_the_chain_hops() {
             .with_trace_sink(hops.clone() as Arc<dyn TraceSink>);
 
         // About 1,900 tokens of prompt (the context is 2,048): llama.cpp
-        // reads all of it before the first token, on one thread, in about
-        // a second here (several times the deadline, so a faster machine
+        // reads all of it before the first token, on one thread, in 0.35 s
+        // to a second here (several times the deadline, so a faster machine
         // still misses it).
         let long = request(&fresh(&long_text(1_900)), 4);
         let started = Instant::now();
@@ -492,9 +494,10 @@ async fn a_long_prompt_misses_the_first_chunk_deadline_and_the_chain_hops() {
             events.iter().any(|e| matches!(e, TraceEvent::FallbackHop { from_provider, .. } if *from_provider == slow.name)),
             "{events:?}"
         );
-        // The spare read the same long prompt: the answer came well after
-        // the deadline, which the primary did miss for real.
-        assert!(took > first_chunk * 3, "the prompt was not slow: {took:?}");
+        // The spare read the same long prompt after the primary's deadline
+        // passed: its own wait for a first chunk outlasted that deadline
+        // too, so the primary did miss it for real.
+        assert!(took > first_chunk * 2, "the prompt was not slow: {took:?}");
         assert!(slow.log().contains("POST /v1/chat/completions"));
     })
     .await;
