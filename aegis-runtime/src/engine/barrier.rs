@@ -216,6 +216,70 @@ fn parley_requests(finished: &[Finished<'_>]) -> Vec<(NodeId, ParleyRequest)> {
         .collect()
 }
 
+/// The superstep's writes merged into the state in vanguard order; an
+/// error fails the run (a task-key violation, a refused write). A
+/// parleying activation's delta is not written: it runs again.
+fn merge_writes(
+    index: &GraphIndex<'_>,
+    cur: &Cursor,
+    finished: &[Finished<'_>],
+) -> Result<Battlefield, EngineError> {
+    if let Some(e) = task_violation(finished) {
+        return Err(e);
+    }
+    let writes: Few<(ByActivation<'_>, &StateDelta)> = finished
+        .iter()
+        .filter(|f| !matches!(f.directive.next, NextStep::Parley(_)))
+        .map(|f| (ByActivation(f.activation), &f.directive.delta))
+        .collect();
+    Ok(merge_with(
+        &index.graph.schema,
+        &cur.state,
+        writes.as_slice(),
+    )?)
+}
+
+/// Moves the cursor past a merged superstep: the status of the waypoint to
+/// write, and the thread's ending when it now awaits its parleys' answers.
+fn advance(
+    index: &GraphIndex<'_>,
+    cur: &mut Cursor,
+    merged: Merged,
+) -> (WaypointStatus, Option<Ending>) {
+    let Merged {
+        state,
+        next,
+        requests,
+        handled,
+    } = merged;
+    cur.state = state;
+    cur.handled.extend(handled);
+    cur.completed.clear();
+    cur.begun = false;
+    cur.parley = None;
+    if !requests.is_empty() {
+        // The re-run after the answer continues the same visit (a
+        // Battalion finds its child thread by it).
+        for (node, _) in &requests {
+            cur.visits.decrement(index, node);
+        }
+        let mut next = next.into_few();
+        next.extend(requests.iter().map(|(n, _)| Activation::node(n.clone())));
+        cur.vanguard = NextVanguard::Gathered(next).into_vanguard();
+        let status = WaypointStatus::AwaitingInput {
+            requests: requests.clone(),
+        };
+        return (status, Some(Ending::AwaitingInput(requests)));
+    }
+    cur.vanguard = next.into_vanguard();
+    let status = if cur.vanguard.is_empty() {
+        WaypointStatus::Completed
+    } else {
+        WaypointStatus::Running
+    };
+    (status, None)
+}
+
 impl<S: WaypointStore> WarEngine<S> {
     /// Closes the superstep whose activations ended in `results` in this
     /// call (each by its index in the vanguard; those that finished earlier
@@ -239,96 +303,47 @@ impl<S: WaypointStore> WarEngine<S> {
             let vanguard = cur.vanguard.clone();
             return Ok(Some(interrupted(cur, &vanguard, results, run_deadline)));
         }
-        let merged = self.merge(index, cur, &results, solo).await;
+        // Merge in vanguard order, then find the next vanguard. The two
+        // awaits stay in this function: a step of its own would be one more
+        // future to build and move per superstep.
+        let merged = {
+            let finished = finished_of(cur, &results);
+            match merge_writes(index, cur, finished.as_slice()) {
+                Err(e) => Err(e),
+                Ok(state) => match self
+                    .successors(index, finished.as_slice(), &state, solo)
+                    .await
+                {
+                    Err(e) => Err(e),
+                    Ok(next) => {
+                        let requests = parley_requests(finished.as_slice());
+                        self.superstep_merged(cur, &state, finished.as_slice(), &requests);
+                        // Only a superstep that merged counts its
+                        // compensations: one that failed or halted is re-run
+                        // (its completed part reused) on resume.
+                        let handled = finished.iter().filter_map(|f| f.handled.cloned()).collect();
+                        Ok(Merged {
+                            state,
+                            next,
+                            requests,
+                            handled,
+                        })
+                    }
+                },
+            }
+        };
         // The records move into the waypoint (or the failure) only now that
         // nothing borrows the results.
         let records = records_of(cur, results);
-        match merged {
-            Ok(merged) => self.advance(index, cur, merged, records).await,
-            Err(e) => Ok(Some(Ending::failed(e, None, records.into()))),
-        }
-    }
-
-    /// Merges the finished activations' deltas in vanguard order and finds
-    /// the next vanguard; an error fails the run (a task-key violation, a
-    /// refused write, an edge condition that failed).
-    async fn merge(
-        &self,
-        index: &GraphIndex<'_>,
-        cur: &Cursor,
-        results: &Few<(usize, ActivationResult)>,
-        solo: Option<NodeEntry<'_>>,
-    ) -> Result<Merged, EngineError> {
-        let finished = finished_of(cur, results);
-        if let Some(e) = task_violation(finished.as_slice()) {
-            return Err(e);
-        }
-        let requests = parley_requests(finished.as_slice());
-        let writes: Few<(ByActivation<'_>, &StateDelta)> = finished
-            .iter()
-            .filter(|f| !matches!(f.directive.next, NextStep::Parley(_)))
-            .map(|f| (ByActivation(f.activation), &f.directive.delta))
-            .collect();
-        let state = merge_with(&index.graph.schema, &cur.state, writes.as_slice())?;
-        let next = self
-            .successors(index, finished.as_slice(), &state, solo)
-            .await?;
-        self.superstep_merged(cur, &state, finished.as_slice(), &requests);
-        // Only a superstep that merged counts its compensations: one that
-        // failed or halted is re-run (its completed part reused) on resume.
-        let handled = finished.iter().filter_map(|f| f.handled.cloned()).collect();
-        Ok(Merged {
-            state,
-            next,
-            requests,
-            handled,
-        })
-    }
-
-    /// Moves the cursor past a merged superstep and writes its waypoint:
-    /// awaiting the answers to its parleys, completed, or running on.
-    async fn advance(
-        &self,
-        index: &GraphIndex<'_>,
-        cur: &mut Cursor,
-        merged: Merged,
-        records: Few<NodeExecutionRecord>,
-    ) -> Result<Option<Ending>, EngineError> {
-        let Merged {
-            state,
-            next,
-            requests,
-            handled,
-        } = merged;
-        cur.state = state;
-        cur.handled.extend(handled);
-        cur.completed.clear();
-        cur.begun = false;
-        cur.parley = None;
-
-        if !requests.is_empty() {
-            // The re-run after the answer continues the same visit (a
-            // Battalion finds its child thread by it).
-            for (node, _) in &requests {
-                cur.visits.decrement(index, node);
-            }
-            let mut next = next.into_few();
-            next.extend(requests.iter().map(|(n, _)| Activation::node(n.clone())));
-            cur.vanguard = NextVanguard::Gathered(next).into_vanguard();
-            let status = WaypointStatus::AwaitingInput {
-                requests: requests.clone(),
-            };
-            self.write(cur, status, records).await?;
-            return Ok(Some(Ending::AwaitingInput(requests)));
-        }
-
-        cur.vanguard = next.into_vanguard();
-        let status = if cur.vanguard.is_empty() {
-            WaypointStatus::Completed
-        } else {
-            WaypointStatus::Running
+        let merged = match merged {
+            Ok(merged) => merged,
+            Err(e) => return Ok(Some(Ending::failed(e, None, records.into()))),
         };
+        let (status, ending) = advance(index, cur, merged);
         self.write(cur, status, records).await?;
+        if ending.is_some() {
+            return Ok(ending);
+        }
         if let Some(beat) = &self.superstep_beat {
             beat.beat();
         }
