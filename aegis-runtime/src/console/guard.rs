@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use super::server::App;
+use super::app::App;
 
 /// The cookie a browser keeps the bearer token in after `/login`.
 pub(crate) const TOKEN_COOKIE: &str = "aegis_console_token";

@@ -32,6 +32,7 @@
 //! ```
 
 mod age;
+mod app;
 mod escape;
 mod guard;
 mod pages;
@@ -131,7 +132,7 @@ impl Console {
         }
         let listener = tokio::net::TcpListener::bind(addr).await?;
         let local = listener.local_addr()?;
-        let app = Arc::new(server::App {
+        let app = Arc::new(app::App {
             client: self.client,
             token: self.token,
             csrf: guard::random_token(),

@@ -7,12 +7,12 @@ use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap};
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::SystemTime;
 
 use super::MAX_BODY_BYTES;
 use super::age::{age_matches, parse_age};
+use super::app::App;
 use super::escape::url_encode;
 use super::guard::{self, TOKEN_COOKIE, same_secret};
 use super::pages::{self, Filters, RunRow, RunView};
@@ -20,17 +20,7 @@ use super::redacted::redacted;
 use crate::graph::ParleyResponse;
 use crate::render::Timeline;
 use crate::waypoint::{Waypoint, WaypointStatus};
-use crate::worker::{Client, PinnedRun, RunState, RunStatus, WorkerError};
-
-/// What every handler shares.
-pub(crate) struct App {
-    pub(crate) client: Client,
-    pub(crate) token: Option<String>,
-    /// The per-process form token.
-    pub(crate) csrf: String,
-    pub(crate) local: SocketAddr,
-    pub(crate) max_runs: usize,
-}
+use crate::worker::{PinnedRun, RunState, RunStatus, WorkerError};
 
 pub(crate) fn router(app: Arc<App>) -> Router {
     Router::new()
