@@ -437,7 +437,7 @@ const ENGINE_ORDER: &[(&str, u32)] = &[
     ("config.rs", 0),
     ("presets.rs", 0),
     ("index.rs", 0),
-    ("run_deadline.rs", 0),
+    ("run_budget.rs", 0),
     ("ending.rs", 0),
     ("finished.rs", 0),
     ("tally.rs", 1),

@@ -12,7 +12,7 @@ use super::cursor::{Cursor, sort_completed};
 use super::ending::Ending;
 use super::finished::Finished;
 use super::index::{GraphIndex, NodeEntry};
-use super::run_deadline::RunDeadline;
+use super::run_budget::RunBudget;
 use crate::error::{EngineError, NodeError};
 use crate::few::Few;
 use crate::graph::{MusterTask, NextStep, NodeSpec, ParleyRequest};
@@ -77,7 +77,7 @@ fn interrupted(
     cur: &mut Cursor,
     vanguard: &[Activation],
     results: Few<(usize, ActivationResult)>,
-    run_deadline: &RunDeadline,
+    run_budget: &RunBudget,
 ) -> Ending {
     let mut failures: Vec<(NodeError, bool)> = Vec::new();
     let mut pending: Vec<NodeId> = Vec::new();
@@ -116,7 +116,7 @@ fn interrupted(
     by_node_and_task(&mut records);
     if let Some((error, _)) = failures.first() {
         let run_error = if failures.iter().any(|(_, out_of_time)| *out_of_time) {
-            run_deadline.error()
+            run_budget.error()
         } else {
             EngineError::NodeFailed(error.clone())
         };
@@ -290,7 +290,7 @@ impl<S: WaypointStore> WarEngine<S> {
         index: &GraphIndex<'_>,
         cur: &mut Cursor,
         mut results: Few<(usize, ActivationResult)>,
-        run_deadline: &RunDeadline,
+        run_budget: &RunBudget,
         solo: Option<NodeEntry<'_>>,
     ) -> Result<Option<Ending>, EngineError> {
         // Completion order is a race; everything reported is in vanguard
@@ -301,7 +301,7 @@ impl<S: WaypointStore> WarEngine<S> {
             .all(|(_, r)| matches!(r, ActivationResult::Done { .. }));
         if !all_done {
             let vanguard = cur.vanguard.clone();
-            return Ok(Some(interrupted(cur, &vanguard, results, run_deadline)));
+            return Ok(Some(interrupted(cur, &vanguard, results, run_budget)));
         }
         // Merge in vanguard order, then find the next vanguard. The two
         // awaits stay in this function: a step of its own would be one more

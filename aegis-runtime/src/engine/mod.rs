@@ -13,7 +13,7 @@ mod index;
 mod outcome;
 mod presets;
 mod run;
-mod run_deadline;
+mod run_budget;
 mod stream;
 mod tally;
 
@@ -55,7 +55,7 @@ use crate::waypoint::{
 };
 use cursor::Cursor;
 use index::GraphIndex;
-use run_deadline::RunDeadline;
+use run_budget::RunBudget;
 
 /// Runs [`WarGraph`]s, writing a waypoint per superstep to its store.
 ///
@@ -588,8 +588,7 @@ impl<S: WaypointStore> WarEngine<S> {
         let state = initial_state(&graph.schema, &input).map_err(EngineError::InvalidInput)?;
         let index = GraphIndex::of(graph);
         let vanguard = index.entry_activations();
-        let run_deadline =
-            RunDeadline::new(graph.limits.run_timeout).with_spend(self.ledger(graph));
+        let run_budget = RunBudget::new(graph.limits.run_timeout).with_spend(self.ledger(graph));
         let cursor = Cursor {
             thread_id: Arc::from(thread_id),
             fingerprint: graph.shared_fingerprint(),
@@ -612,7 +611,7 @@ impl<S: WaypointStore> WarEngine<S> {
         };
         self.put_draft(&mut cursor.draft(0, status, Few::Zero))
             .await?;
-        self.run(&index, cursor, run_deadline, false).await
+        self.run(&index, cursor, run_budget, false).await
     }
 
     /// Continues a thread from its latest waypoint: a halted run re-runs the
@@ -659,8 +658,7 @@ impl<S: WaypointStore> WarEngine<S> {
         // with where the thread waits (or migrates it).
         let latest = evolve::onto(graph, latest)?;
         let index = GraphIndex::of(graph);
-        let run_deadline =
-            RunDeadline::new(graph.limits.run_timeout).with_spend(self.ledger(graph));
+        let run_budget = RunBudget::new(graph.limits.run_timeout).with_spend(self.ledger(graph));
         let created_at = latest.created_at;
         let requests = match &latest.status {
             WaypointStatus::AwaitingInput { requests } => Some(requests.clone()),
@@ -705,14 +703,14 @@ impl<S: WaypointStore> WarEngine<S> {
                 }));
             }
         }
-        self.run(&index, cursor, run_deadline, true).await
+        self.run(&index, cursor, run_budget, true).await
     }
 
     async fn run(
         &self,
         index: &GraphIndex<'_>,
         cursor: Cursor,
-        run_deadline: RunDeadline,
+        run_budget: RunBudget,
         resumed: bool,
     ) -> Result<RunOutcome, EngineError> {
         let thread_id = cursor.thread_id.to_string();
@@ -727,9 +725,9 @@ impl<S: WaypointStore> WarEngine<S> {
             thread_id: thread_id.clone(),
             resumed,
         });
-        let ledger = run_deadline.spend().clone();
+        let ledger = run_budget.spend().clone();
         let outcome = self
-            .drive(index, cursor, run_deadline)
+            .drive(index, cursor, run_budget)
             .instrument(span.clone())
             .await;
         let spent = ledger.spent();

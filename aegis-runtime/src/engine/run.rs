@@ -16,7 +16,7 @@ use super::cursor::{Cursor, StepCopy, StepParts, sort_completed};
 use super::ending::Ending;
 use super::index::{GraphIndex, NodeEntry};
 use super::outcome::RunOutcome;
-use super::run_deadline::RunDeadline;
+use super::run_budget::RunBudget;
 use crate::error::{EngineError, NodeError, StoreError};
 use crate::few::Few;
 use crate::graph::{MusterTask, TaskRef, TaskSource};
@@ -35,7 +35,7 @@ struct StepEnv<'c> {
     /// carrying another (never, after a resume's check) derives its keys
     /// from scratch.
     seeds_fit: bool,
-    run_deadline: &'c RunDeadline,
+    run_budget: &'c RunBudget,
     shutdown_grace: std::time::Duration,
 }
 
@@ -44,7 +44,7 @@ impl<'c> StepEnv<'c> {
         parts: StepParts<'c>,
         superstep: u32,
         index: &GraphIndex<'_>,
-        run_deadline: &'c RunDeadline,
+        run_budget: &'c RunBudget,
         shutdown_grace: std::time::Duration,
     ) -> Self {
         let vanguard = parts.vanguard;
@@ -56,7 +56,7 @@ impl<'c> StepEnv<'c> {
                 .then(|| Arc::new(VanguardTasks(vanguard.clone())) as Arc<dyn TaskSource>),
             superstep,
             seeds_fit: *index.graph.shared_fingerprint() == **parts.fingerprint,
-            run_deadline,
+            run_budget,
             shutdown_grace,
         }
     }
@@ -162,7 +162,7 @@ impl<S: WaypointStore> WarEngine<S> {
         &self,
         index: &GraphIndex<'_>,
         mut cur: Cursor,
-        run_deadline: RunDeadline,
+        run_budget: RunBudget,
     ) -> Result<RunOutcome, EngineError> {
         // The node that ran alone in the superstep before, if one did.
         let mut previous = None;
@@ -175,7 +175,7 @@ impl<S: WaypointStore> WarEngine<S> {
             // found by position.
             let solo = index.solo_after(previous, &cur.vanguard);
             previous = solo;
-            let todo = match self.plan(index, &mut cur, &run_deadline, solo) {
+            let todo = match self.plan(index, &mut cur, &run_budget, solo) {
                 Planned::Run(todo) => todo,
                 Planned::End(ending) => return self.end(cur, ending).await,
             };
@@ -194,11 +194,11 @@ impl<S: WaypointStore> WarEngine<S> {
             // whole superstep's future.
             let unfinished = {
                 let step =
-                    std::pin::pin!(self.run_vanguard(index, &mut cur, &run_deadline, todo, solo));
+                    std::pin::pin!(self.run_vanguard(index, &mut cur, &run_budget, todo, solo));
                 step.instrument(span).await?
             };
             if let Some(ending) = self
-                .barrier(index, &mut cur, unfinished, &run_deadline, solo)
+                .barrier(index, &mut cur, unfinished, &run_budget, solo)
                 .await?
             {
                 return self.end(cur, ending).await;
@@ -236,7 +236,7 @@ impl<S: WaypointStore> WarEngine<S> {
         &self,
         index: &GraphIndex<'_>,
         cur: &mut Cursor,
-        run_deadline: &RunDeadline,
+        run_budget: &RunBudget,
         solo: Option<NodeEntry<'_>>,
     ) -> Planned {
         if cur.begun {
@@ -253,13 +253,13 @@ impl<S: WaypointStore> WarEngine<S> {
                 records: Vec::new(),
             });
         }
-        if let Some(e) = run_deadline.exceeded() {
+        if let Some(e) = run_budget.exceeded() {
             return Planned::End(Ending::failed(e, None, Vec::new()));
         }
         // Nothing left of the spend budget: no further superstep, as none
         // starts past the time budget.
-        if run_deadline.spend_exhausted() {
-            return Planned::End(Ending::failed(run_deadline.error(), None, Vec::new()));
+        if run_budget.spend_exhausted() {
+            return Planned::End(Ending::failed(run_budget.error(), None, Vec::new()));
         }
         if cur.superstep >= limits.max_supersteps {
             let e = EngineError::RecursionLimitExceeded {
@@ -318,7 +318,7 @@ impl<S: WaypointStore> WarEngine<S> {
         &self,
         index: &GraphIndex<'_>,
         cur: &mut Cursor,
-        run_deadline: &RunDeadline,
+        run_budget: &RunBudget,
         todo: Few<(usize, u32)>,
         solo: Option<NodeEntry<'_>>,
     ) -> Result<Few<(usize, ActivationResult)>, EngineError> {
@@ -335,7 +335,7 @@ impl<S: WaypointStore> WarEngine<S> {
                 cur.step_parts(),
                 cur.superstep,
                 index,
-                run_deadline,
+                run_budget,
                 shutdown_grace,
             );
             return Ok(Few::One(self.activate(index, &env, only, solo).await));
@@ -345,7 +345,7 @@ impl<S: WaypointStore> WarEngine<S> {
             copy.step_parts(),
             cur.superstep,
             index,
-            run_deadline,
+            run_budget,
             shutdown_grace,
         );
         let env = &env;
@@ -471,7 +471,7 @@ impl<S: WaypointStore> WarEngine<S> {
         let act = ActivationCtx {
             thread_id: env.parts.thread_id,
             superstep: env.superstep,
-            run_deadline: env.run_deadline,
+            run_budget: env.run_budget,
             spec: entry.spec,
             aegis: entry.aegis.unwrap_or(&NO_POLICIES),
             fingerprint: env.parts.fingerprint,

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::engine::run_deadline::RunDeadline;
+use crate::engine::run_budget::RunBudget;
 use crate::error::NodeError;
 use crate::graph::{Directive, MusterTask, NodeSpec, ParleyResponse, TaskRef};
 use crate::policy::Aegis;
@@ -18,7 +18,7 @@ pub(crate) struct ActivationCtx<'a> {
     pub(crate) thread_id: &'a Arc<str>,
     pub(crate) superstep: u32,
     /// When the whole `start`/`resume` call runs out of time.
-    pub(crate) run_deadline: &'a RunDeadline,
+    pub(crate) run_budget: &'a RunBudget,
     pub(crate) spec: &'a NodeSpec,
     /// The node's policies (an empty [`Aegis`] when it declares none).
     pub(crate) aegis: &'a Aegis,

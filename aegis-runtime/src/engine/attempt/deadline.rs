@@ -29,7 +29,7 @@ impl ActivationCtx<'_> {
             .as_ref()
             .and_then(|t| t.run_timeout)
             .and_then(|d| deadline_after(Instant::now(), d));
-        [run_timeout, self.run_deadline.at(), enclosing]
+        [run_timeout, self.run_budget.at(), enclosing]
             .into_iter()
             .flatten()
             .min()
@@ -105,7 +105,7 @@ impl<S: WaypointStore> WarEngine<S> {
             .map(|d| (d, TimeoutKind::Run));
         // The run deadline wins ties: when both pass together the run is
         // out of time.
-        let hard = match (run_timeout, act.run_deadline.at()) {
+        let hard = match (run_timeout, act.run_budget.at()) {
             (Some((r, k)), Some(d)) if r < d => Some((r, k)),
             (_, Some(d)) => Some((d, TimeoutKind::EngineRun)),
             (r, None) => r,

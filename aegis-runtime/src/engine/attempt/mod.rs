@@ -33,7 +33,7 @@ use crate::waypoint::{Activation, NodeStatus, WaypointStore};
 
 use activation::{ActivationCtx, ActivationResult, AttemptEnd};
 use record::Recorder;
-use retry::Next;
+use retry::AfterFailure;
 
 /// Drops the effect notes of an activation that did not finish.
 struct NotesGuard<'a> {
@@ -108,7 +108,7 @@ impl<S: WaypointStore> WarEngine<S> {
         activation: &Activation,
     ) -> ActivationResult {
         let node_id = &activation.node_id;
-        let mut rec = Recorder::of_run(node_id, act.task, act.run_deadline);
+        let mut rec = Recorder::of_run(node_id, act.task, act.run_budget);
         // An activation dropped mid-way (a Battalion's child cut by its
         // parent's timeout) leaves no effect notes behind in the scope.
         let _notes = NotesGuard {
@@ -277,9 +277,9 @@ impl<S: WaypointStore> WarEngine<S> {
                 .next_attempt(act, node_id, &error, attempt, rec, &span)
                 .await
             {
-                Next::Retry => attempt += 1,
-                Next::Shutdown => return rec.shutdown(attempt + 1),
-                Next::GiveUp { budget_exhausted } => {
+                AfterFailure::Retry => attempt += 1,
+                AfterFailure::Shutdown => return rec.shutdown(attempt + 1),
+                AfterFailure::GiveUp { budget_exhausted } => {
                     return ActivationResult::Failed {
                         error: Box::new(error),
                         record: rec.finish(NodeStatus::Failed, attempt),

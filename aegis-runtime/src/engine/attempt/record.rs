@@ -9,7 +9,7 @@ use tracing::Level;
 use super::activation::{ActivationCtx, ActivationResult, AttemptEnd};
 use super::deadline::AttemptStart;
 use crate::engine::WarEngine;
-use crate::engine::run_deadline::RunDeadline;
+use crate::engine::run_budget::RunBudget;
 use crate::engine::stream::tap::{AttemptTap, emitter};
 use crate::error::{NodeError, NodeErrorSource, Transience};
 use crate::graph::{MusterTask, ServedSlot, SpendMeter};
@@ -58,9 +58,9 @@ impl Recorder {
     }
 
     /// A recorder for an activation of the call `run`: its wall time is
-    /// derived from the monotonic one ([`RunDeadline::wall_at`]), one clock
+    /// derived from the monotonic one ([`RunBudget::wall_at`]), one clock
     /// read instead of two.
-    pub(super) fn of_run(node_id: &NodeId, task: Option<&MusterTask>, run: &RunDeadline) -> Self {
+    pub(super) fn of_run(node_id: &NodeId, task: Option<&MusterTask>, run: &RunBudget) -> Self {
         let started = Instant::now();
         Self::starting_at(node_id, task, run.wall_at(started), started)
     }
@@ -284,7 +284,7 @@ impl<S: WaypointStore> WarEngine<S> {
         let emitter = emitter(tap.as_ref());
         let meter = if rec.metered {
             SpendMeter::for_attempt(
-                act.run_deadline.spend().clone(),
+                act.run_budget.spend().clone(),
                 act.aegis.spend_cap,
                 rec.spent(),
             )

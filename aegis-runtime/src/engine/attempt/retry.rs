@@ -17,7 +17,7 @@ use super::deadline::sleep_opt;
 use super::record::{Recorder, millis};
 use crate::deadline::deadline_after;
 use crate::engine::WarEngine;
-use crate::engine::run_deadline::RunDeadline;
+use crate::engine::run_budget::RunBudget;
 use crate::error::{NodeError, NodeErrorSource, TimeoutKind};
 use crate::fnv::Fnv;
 use crate::id::NodeId;
@@ -26,7 +26,7 @@ use crate::trace::{BudgetBound, TraceEvent};
 use crate::waypoint::{RetrySkip, WaypointStore};
 
 /// What follows a failed attempt.
-pub(super) enum Next {
+pub(super) enum AfterFailure {
     /// The backoff elapsed: run the next attempt.
     Retry,
     /// Cancelled during the backoff.
@@ -50,22 +50,22 @@ impl<S: WaypointStore> WarEngine<S> {
         attempt: u32,
         rec: &mut Recorder,
         span: &tracing::Span,
-    ) -> Next {
+    ) -> AfterFailure {
         // A run-deadline cut is never retried; a run with nothing left to
         // spend is out of budget too (no handler runs).
-        let spend_out = act.run_deadline.spend_exhausted();
+        let spend_out = act.run_budget.spend_exhausted();
         let budget_cut = error.source == NodeErrorSource::Timeout(TimeoutKind::EngineRun);
         let policy = match &act.aegis.retry {
             Some(policy) if !budget_cut && attempt < policy.max_attempts.max(1) => policy,
             _ => {
-                return Next::GiveUp {
+                return AfterFailure::GiveUp {
                     budget_exhausted: budget_cut || spend_out,
                 };
             }
         };
         let next = attempt.saturating_add(1);
         if !self.retry_allowed(policy, error, next).await {
-            return Next::GiveUp {
+            return AfterFailure::GiveUp {
                 budget_exhausted: spend_out,
             };
         }
@@ -110,7 +110,7 @@ impl<S: WaypointStore> WarEngine<S> {
             });
             // With no time left at all the run is out of budget (no handler);
             // otherwise the handler compensates in what is left.
-            return Next::GiveUp {
+            return AfterFailure::GiveUp {
                 budget_exhausted: skip.remaining.is_zero() && skip.bound == BudgetBound::RunBudget,
             };
         }
@@ -125,7 +125,7 @@ impl<S: WaypointStore> WarEngine<S> {
             rec.skipped(skip);
             // With nothing left of the run's budget the run is out of it (no
             // handler); otherwise the handler compensates in what is left.
-            return Next::GiveUp {
+            return AfterFailure::GiveUp {
                 budget_exhausted: spend_out,
             };
         }
@@ -148,9 +148,9 @@ impl<S: WaypointStore> WarEngine<S> {
         });
         let span = tracing::debug_span!("aegis.backoff", attempt = next, delay_ms = millis(delay));
         if span.is_disabled() {
-            return self.backoff(delay, act.run_deadline).await;
+            return self.backoff(delay, act.run_budget).await;
         }
-        self.backoff(delay, act.run_deadline).instrument(span).await
+        self.backoff(delay, act.run_budget).instrument(span).await
     }
 
     /// The deadline a wait of `delay` starting now would reach or overrun,
@@ -158,7 +158,7 @@ impl<S: WaypointStore> WarEngine<S> {
     /// A zero wait fits while any time is left.
     fn budget_skip(&self, act: &ActivationCtx<'_>, delay: Duration) -> Option<Skip> {
         let now = Instant::now();
-        let bound = match (act.run_deadline.at(), self.enclosing_deadline) {
+        let bound = match (act.run_budget.at(), self.enclosing_deadline) {
             (Some(r), Some(e)) if e < r => (e, BudgetBound::EnclosingDeadline),
             (Some(r), _) => (r, BudgetBound::RunBudget),
             (None, Some(e)) => (e, BudgetBound::EnclosingDeadline),
@@ -196,30 +196,30 @@ impl<S: WaypointStore> WarEngine<S> {
     /// Waits `delay` before the next attempt, racing cancellation and the run
     /// deadline. A zero delay never touches the timer (a `sleep(0)` would
     /// wait for the next timer tick).
-    async fn backoff(&self, delay: Duration, run_deadline: &RunDeadline) -> Next {
+    async fn backoff(&self, delay: Duration, run_budget: &RunBudget) -> AfterFailure {
         if delay.is_zero() {
             return if self.cancellation.is_cancelled() {
-                Next::Shutdown
+                AfterFailure::Shutdown
             } else {
-                Next::Retry
+                AfterFailure::Retry
             };
         }
         // A wait too long for an `Instant` ends only by cancellation or
         // with the run deadline.
         let end = deadline_after(Instant::now(), delay);
-        let (until, deadline_first) = match (run_deadline.at(), end) {
+        let (until, deadline_first) = match (run_budget.at(), end) {
             (Some(d), Some(e)) if d <= e => (Some(d), true),
             (Some(d), None) => (Some(d), true),
             (_, e) => (e, false),
         };
         tokio::select! {
             biased;
-            _ = self.cancellation.cancelled() => Next::Shutdown,
+            _ = self.cancellation.cancelled() => AfterFailure::Shutdown,
             _ = sleep_opt(until) => {
                 if deadline_first {
-                    Next::GiveUp { budget_exhausted: true }
+                    AfterFailure::GiveUp { budget_exhausted: true }
                 } else {
-                    Next::Retry
+                    AfterFailure::Retry
                 }
             }
         }
@@ -233,7 +233,7 @@ impl<S: WaypointStore> WarEngine<S> {
 /// left.
 fn spend_skip(act: &ActivationCtx<'_>, rec: &Recorder, next: u32) -> Option<crate::policy::Skip> {
     let remaining = act
-        .run_deadline
+        .run_budget
         .spend()
         .remaining_under(act.aegis.spend_cap.as_ref(), &rec.spent())?;
     let expected = rec.last_spend;

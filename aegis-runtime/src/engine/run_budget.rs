@@ -14,7 +14,7 @@ use crate::graph::RunLedger;
 /// (`EngineLimits::spend_budget`, `WarEngine::with_spend_budget`): the two
 /// budgets of a run.
 #[derive(Debug, Clone)]
-pub(crate) struct RunDeadline {
+pub(crate) struct RunBudget {
     started: Instant,
     /// `started` by the wall clock.
     wall: SystemTime,
@@ -23,10 +23,10 @@ pub(crate) struct RunDeadline {
     spend: Arc<RunLedger>,
 }
 
-impl RunDeadline {
+impl RunBudget {
     /// A deadline `limit` from now; none without a limit. Spends unbounded.
     pub(crate) fn new(limit: Option<Duration>) -> Self {
-        RunDeadline {
+        RunBudget {
             started: Instant::now(),
             wall: SystemTime::now(),
             limit,
