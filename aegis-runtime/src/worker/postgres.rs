@@ -324,6 +324,31 @@ impl PostgresRunQueue {
         Ok(self.pool.get().await?)
     }
 
+    /// The statuses of the threads `query` selects (its one column), in
+    /// its order; a thread gone meanwhile is left out.
+    async fn statuses_where(
+        &self,
+        query: &str,
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+    ) -> Result<Vec<RunStatus>, WorkerError> {
+        let threads: Vec<String> = self
+            .client()
+            .await?
+            .query(&self.sql(query), params)
+            .await
+            .map_err(backend)?
+            .iter()
+            .map(|r| r.try_get(0).map_err(backend))
+            .collect::<Result<_, _>>()?;
+        let mut found = Vec::with_capacity(threads.len());
+        for t in threads {
+            if let Some(status) = self.status(&t).await? {
+                found.push(status);
+            }
+        }
+        Ok(found)
+    }
+
     /// Ends `lease` for a thread its holder could not run as stored: the
     /// run's next state depends on how many claims in a row found it so
     /// ([`RunFault::next`]), read and written in one transaction.
@@ -1079,32 +1104,12 @@ impl RunQueue for PostgresRunQueue {
     }
 
     async fn quarantined(&self, max: usize) -> Result<Vec<RunStatus>, WorkerError> {
-        self.within(async {
-            let threads: Vec<String> = {
-                let client = self.client().await?;
-                let max = i64::try_from(max).unwrap_or(i64::MAX);
-                client
-                    .query(
-                        &self.sql(
-                            "SELECT thread_id FROM {s}.aegis_runs WHERE state = 'quarantined' \
-                         ORDER BY queued_at LIMIT $1",
-                        ),
-                        &[&max],
-                    )
-                    .await
-                    .map_err(backend)?
-                    .iter()
-                    .map(|r| r.try_get(0).map_err(backend))
-                    .collect::<Result<_, _>>()?
-            };
-            let mut found = Vec::with_capacity(threads.len());
-            for t in threads {
-                if let Some(status) = self.status(&t).await? {
-                    found.push(status);
-                }
-            }
-            Ok(found)
-        })
+        let max = i64::try_from(max).unwrap_or(i64::MAX);
+        self.within(self.statuses_where(
+            "SELECT thread_id FROM {s}.aegis_runs WHERE state = 'quarantined' \
+             ORDER BY queued_at LIMIT $1",
+            &[&max],
+        ))
         .await
     }
 
@@ -1114,35 +1119,15 @@ impl RunQueue for PostgresRunQueue {
         graph_name: Option<&str>,
         max: usize,
     ) -> Result<Vec<RunStatus>, WorkerError> {
-        self.within(async {
-            let threads: Vec<String> = {
-                let client = self.client().await?;
-                let max = i64::try_from(max).unwrap_or(i64::MAX);
-                let state = state.map(RunState::as_str);
-                client
-                    .query(
-                        &self.sql(
-                            "SELECT thread_id FROM {s}.aegis_runs \
-                             WHERE ($1::TEXT IS NULL OR state = $1) \
-                             AND ($2::TEXT IS NULL OR graph_name = $2) \
-                             ORDER BY queued_at DESC LIMIT $3",
-                        ),
-                        &[&state, &graph_name, &max],
-                    )
-                    .await
-                    .map_err(backend)?
-                    .iter()
-                    .map(|r| r.try_get(0).map_err(backend))
-                    .collect::<Result<_, _>>()?
-            };
-            let mut found = Vec::with_capacity(threads.len());
-            for t in threads {
-                if let Some(status) = self.status(&t).await? {
-                    found.push(status);
-                }
-            }
-            Ok(found)
-        })
+        let max = i64::try_from(max).unwrap_or(i64::MAX);
+        let state = state.map(RunState::as_str);
+        self.within(self.statuses_where(
+            "SELECT thread_id FROM {s}.aegis_runs \
+             WHERE ($1::TEXT IS NULL OR state = $1) \
+             AND ($2::TEXT IS NULL OR graph_name = $2) \
+             ORDER BY queued_at DESC LIMIT $3",
+            &[&state, &graph_name, &max],
+        ))
         .await
     }
 

@@ -376,6 +376,18 @@ impl SqliteRunQueue {
         .map_err(join_error)?
     }
 
+    /// The statuses of `threads`, in order; a thread gone meanwhile is
+    /// left out.
+    async fn statuses(&self, threads: Vec<String>) -> Result<Vec<RunStatus>, WorkerError> {
+        let mut found = Vec::with_capacity(threads.len());
+        for t in threads {
+            if let Some(status) = self.status(&t).await? {
+                found.push(status);
+            }
+        }
+        Ok(found)
+    }
+
     /// The thread's epoch and state.
     async fn holder(&self, thread_id: &str) -> Result<Option<(u64, String)>, WorkerError> {
         let thread_id = thread_id.to_string();
@@ -876,13 +888,7 @@ impl RunQueue for SqliteRunQueue {
                 .map_err(backend)
             })
             .await?;
-        let mut found = Vec::with_capacity(threads.len());
-        for t in threads {
-            if let Some(status) = self.status(&t).await? {
-                found.push(status);
-            }
-        }
-        Ok(found)
+        self.statuses(threads).await
     }
 
     async fn stats(&self) -> Result<Option<QueueStats>, WorkerError> {
@@ -1093,13 +1099,7 @@ impl RunQueue for SqliteRunQueue {
                 .map_err(backend)
             })
             .await?;
-        let mut found = Vec::with_capacity(threads.len());
-        for t in threads {
-            if let Some(status) = self.status(&t).await? {
-                found.push(status);
-            }
-        }
-        Ok(found)
+        self.statuses(threads).await
     }
 
     async fn retry_now(&self, thread_id: &str) -> Result<(), WorkerError> {
