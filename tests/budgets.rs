@@ -124,7 +124,7 @@ async fn each_attempt_records_the_providers_usage_and_its_cost_failed_ones_too()
     assert_eq!((first.prompt_tokens, first.completion_tokens), (1000, 500));
     assert_eq!(first.cost, Money::from_nano_usd(2_000_000));
     assert!(!first.estimated);
-    let total = record.spend.expect("the activation's spend");
+    let total = record.spend().expect("the activation's spend");
     assert_eq!(total.total_tokens(), 2500);
     assert_eq!(total.cost, Money::from_nano_usd(3_200_000));
 
@@ -202,7 +202,7 @@ async fn a_retry_whose_expected_cost_passes_what_is_left_is_skipped_and_the_hand
     assert_eq!(llm.call_count(), 1, "the retry was not sent");
 
     let record = writer_record(&engine, "t").await;
-    let skip = &record.skips[0];
+    let skip = &record.skips()[0];
     assert_eq!(skip.step, SkippedStep::Retry { attempt: 2 });
     let SkipReason::SpendBudget {
         expected,
@@ -334,7 +334,7 @@ async fn a_node_cap_skips_its_retry_under_a_larger_run_budget() {
     assert_eq!(llm.call_count(), 1);
     let record = writer_record(&engine, "t").await;
     assert!(matches!(
-        &record.skips[0].reason,
+        &record.skips()[0].reason,
         SkipReason::SpendBudget { remaining, .. } if remaining.tokens == Some(200)
     ));
 }
@@ -380,14 +380,14 @@ async fn a_request_over_a_providers_context_window_skips_it_unsent() {
     assert_eq!(small.call_count(), 0, "never sent to the small model");
     let record = writer_record(&engine, "t").await;
     assert_eq!(
-        record.skips[0].step,
+        record.skips()[0].step,
         SkippedStep::Hop {
             provider: "small".into(),
             position: 0
         }
     );
     assert!(matches!(
-        record.skips[0].reason,
+        record.skips()[0].reason,
         SkipReason::ContextWindow { window: 10, estimated_tokens } if estimated_tokens > 50
     ));
     let line = sink
@@ -442,7 +442,7 @@ async fn a_hop_whose_expected_cost_passes_what_is_left_is_skipped_and_the_handle
     assert_eq!(backup.call_count(), 0);
     let record = writer_record(&engine, "t").await;
     assert!(matches!(
-        &record.skips[0],
+        &record.skips()[0],
         s if matches!(&s.step, SkippedStep::Hop { provider, position: 1 } if provider == "dear")
             && matches!(s.reason, SkipReason::SpendBudget { .. })
     ));
@@ -477,7 +477,7 @@ async fn a_hop_to_a_model_dearer_than_the_ratio_allows_is_refused() {
     assert_eq!(backup.call_count(), 0);
     let record = writer_record(&engine, "t").await;
     assert!(matches!(
-        record.skips[0].reason,
+        record.skips()[0].reason,
         SkipReason::PriceRatio {
             max_ratio_permille: 2000,
             ..
@@ -746,7 +746,7 @@ async fn a_retry_after_an_attempt_that_spent_nothing_is_expected_to_cost_its_req
     assert_eq!(llm.call_count(), 1);
     let record = writer_record(&engine, "t").await;
     assert!(matches!(
-        &record.skips[0].reason,
+        &record.skips()[0].reason,
         SkipReason::SpendBudget { expected, .. }
             if expected.estimated && expected.completion_tokens == 100
     ));

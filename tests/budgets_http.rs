@@ -141,7 +141,7 @@ async fn openai_usage_is_read_streamed_and_whole() {
         let engine = engine_over(openai(&server), streaming);
         let outcome = run(&engine, Aegis::new()).await;
         assert_eq!(answer(&outcome), json!("Paris is the capital."));
-        let spend = record(&engine).await.spend.expect("spend");
+        let spend = record(&engine).await.spend().expect("spend");
         assert_eq!((spend.prompt_tokens, spend.completion_tokens), (1200, 300));
         assert!(!spend.estimated, "streaming {streaming}: {spend:?}");
         // 1200 * 0.15 + 300 * 0.60 = 360 micro-dollars.
@@ -158,7 +158,7 @@ async fn running_usage_totals_on_every_chunk_are_not_added_up() {
     let server = TestServer::start(vec![Reply::sse(vec![stream])]).await;
     let engine = engine_over(openai(&server), true);
     run(&engine, Aegis::new()).await;
-    let spend = record(&engine).await.spend.expect("spend");
+    let spend = record(&engine).await.spend().expect("spend");
     assert_eq!((spend.prompt_tokens, spend.completion_tokens), (1200, 300));
 }
 
@@ -172,7 +172,7 @@ async fn anthropic_usage_is_read_streamed_and_whole() {
         let engine = engine_over(anthropic(&server), streaming);
         let outcome = run(&engine, Aegis::new()).await;
         assert_eq!(answer(&outcome), json!("Paris is the capital."));
-        let spend = record(&engine).await.spend.expect("spend");
+        let spend = record(&engine).await.spend().expect("spend");
         // message_start's input tokens and message_delta's output tokens.
         assert_eq!((spend.prompt_tokens, spend.completion_tokens), (1200, 300));
         assert!(!spend.estimated);
@@ -187,7 +187,7 @@ async fn a_server_that_reports_no_usage_is_estimated_and_marked() {
     let server = TestServer::start(vec![Reply::sse(vec![stream])]).await;
     let engine = engine_over(openai(&server), true);
     run(&engine, Aegis::new()).await;
-    let spend = record(&engine).await.spend.expect("spend");
+    let spend = record(&engine).await.spend().expect("spend");
     assert!(spend.estimated);
     assert!(
         spend.prompt_tokens > 0 && spend.completion_tokens > 0,
@@ -221,9 +221,9 @@ async fn a_failed_attempt_that_spent_stops_a_retry_it_cannot_afford() {
         rec.attempts[0].spend.unwrap().cost,
         Money::from_nano_usd(450_000)
     );
-    assert_eq!(rec.skips[0].step, SkippedStep::Retry { attempt: 2 });
+    assert_eq!(rec.skips()[0].step, SkippedStep::Retry { attempt: 2 });
     assert!(matches!(
-        rec.skips[0].reason,
+        rec.skips()[0].reason,
         SkipReason::SpendBudget { .. }
     ));
 
@@ -286,12 +286,12 @@ async fn a_hop_to_a_provider_whose_window_the_prompt_cannot_fit_is_skipped_unsen
     );
     let rec = record(&engine).await;
     assert!(matches!(
-        &rec.skips[0],
+        &rec.skips()[0],
         s if matches!(&s.step, SkippedStep::Hop { provider, position: 0 } if provider == "openai")
             && matches!(s.reason, SkipReason::ContextWindow { window: 8, .. })
     ));
     // The served call is priced at the backup's model.
-    assert_eq!(rec.spend.unwrap().cost, Money::from_nano_usd(8_100_000));
+    assert_eq!(rec.spend().unwrap().cost, Money::from_nano_usd(8_100_000));
 }
 
 #[tokio::test]
@@ -322,7 +322,7 @@ async fn a_hop_that_would_pass_the_money_left_is_skipped_and_the_handler_runs() 
     assert!(backup.requests().is_empty());
     let rec = record(&engine).await;
     assert!(matches!(
-        &rec.skips[0],
+        &rec.skips()[0],
         s if matches!(&s.step, SkippedStep::Hop { position: 1, .. })
             && matches!(s.reason, SkipReason::SpendBudget { .. })
     ));

@@ -504,7 +504,7 @@ async fn records_and_the_timeline_show_each_attempt_s_effects() {
         .unwrap();
     let k = key("t1");
     let notes: Vec<_> = record
-        .effects
+        .effects()
         .iter()
         .map(|n| (n.attempt, n.name.as_str(), n.key.as_str(), n.outcome))
         .collect();
@@ -530,7 +530,7 @@ async fn records_and_the_timeline_show_each_attempt_s_effects() {
         .iter()
         .flat_map(|w| w.records.iter())
         .filter(|r| r.node_id.as_str() != "pay")
-        .all(|r| r.effects.is_empty());
+        .all(|r| r.effects().is_empty());
     assert!(plain);
 }
 

@@ -43,8 +43,8 @@ fn the_hop(records: &[NodeExecutionRecord]) -> HopNote {
     assert_eq!(answer.len(), 1, "{records:#?}");
     let r = answer[0];
     assert_eq!(r.status, NodeStatus::Succeeded);
-    assert_eq!(r.hops.len(), 1, "{r:#?}");
-    r.hops[0].clone()
+    assert_eq!(r.hops().len(), 1, "{r:#?}");
+    r.hops()[0].clone()
 }
 
 /// With no trace sink and no stream (nothing listens), the hop is still on

@@ -132,6 +132,7 @@ fn interrupted(
 /// A chain's one record is returned in place, not in a `Vec` the store
 /// would free at once (it keeps a lone record inline); several are in an
 /// exactly sized one (growing from empty reserves four records).
+#[inline]
 fn records_of(cur: &Cursor, results: Few<(usize, ActivationResult)>) -> Few<NodeExecutionRecord> {
     // Matched in place: an iterator over the list would first move every
     // whole result into itself, then each into its closure.
@@ -177,6 +178,7 @@ struct Merged {
 /// Every finished activation of the superstep in vanguard order, read in
 /// place: those kept in the cursor from earlier, and the `results` of
 /// this call (each by its index in the vanguard, all `Done`).
+#[inline]
 fn finished_of<'a>(
     cur: &'a Cursor,
     results: &'a Few<(usize, ActivationResult)>,
@@ -206,6 +208,7 @@ fn finished_of<'a>(
 
 /// The parleys the finished activations raised. A parleying activation's
 /// delta is discarded: it runs again, with the answer, after resume.
+#[inline]
 fn parley_requests(finished: &[Finished<'_>]) -> Vec<(NodeId, ParleyRequest)> {
     finished
         .iter()
@@ -219,6 +222,7 @@ fn parley_requests(finished: &[Finished<'_>]) -> Vec<(NodeId, ParleyRequest)> {
 /// The superstep's writes merged into the state in vanguard order; an
 /// error fails the run (a task-key violation, a refused write). A
 /// parleying activation's delta is not written: it runs again.
+#[inline]
 fn merge_writes(
     index: &GraphIndex<'_>,
     cur: &Cursor,
@@ -241,6 +245,7 @@ fn merge_writes(
 
 /// Moves the cursor past a merged superstep: the status of the waypoint to
 /// write, and the thread's ending when it now awaits its parleys' answers.
+#[inline]
 fn advance(
     index: &GraphIndex<'_>,
     cur: &mut Cursor,

@@ -12,6 +12,7 @@ use tracing::Instrument;
 
 use super::WarEngine;
 use super::attempt::activation::{ActivationCtx, ActivationResult, NO_POLICIES};
+use super::attempt::{node_span, node_span_ended};
 use super::cursor::{Cursor, StepCopy, StepParts, sort_completed};
 use super::ending::Ending;
 use super::index::{GraphIndex, NodeEntry};
@@ -490,7 +491,20 @@ impl<S: WaypointStore> WarEngine<S> {
             visit,
             shutdown_grace: env.shutdown_grace,
         };
-        let result = self.run_activation(&act, env.parts.state, activation).await;
+        // Awaited where it is built on either path: the activation's
+        // result moves out of one future, not through a span wrapper's too.
+        let span = node_span(&act, activation);
+        if span.is_disabled() {
+            return (
+                i,
+                self.run_activation(&act, env.parts.state, activation).await,
+            );
+        }
+        let result = {
+            let run = std::pin::pin!(self.run_activation(&act, env.parts.state, activation));
+            run.instrument(span.clone()).await
+        };
+        node_span_ended(&span, &result);
         (i, result)
     }
 }

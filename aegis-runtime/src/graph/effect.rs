@@ -363,10 +363,16 @@ impl EffectScope {
 
     /// The parley an attempt's effect asked for, taken; free when none is
     /// pending.
+    #[inline]
     pub(crate) fn take_ask(&self, ctx: &NodeContext) -> Option<ParleyRequest> {
         if self.pending.load(Ordering::Acquire) == 0 {
             return None;
         }
+        self.take_pending_ask(ctx)
+    }
+
+    #[inline(never)]
+    fn take_pending_ask(&self, ctx: &NodeContext) -> Option<ParleyRequest> {
         let mut asks = self.asks.lock().unwrap_or_else(|p| p.into_inner());
         let taken = asks.remove(&ask_id(ctx));
         if taken.is_some() {
@@ -394,6 +400,7 @@ impl EffectScope {
 
     /// The notes of the activation of `node_id` (task `task_key`) on
     /// `thread_id`, taken for its record; free when none is pending.
+    #[inline]
     pub(crate) fn take_notes(
         &self,
         thread_id: &str,
@@ -403,6 +410,16 @@ impl EffectScope {
         if self.noted.load(Ordering::Acquire) == 0 {
             return Vec::new();
         }
+        self.take_noted(thread_id, node_id, task_key)
+    }
+
+    #[inline(never)]
+    fn take_noted(
+        &self,
+        thread_id: &str,
+        node_id: &str,
+        task_key: Option<&str>,
+    ) -> Vec<EffectNote> {
         let id = (
             thread_id.to_string(),
             node_id.to_string(),

@@ -246,7 +246,7 @@ fn since(t0: SystemTime, t: SystemTime) -> f64 {
 /// `attempt` (`effect charge aegis-…: done`), one per line.
 fn effects_of(r: &NodeExecutionRecord, attempt: u32, detail: Option<String>) -> Option<String> {
     let lines: Vec<String> = r
-        .effects
+        .effects()
         .iter()
         .filter(|e| e.attempt == attempt)
         .map(|e| format!("effect {} {}: {}", e.name, e.key, e.outcome.name()))
@@ -393,7 +393,7 @@ impl Model {
         let mut end: f64 = 0.0;
         let spend = records
             .iter()
-            .filter_map(|(_, r)| r.spend)
+            .filter_map(|(_, r)| r.spend())
             .reduce(|a, b| a.plus(&b));
         for (superstep, r) in &records {
             let lane = lane_of(&r.node_id, &r.task_key, &mut lanes);
@@ -418,7 +418,7 @@ impl Model {
                     .get(&(r.node_id.clone(), r.task_key.clone(), attempt, *superstep))
                     .cloned()
                     .unwrap_or_else(|| {
-                        r.hops
+                        r.hops()
                             .iter()
                             .filter(|h| h.attempt == attempt)
                             .map(|h| (h.from_provider.clone(), h.to_provider.clone()))
@@ -486,7 +486,7 @@ impl Model {
             // when a closing bar is drawn).
             let closing = closing.map(|(outcome, detail)| {
                 let mut notes: Vec<String> = detail.into_iter().collect();
-                if let Some(total) = r.spend {
+                if let Some(total) = r.spend() {
                     let before = r
                         .attempts
                         .iter()
@@ -502,17 +502,17 @@ impl Model {
                     .with_estimated(total.estimated);
                     notes.push(format!("spent {own}"));
                 }
-                notes.extend(r.skips.iter().map(ToString::to_string));
+                notes.extend(r.skips().iter().map(ToString::to_string));
                 (outcome, (!notes.is_empty()).then(|| notes.join("; ")))
             });
             if closing.is_none()
-                && !r.skips.is_empty()
+                && !r.skips().is_empty()
                 && let Some(Placed {
                     mark: Mark::Attempt { detail, .. },
                     ..
                 }) = marks.last_mut()
             {
-                let skips: Vec<String> = r.skips.iter().map(ToString::to_string).collect();
+                let skips: Vec<String> = r.skips().iter().map(ToString::to_string).collect();
                 let text = detail.get_or_insert_with(String::new);
                 text.push_str("; ");
                 text.push_str(&skips.join("; "));

@@ -134,10 +134,7 @@ impl PlainRecord {
             && r.task_key.is_none()
             && r.attempts.is_empty()
             && r.retry_skipped.is_none()
-            && r.spend.is_none()
-            && r.skips.is_empty()
-            && r.effects.is_empty()
-            && r.hops.is_empty()
+            && !r.has_extras()
     }
 
     /// `r`, which [`fits`](Self::fits).
@@ -155,10 +152,7 @@ impl PlainRecord {
             started_at,
             duration_ms,
             retry_skipped: _,
-            spend: _,
-            skips: _,
-            effects: _,
-            hops: _,
+            extras: _,
         } = r;
         PlainRecord {
             node_id,
@@ -187,10 +181,7 @@ impl PlainRecord {
             started_at: self.started_at,
             duration_ms: self.duration_ms,
             retry_skipped: None,
-            spend: None,
-            skips: Vec::new(),
-            effects: Vec::new(),
-            hops: Vec::new(),
+            extras: None,
         }
     }
 }
@@ -322,10 +313,7 @@ mod tests {
             started_at: SystemTime::UNIX_EPOCH,
             duration_ms: 3,
             retry_skipped: None,
-            spend: None,
-            skips: Vec::new(),
-            effects: Vec::new(),
-            hops: Vec::new(),
+            extras: None,
         }
     }
 

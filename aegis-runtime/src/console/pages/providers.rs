@@ -39,7 +39,7 @@ pub(crate) fn tally_providers(history: &[Waypoint], health: &mut BTreeMap<String
             if let Some(p) = r.cache_origin.as_ref().and_then(|o| o.served_by.as_ref()) {
                 health.entry(p.clone()).or_default().cache_served += 1;
             }
-            for hop in &r.hops {
+            for hop in r.hops() {
                 let away = health.entry(hop.from_provider.clone()).or_default();
                 away.hops_away += 1;
                 away.threads.insert(w.thread_id.to_string());

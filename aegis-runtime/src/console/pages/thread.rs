@@ -289,7 +289,7 @@ fn node_attempts(history: &[Waypoint]) -> String {
 /// The fallback hops of attempt `attempt` of `r`, as escaped HTML: after a
 /// success (`ended` Succeeded) "served by X after hop from Y: reason".
 fn hops_in(r: &NodeExecutionRecord, attempt: u32, ended: Option<&NodeStatus>) -> String {
-    let hops: Vec<&HopNote> = r.hops.iter().filter(|h| h.attempt == attempt).collect();
+    let hops: Vec<&HopNote> = r.hops().iter().filter(|h| h.attempt == attempt).collect();
     let Some(last) = hops.last() else {
         return String::new();
     };

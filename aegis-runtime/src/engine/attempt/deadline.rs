@@ -17,6 +17,7 @@ use crate::graph::{
 use crate::id::NodeId;
 use crate::state::Battlefield;
 use crate::waypoint::WaypointStore;
+use tokio_util::sync::CancellationToken;
 
 impl ActivationCtx<'_> {
     /// When an attempt starting now is cut at the latest: the earliest of
@@ -60,6 +61,72 @@ pub(super) struct AttemptStart {
     pub(super) meter: SpendMeter,
 }
 
+/// An attempt's bounds: its hard deadline (the tighter of its run timeout
+/// and the run deadline, which wins ties: when both pass together the run
+/// is out of time) and its idle window on its heartbeat.
+struct Bounds<'a> {
+    node_id: &'a NodeId,
+    attempt: u32,
+    hard: Option<(Instant, TimeoutKind)>,
+    idle: Option<Duration>,
+    heartbeat: HeartbeatHandle,
+}
+
+impl Bounds<'_> {
+    fn timed_out(&self, kind: TimeoutKind) -> AttemptEnd {
+        AttemptEnd::Error(NodeError::new(
+            self.node_id.clone(),
+            self.attempt,
+            Transience::Transient,
+            NodeErrorSource::Timeout(kind),
+        ))
+    }
+
+    /// How an attempt that returned `r` at `now` ended. A node that held
+    /// its thread (a blocking call) kept the timers from firing, but its
+    /// attempt still overran: it is cut after the fact, by the bound that
+    /// passed first (the shutdown grace ending at `grace_end` among them).
+    /// A result at exactly a deadline is in time.
+    #[inline]
+    fn settle(
+        &self,
+        r: Result<Directive, NodeError>,
+        grace_end: Option<Instant>,
+        now: Instant,
+        cancellation: &CancellationToken,
+    ) -> AttemptEnd {
+        // An attempt without bounds (most of them) is never overdue.
+        let unbounded = self.hard.is_none() && self.idle.is_none() && grace_end.is_none();
+        let idle_end = self.idle.and_then(|i| self.heartbeat.idle_deadline(i));
+        let overdue = if unbounded {
+            None
+        } else {
+            [
+                self.hard.map(|(d, k)| (d, Some(k))),
+                idle_end.map(|d| (d, Some(TimeoutKind::Idle))),
+                grace_end.map(|g| (g, None)),
+            ]
+            .into_iter()
+            .flatten()
+            .filter(|(d, _)| now > *d)
+            .min_by_key(|(d, _)| *d)
+        };
+        match (overdue, r) {
+            (Some((_, Some(kind))), _) => self.timed_out(kind),
+            (Some((_, None)), _) => AttemptEnd::Shutdown,
+            (None, Ok(d)) => AttemptEnd::Done(d),
+            // A child run halted by the shared token: this attempt shuts
+            // down too.
+            (None, Err(e))
+                if e.source == NodeErrorSource::Cancelled && cancellation.is_cancelled() =>
+            {
+                AttemptEnd::Shutdown
+            }
+            (None, Err(e)) => AttemptEnd::Error(e),
+        }
+    }
+}
+
 impl<S: WaypointStore> WarEngine<S> {
     /// One attempt under its bounds. Dropping the attempt's future on
     /// expiry discards its partial work.
@@ -71,133 +138,133 @@ impl<S: WaypointStore> WarEngine<S> {
         attempt: u32,
         start: AttemptStart,
     ) -> (AttemptEnd, Instant) {
-        let AttemptStart {
-            at: started,
-            served,
-            emitter,
-            meter,
-        } = start;
         let timeout = act.aegis.timeout.as_ref();
         let idle = timeout.and_then(|t| t.idle_timeout);
-        let heartbeat = if idle.is_some() {
-            HeartbeatHandle::tracking()
-        } else {
-            HeartbeatHandle::noop()
-        }
-        .with_first_chunk(timeout.and_then(|t| t.first_chunk));
-        let ctx = NodeContext {
-            node_id: node_id.clone(),
-            thread_id: act.thread_id.clone(),
-            superstep: act.superstep,
-            attempt,
-            heartbeat: heartbeat.clone(),
-            cancellation: self.cancellation.clone(),
-            parley_response: act.parley_response.cloned(),
-            task: act.task_ref.clone(),
-            served,
-            emitter,
-            meter,
-            effects: self.effects.clone(),
-        };
         let run_timeout = timeout
             .and_then(|t| t.run_timeout)
-            .and_then(|d| deadline_after(started, d))
+            .and_then(|d| deadline_after(start.at, d))
             .map(|d| (d, TimeoutKind::Run));
-        // The run deadline wins ties: when both pass together the run is
-        // out of time.
-        let hard = match (run_timeout, act.run_budget.at()) {
-            (Some((r, k)), Some(d)) if r < d => Some((r, k)),
-            (_, Some(d)) => Some((d, TimeoutKind::EngineRun)),
-            (r, None) => r,
-        };
-        let timed_out = |kind| {
-            AttemptEnd::Error(NodeError::new(
-                node_id.clone(),
-                attempt,
-                Transience::Transient,
-                NodeErrorSource::Timeout(kind),
-            ))
-        };
-        let finish = |r: Result<Directive, NodeError>| match r {
-            Ok(d) => AttemptEnd::Done(d),
-            // A child run halted by the shared token: this attempt shuts down too.
-            Err(e)
-                if e.source == NodeErrorSource::Cancelled && self.cancellation.is_cancelled() =>
-            {
-                AttemptEnd::Shutdown
+        let bounds = Bounds {
+            node_id,
+            attempt,
+            hard: match (run_timeout, act.run_budget.at()) {
+                (Some((r, k)), Some(d)) if r < d => Some((r, k)),
+                (_, Some(d)) => Some((d, TimeoutKind::EngineRun)),
+                (r, None) => r,
+            },
+            idle,
+            heartbeat: if idle.is_some() {
+                HeartbeatHandle::tracking()
+            } else {
+                HeartbeatHandle::noop()
             }
-            Err(e) => AttemptEnd::Error(e),
+            .with_first_chunk(timeout.and_then(|t| t.first_chunk)),
         };
-
-        // A node that held its thread (a blocking call) kept the timers from
-        // firing, but its attempt still overran: it is cut after the fact, by
-        // the bound that passed first. A result at exactly a deadline is in
-        // time.
-        let overdue = |grace_end: Option<Instant>, now: Instant| {
-            let idle_end = idle.and_then(|i| heartbeat.idle_deadline(i));
-            [
-                hard.map(|(d, k)| (d, Some(k))),
-                idle_end.map(|d| (d, Some(TimeoutKind::Idle))),
-                grace_end.map(|g| (g, None)),
-            ]
-            .into_iter()
-            .flatten()
-            .filter(|(d, _)| now > *d)
-            .min_by_key(|(d, _)| *d)
-            .map(|(_, kind)| match kind {
-                Some(k) => timed_out(k),
-                None => AttemptEnd::Shutdown,
-            })
-        };
-
+        let ctx = self.attempt_context(act, &bounds, start);
         let fut = self.execute_caught(act, state, ctx);
         tokio::pin!(fut);
         // Most attempts finish on their first poll: they need no timers.
-        // The bounds are still checked after the fact, as below.
+        // The bounds are still checked after the fact.
         if let Poll::Ready(r) = std::future::poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx))).await
         {
             let now = Instant::now();
-            return (overdue(None, now).unwrap_or_else(|| finish(r)), now);
+            return (bounds.settle(r, None, now, &self.cancellation), now);
         }
+        // Boxed: only an attempt that waits (on I/O, a timer) gets here,
+        // and inline its timers would enlarge every attempt's future.
+        Box::pin(self.wait_bounded(act, &bounds, fut)).await
+    }
+
+    /// The attempt's context: who it is, what it may read, and where it
+    /// reports its heartbeat, stream, spend and effects.
+    #[inline]
+    fn attempt_context(
+        &self,
+        act: &ActivationCtx<'_>,
+        bounds: &Bounds<'_>,
+        start: AttemptStart,
+    ) -> NodeContext {
+        NodeContext {
+            node_id: bounds.node_id.clone(),
+            thread_id: act.thread_id.clone(),
+            superstep: act.superstep,
+            attempt: bounds.attempt,
+            heartbeat: bounds.heartbeat.clone(),
+            cancellation: self.cancellation.clone(),
+            parley_response: act.parley_response.cloned(),
+            task: act.task_ref.clone(),
+            served: start.served,
+            emitter: start.emitter,
+            meter: start.meter,
+            effects: self.effects.clone(),
+        }
+    }
+
+    /// An attempt that did not finish on its first poll, until it ends, a
+    /// bound passes, or the run is cancelled (then [`Self::within_grace`]).
+    async fn wait_bounded<F>(
+        &self,
+        act: &ActivationCtx<'_>,
+        bounds: &Bounds<'_>,
+        mut fut: std::pin::Pin<&mut F>,
+    ) -> (AttemptEnd, Instant)
+    where
+        F: Future<Output = Result<Directive, NodeError>>,
+    {
+        let hard = bounds.hard;
         tokio::select! {
             biased;
             r = &mut fut => {
                 let now = Instant::now();
-                return (overdue(None, now).unwrap_or_else(|| finish(r)), now);
+                return (bounds.settle(r, None, now, &self.cancellation), now);
             }
             _ = sleep_opt(hard.map(|h| h.0)) => {
-                return (timed_out(hard.map_or(TimeoutKind::Run, |h| h.1)), Instant::now());
+                let kind = hard.map_or(TimeoutKind::Run, |h| h.1);
+                return (bounds.timed_out(kind), Instant::now());
             }
-            _ = idle_opt(&heartbeat, idle) => return (timed_out(TimeoutKind::Idle), Instant::now()),
+            _ = idle_opt(&bounds.heartbeat, bounds.idle) => {
+                return (bounds.timed_out(TimeoutKind::Idle), Instant::now());
+            }
             _ = self.cancellation.cancelled() => {}
         }
+        let end = self.within_grace(act, bounds, fut).await;
+        (end, Instant::now())
+    }
 
-        // Cancelled: the attempt may finish within the shutdown grace, still
-        // under its own bounds (a stall past the idle window is no success).
-        // A Battalion is not cut at the grace: its child already gives its
-        // own attempts no more than this grace, then writes its Halted
-        // waypoint; cutting it here would drop the child mid-write.
+    /// A cancelled attempt: it may finish within the shutdown grace, still
+    /// under its own bounds (a stall past the idle window is no success).
+    /// A Battalion is not cut at the grace: its child already gives its
+    /// own attempts no more than this grace, then writes its Halted
+    /// waypoint; cutting it here would drop the child mid-write.
+    async fn within_grace<F>(
+        &self,
+        act: &ActivationCtx<'_>,
+        bounds: &Bounds<'_>,
+        mut fut: std::pin::Pin<&mut F>,
+    ) -> AttemptEnd
+    where
+        F: Future<Output = Result<Directive, NodeError>>,
+    {
         let grace_end = match act.spec {
             NodeSpec::Battalion { .. } => None,
             // A grace too long for an `Instant` leaves the attempt to its
             // own bounds.
             _ => deadline_after(Instant::now(), act.shutdown_grace),
         };
-        let (until, kind) = match (hard, grace_end) {
+        let (until, kind) = match (bounds.hard, grace_end) {
             (Some((d, k)), Some(g)) if d < g => (Some(d), Some(k)),
             (_, Some(g)) => (Some(g), None),
             (Some((d, k)), None) => (Some(d), Some(k)),
             (None, None) => (None, None),
         };
-        let end = tokio::select! {
+        tokio::select! {
             biased;
-            r = &mut fut => overdue(grace_end, Instant::now()).unwrap_or_else(|| finish(r)),
+            r = &mut fut => bounds.settle(r, grace_end, Instant::now(), &self.cancellation),
             _ = sleep_opt(until) => match kind {
-                Some(k) => timed_out(k),
+                Some(k) => bounds.timed_out(k),
                 None => AttemptEnd::Shutdown,
             },
-            _ = idle_opt(&heartbeat, idle) => timed_out(TimeoutKind::Idle),
-        };
-        (end, Instant::now())
+            _ = idle_opt(&bounds.heartbeat, bounds.idle) => bounds.timed_out(TimeoutKind::Idle),
+        }
     }
 }

@@ -68,8 +68,10 @@ impl<S: WaypointStore> WarEngine<S> {
                 .boxed()
             }
             NodeSpec::Paladin { .. } => {
+                // Boxed: a model call dwarfs an allocation, and inline its
+                // hop relay would enlarge every node's attempt future.
                 let run = AssertUnwindSafe(self.execute(act, state, &ctx)).catch_unwind();
-                return ambient::within(self.hop_relay(&node_id), run)
+                return Box::pin(ambient::within(self.hop_relay(&node_id), run))
                     .await
                     .unwrap_or_else(|payload| Err(panicked(payload)));
             }

@@ -35,6 +35,47 @@ use activation::{ActivationCtx, ActivationResult, AttemptEnd};
 use record::Recorder;
 use retry::AfterFailure;
 
+/// The `aegis.node` span of one activation (disabled unless a subscriber
+/// wants it); [`node_span_ended`] records how the activation ended on it.
+pub(crate) fn node_span(act: &ActivationCtx<'_>, activation: &Activation) -> tracing::Span {
+    let span = tracing::debug_span!(
+        "aegis.node",
+        otel.name = tracing::field::Empty,
+        otel.status_code = tracing::field::Empty,
+        thread_id = %act.thread_id,
+        superstep = act.superstep,
+        node_id = %activation.node_id,
+        task_key = act.task.map(|t| t.task_key.as_str()),
+        cache_hit = tracing::field::Empty,
+        cache_origin = tracing::field::Empty,
+        outcome = tracing::field::Empty,
+    );
+    if !span.is_disabled() {
+        span.record(
+            "otel.name",
+            match act.task {
+                Some(t) => format!("{}[{}]", activation.node_id, t.task_key),
+                None => activation.node_id.to_string(),
+            },
+        );
+    }
+    span
+}
+
+/// Records how the activation ended on its [`node_span`].
+pub(crate) fn node_span_ended(span: &tracing::Span, result: &ActivationResult) {
+    let (outcome, failed) = match result {
+        ActivationResult::Done { handled: None, .. } => ("succeeded", false),
+        ActivationResult::Done { .. } => ("handled", true),
+        ActivationResult::Failed { .. } => ("failed", true),
+        ActivationResult::Shutdown { .. } => ("shutdown", false),
+    };
+    span.record("outcome", outcome);
+    if failed {
+        span.record("otel.status_code", "ERROR");
+    }
+}
+
 /// Drops the effect notes of an activation that did not finish.
 struct NotesGuard<'a> {
     scope: Option<&'a EffectScope>,
@@ -52,74 +93,25 @@ impl Drop for NotesGuard<'_> {
 }
 
 impl<S: WaypointStore> WarEngine<S> {
-    /// Runs one activation to its end: success, final failure or shutdown,
-    /// in its `aegis.node` span (cache lookup, attempts, backoffs, handler).
+    /// Runs one activation to its end: success, final failure or shutdown
+    /// (the caller runs it in its `aegis.node` span: see [`node_span`]).
     pub(crate) async fn run_activation(
         &self,
         act: &ActivationCtx<'_>,
         state: &Battlefield,
         activation: &Activation,
     ) -> ActivationResult {
-        let span = tracing::debug_span!(
-            "aegis.node",
-            otel.name = tracing::field::Empty,
-            otel.status_code = tracing::field::Empty,
-            thread_id = %act.thread_id,
-            superstep = act.superstep,
-            node_id = %activation.node_id,
-            task_key = act.task.map(|t| t.task_key.as_str()),
-            cache_hit = tracing::field::Empty,
-            cache_origin = tracing::field::Empty,
-            outcome = tracing::field::Empty,
-        );
-        if span.is_disabled() {
-            return self.activation_in(act, state, activation).await;
-        }
-        span.record(
-            "otel.name",
-            match act.task {
-                Some(t) => format!("{}[{}]", activation.node_id, t.task_key),
-                None => activation.node_id.to_string(),
-            },
-        );
-        // Pinned in place: the span wraps a pointer, not a move of the
-        // whole activation future.
-        let result = {
-            let run = std::pin::pin!(self.activation_in(act, state, activation));
-            run.instrument(span.clone()).await
-        };
-        let (outcome, failed) = match &result {
-            ActivationResult::Done { handled: None, .. } => ("succeeded", false),
-            ActivationResult::Done { .. } => ("handled", true),
-            ActivationResult::Failed { .. } => ("failed", true),
-            ActivationResult::Shutdown { .. } => ("shutdown", false),
-        };
-        span.record("outcome", outcome);
-        if failed {
-            span.record("otel.status_code", "ERROR");
-        }
-        result
-    }
-
-    async fn activation_in(
-        &self,
-        act: &ActivationCtx<'_>,
-        state: &Battlefield,
-        activation: &Activation,
-    ) -> ActivationResult {
         let node_id = &activation.node_id;
-        let mut rec = Recorder::of_run(node_id, act.task, act.run_budget);
+        let paladin = matches!(act.spec, NodeSpec::Paladin { .. });
+        let mut rec = Recorder::of_run(node_id, act.task, act.run_budget, paladin);
         // An activation dropped mid-way (a Battalion's child cut by its
         // parent's timeout) leaves no effect notes behind in the scope.
-        let _notes = NotesGuard {
+        let mut notes_guard = NotesGuard {
             scope: self.effects.as_deref(),
             thread_id: act.thread_id,
             node_id,
             task_key: act.task.map(|t| t.task_key.as_str()),
         };
-        if matches!(act.spec, NodeSpec::Paladin { .. }) {
-            rec = rec.recording_served();
-        }
         // A hit executes nothing: no interceptor, no attempt.
         let key = self.cache_key(act, state, node_id);
         if let Some(key) = &key {
@@ -141,6 +133,8 @@ impl<S: WaypointStore> WarEngine<S> {
         let mut result = self.attempts(act, state, node_id, &mut rec).await;
         // What became of the node's effects, onto its record (a load of a
         // counter for a node that made none).
+        // Finished: the notes are taken here, the guard has none to drop.
+        notes_guard.scope = None;
         if let Some(scope) = &self.effects {
             let notes = scope.take_notes(
                 act.thread_id,
@@ -160,7 +154,7 @@ impl<S: WaypointStore> WarEngine<S> {
                         outcome: note.outcome,
                     });
                 }
-                result.record_mut().effects = notes;
+                result.record_mut().set_effects(notes);
             }
         }
         // Matched by reference first: a success (nearly every activation)

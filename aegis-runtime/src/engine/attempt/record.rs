@@ -38,14 +38,20 @@ pub(super) struct Recorder {
     untouched: bool,
     /// When the last attempt ended, for a record finished right after it.
     ended: Option<Instant>,
-    /// Whether attempts are metered (a Paladin node's: no other kind
-    /// calls a model through the engine).
-    metered: bool,
-    /// What the attempts spent so far, when metered.
+    /// What the attempts spent and skipped, when they are metered (a
+    /// Paladin node's: no other kind calls a model through the engine).
+    /// Out of line, so an activation of any other node carries a pointer.
+    metering: Option<Box<Metering>>,
+}
+
+/// What a metered activation's attempts spent and skipped so far.
+#[derive(Default)]
+struct Metering {
+    /// What the attempts spent so far.
     spend: Option<Spend>,
     /// What a retry is expected to spend: what the latest attempt spent,
     /// or, when it spent nothing, what its first request was expected to.
-    pub(super) last_spend: Spend,
+    last_spend: Spend,
     /// Retries and hops not sent.
     skips: Vec<Skip>,
     /// The fallback hops inside the attempts.
@@ -59,10 +65,23 @@ impl Recorder {
 
     /// A recorder for an activation of the call `run`: its wall time is
     /// derived from the monotonic one ([`RunBudget::wall_at`]), one clock
-    /// read instead of two.
-    pub(super) fn of_run(node_id: &NodeId, task: Option<&MusterTask>, run: &RunBudget) -> Self {
+    /// read instead of two. A Paladin node's (`paladin`) also keeps who
+    /// served each attempt's answer and meters what the attempts spend: no
+    /// other kind reports either, so no other pays for them.
+    #[inline]
+    pub(super) fn of_run(
+        node_id: &NodeId,
+        task: Option<&MusterTask>,
+        run: &RunBudget,
+        paladin: bool,
+    ) -> Self {
         let started = Instant::now();
-        Self::starting_at(node_id, task, run.wall_at(started), started)
+        let mut rec = Self::starting_at(node_id, task, run.wall_at(started), started);
+        if paladin {
+            rec.served = ServedSlot::recording();
+            rec.metering = Some(Box::default());
+        }
+        rec
     }
 
     fn starting_at(
@@ -82,11 +101,7 @@ impl Recorder {
             streamed: None,
             untouched: true,
             ended: None,
-            metered: false,
-            spend: None,
-            last_spend: Spend::default(),
-            skips: Vec::new(),
-            hops: Vec::new(),
+            metering: None,
         }
     }
 
@@ -112,22 +127,31 @@ impl Recorder {
         (wall, now)
     }
 
-    /// This recorder keeping who served each attempt's answer: a Paladin
-    /// node's (no other kind reports it, so no other pays for the slot).
-    pub(super) fn recording_served(mut self) -> Self {
-        self.served = ServedSlot::recording();
-        self.metered = true;
-        self
+    /// Whether the attempts are metered (a Paladin node's).
+    fn metered(&self) -> bool {
+        self.metering.is_some()
     }
 
     /// What the activation's attempts spent so far.
     pub(super) fn spent(&self) -> Spend {
-        self.spend.unwrap_or_default()
+        self.metering
+            .as_ref()
+            .and_then(|m| m.spend)
+            .unwrap_or_default()
+    }
+
+    /// What a retry is expected to spend: what the latest attempt spent,
+    /// or, when it spent nothing, what its first request was expected to.
+    pub(super) fn expected_spend(&self) -> Spend {
+        self.metering
+            .as_ref()
+            .map(|m| m.last_spend)
+            .unwrap_or_default()
     }
 
     /// A retry or hop not sent, for the record.
     pub(super) fn skipped(&mut self, skip: Skip) {
-        self.skips.push(skip);
+        self.metering.get_or_insert_default().skips.push(skip);
     }
 
     /// Who produced the successful activation `record` ends, for the
@@ -172,29 +196,33 @@ impl Recorder {
 
     /// The record so far, ending in `status` at `attempt`: the activation's
     /// last word (the task key moves into it).
+    #[inline]
     pub(super) fn finish(&mut self, status: NodeStatus, attempt: u32) -> NodeExecutionRecord {
-        NodeExecutionRecord {
-            node_id: self.node_id.clone(),
-            task_key: self.task_key.take(),
+        let duration_ms = millis(
+            self.ended
+                .take()
+                .unwrap_or_else(Instant::now)
+                .saturating_duration_since(self.started),
+        );
+        let mut record = NodeExecutionRecord::of_activation(
+            self.node_id.clone(),
+            self.task_key.take(),
             status,
             attempt,
-            attempts: std::mem::take(&mut self.failed),
-            cache_hit: false,
-            cache_origin: None,
-            started_at: self.started_at,
-            duration_ms: millis(
-                self.ended
-                    .take()
-                    .unwrap_or_else(Instant::now)
-                    .saturating_duration_since(self.started),
-            ),
-            retry_skipped: self.retry_skipped.take(),
-            spend: self.spend,
-            skips: std::mem::take(&mut self.skips),
-            // Attached by `run_activation` when the node made effects.
-            effects: Vec::new(),
-            hops: std::mem::take(&mut self.hops),
+            std::mem::take(&mut self.failed),
+            self.started_at,
+            duration_ms,
+            self.retry_skipped.take(),
+        );
+        // The effects are attached by the activation when the node made any.
+        if let Some(m) = self.metering.as_deref_mut() {
+            record.set_metered(
+                m.spend,
+                std::mem::take(&mut m.skips),
+                std::mem::take(&mut m.hops),
+            );
         }
+        record
     }
 
     /// A retry not scheduled for want of time, for the record.
@@ -282,7 +310,7 @@ impl<S: WaypointStore> WarEngine<S> {
         rec.served.take();
         let tap = self.attempt_tap(act.thread_id, node_id, act.task, attempt);
         let emitter = emitter(tap.as_ref());
-        let meter = if rec.metered {
+        let meter = if rec.metered() {
             SpendMeter::for_attempt(
                 act.run_budget.spend().clone(),
                 act.aegis.spend_cap,
@@ -309,7 +337,7 @@ impl<S: WaypointStore> WarEngine<S> {
         // The attempt's future is gone: an abandoned stream has charged
         // what it delivered.
         let spent = rec
-            .metered
+            .metered()
             .then(|| self.metered(act, node_id, attempt, &meter, rec));
         let duration = ended.saturating_duration_since(started);
         let status = match &end {
@@ -361,12 +389,19 @@ impl<S: WaypointStore> WarEngine<S> {
         rec: &mut Recorder,
     ) -> Spend {
         let spent = meter.spent();
-        rec.last_spend = if spent.is_zero() {
+        let metering = rec.metering.get_or_insert_default();
+        metering.last_spend = if spent.is_zero() {
             meter.expected().unwrap_or_default()
         } else {
             spent
         };
-        rec.spend = Some(rec.spent().plus(&spent));
+        metering.spend = Some(metering.spend.unwrap_or_default().plus(&spent));
+        metering
+            .hops
+            .extend(meter.take_hops().into_iter().map(|mut hop| {
+                hop.attempt = attempt;
+                hop
+            }));
         for skip in meter.take_skips() {
             self.emit(TraceEvent::StepSkipped {
                 thread_id: Some(act.thread_id.to_string()),
@@ -377,11 +412,6 @@ impl<S: WaypointStore> WarEngine<S> {
             });
             rec.skipped(skip);
         }
-        rec.hops
-            .extend(meter.take_hops().into_iter().map(|mut hop| {
-                hop.attempt = attempt;
-                hop
-            }));
         self.emit_with(Level::DEBUG, || TraceEvent::AttemptSpend {
             thread_id: act.thread_id.to_string(),
             superstep: act.superstep,

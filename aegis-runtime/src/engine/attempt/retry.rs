@@ -236,7 +236,7 @@ fn spend_skip(act: &ActivationCtx<'_>, rec: &Recorder, next: u32) -> Option<crat
         .run_budget
         .spend()
         .remaining_under(act.aegis.spend_cap.as_ref(), &rec.spent())?;
-    let expected = rec.last_spend;
+    let expected = rec.expected_spend();
     (!remaining.fits(&expected)).then(|| {
         crate::policy::Skip::new(
             SkippedStep::Retry { attempt: next },

@@ -350,10 +350,7 @@ fn fixture_thread_v1() -> Vec<Waypoint> {
             started_at: at(1_700_000_100),
             duration_ms: 12,
             retry_skipped: None,
-            spend: None,
-            skips: Vec::new(),
-            effects: Vec::new(),
-            hops: Vec::new(),
+            extras: None,
             cache_origin: None,
         };
     let mut delta = StateDelta::new();
@@ -608,10 +605,7 @@ fn a_hit_records_its_cache_scope_and_a_row_without_one_reads_graph() {
         started_at: at(1_700_000_100),
         duration_ms: 0,
         retry_skipped: None,
-        spend: None,
-        skips: Vec::new(),
-        effects: Vec::new(),
-        hops: Vec::new(),
+        extras: None,
         cache_origin: Some(Arc::new(CacheOrigin {
             node_id: NodeId::new("answer"),
             task_key: None,
