@@ -8,20 +8,23 @@ use crate::id::NodeId;
 use crate::trace::TraceEvent;
 
 /// Key of an attempt in the trace: node, task, attempt, superstep.
-pub(super) type AttemptKey = (NodeId, Option<String>, u32, u32);
+type AttemptKey = (NodeId, Option<String>, u32, u32);
 
 /// What the trace adds: backoff delays by the attempt about to run (its
 /// task unset for a node's own retry) and hops by attempt.
 #[derive(Default)]
 pub(super) struct TraceFacts {
-    pub(super) delays: HashMap<AttemptKey, Option<Duration>>,
-    pub(super) hops: HashMap<AttemptKey, Vec<(String, String)>>,
+    delays: HashMap<AttemptKey, Option<Duration>>,
+    hops: HashMap<AttemptKey, Vec<(String, String)>>,
+    /// The attempts started and not yet finished, in the order they started.
+    open: Vec<AttemptKey>,
 }
 
 impl TraceFacts {
+    /// The facts of `thread`'s events in `trace` (a hop names no thread: it
+    /// belongs to the attempt running when it was reported).
     pub(super) fn read(thread: &str, trace: &[TraceEvent]) -> Self {
         let mut facts = TraceFacts::default();
-        let mut open: Vec<AttemptKey> = Vec::new();
         for event in trace {
             match event {
                 TraceEvent::NodeStarted {
@@ -31,7 +34,8 @@ impl TraceFacts {
                     task_key,
                     attempt,
                 } if thread_id == thread => {
-                    open.push((node_id.clone(), task_key.clone(), *attempt, *superstep));
+                    let key = (node_id.clone(), task_key.clone(), *attempt, *superstep);
+                    facts.open.push(key);
                 }
                 TraceEvent::NodeFinished {
                     thread_id,
@@ -42,7 +46,7 @@ impl TraceFacts {
                     ..
                 } if thread_id == thread => {
                     let key = (node_id.clone(), task_key.clone(), *attempt, *superstep);
-                    open.retain(|k| *k != key);
+                    facts.open.retain(|k| *k != key);
                 }
                 TraceEvent::TaskRetryScheduled {
                     thread_id,
@@ -67,39 +71,75 @@ impl TraceFacts {
                     attempt,
                     delay,
                 } if thread_id == thread => {
-                    // The event names no task (a trace of an older version
-                    // retried tasks with it): tasks that waited differently
-                    // leave the wait unknown (the wall clock's).
-                    facts
-                        .delays
-                        .entry((node_id.clone(), None, *attempt, *superstep))
-                        .and_modify(|d| {
-                            if *d != Some(*delay) {
-                                *d = None;
-                            }
-                        })
-                        .or_insert(Some(*delay));
+                    facts.node_retry((node_id.clone(), None, *attempt, *superstep), *delay);
                 }
                 TraceEvent::FallbackHop {
                     node_id,
                     from_provider,
                     to_provider,
-                } => {
-                    let running = match node_id {
-                        Some(n) => open.iter().rev().find(|k| k.0 == *n),
-                        None => open.last(),
-                    };
-                    if let Some(key) = running {
-                        facts
-                            .hops
-                            .entry(key.clone())
-                            .or_default()
-                            .push((from_provider.clone(), to_provider.clone()));
-                    }
-                }
+                } => facts.hop(node_id.as_ref(), from_provider, to_provider),
                 _ => {}
             }
         }
         facts
+    }
+
+    /// A retry scheduled by an event that names no task (a trace of an
+    /// older version retried tasks with it): tasks that waited differently
+    /// leave the wait unknown (the wall clock's).
+    fn node_retry(&mut self, key: AttemptKey, delay: Duration) {
+        self.delays
+            .entry(key)
+            .and_modify(|d| {
+                if *d != Some(delay) {
+                    *d = None;
+                }
+            })
+            .or_insert(Some(delay));
+    }
+
+    /// A hop goes on the attempt running when it was reported: its node's
+    /// latest, when the event names the node, else the latest of any.
+    fn hop(&mut self, node: Option<&NodeId>, from: &str, to: &str) {
+        let running = match node {
+            Some(n) => self.open.iter().rev().find(|k| k.0 == *n),
+            None => self.open.last(),
+        };
+        if let Some(key) = running {
+            self.hops
+                .entry(key.clone())
+                .or_default()
+                .push((from.to_string(), to.to_string()));
+        }
+    }
+
+    /// The traced wait before `attempt` of `node`'s `task` in `superstep`:
+    /// the task's own, else its node's; `None` when not traced or unknown.
+    pub(super) fn delay_before(
+        &self,
+        node: &NodeId,
+        task: &Option<String>,
+        attempt: u32,
+        superstep: u32,
+    ) -> Option<Duration> {
+        let task = (node.clone(), task.clone(), attempt, superstep);
+        let node = (node.clone(), None, attempt, superstep);
+        self.delays
+            .get(&task)
+            .or_else(|| self.delays.get(&node))
+            .copied()
+            .flatten()
+    }
+
+    /// The hops traced during that attempt, `None` when the trace has none.
+    pub(super) fn hops_in(
+        &self,
+        node: &NodeId,
+        task: &Option<String>,
+        attempt: u32,
+        superstep: u32,
+    ) -> Option<&Vec<(String, String)>> {
+        self.hops
+            .get(&(node.clone(), task.clone(), attempt, superstep))
     }
 }

@@ -1,7 +1,7 @@
 //! The model: lanes of marks on one time axis, in milliseconds since the run
 //! began, built from the waypoints and what the trace adds.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::{Duration, SystemTime};
 
 use super::facts::TraceFacts;
@@ -133,17 +133,13 @@ pub(super) struct Model {
     pub(super) spend: Option<Spend>,
 }
 
-pub(super) fn since(t0: SystemTime, t: SystemTime) -> f64 {
+fn since(t0: SystemTime, t: SystemTime) -> f64 {
     t.duration_since(t0).unwrap_or(Duration::ZERO).as_secs_f64() * 1000.0
 }
 
 /// `detail` followed by what became of each effect of `r`'s attempt
 /// `attempt` (`effect charge aegis-…: done`), one per line.
-pub(super) fn effects_of(
-    r: &NodeExecutionRecord,
-    attempt: u32,
-    detail: Option<String>,
-) -> Option<String> {
+fn effects_of(r: &NodeExecutionRecord, attempt: u32, detail: Option<String>) -> Option<String> {
     let lines: Vec<String> = r
         .effects
         .iter()
@@ -162,6 +158,9 @@ pub(super) fn effects_of(
     )
 }
 
+/// A record with the superstep it ran in.
+type Ran<'w> = (u32, &'w NodeExecutionRecord);
+
 impl Model {
     pub(super) fn build(waypoints: &[Waypoint], trace: &[TraceEvent]) -> Self {
         let thread = waypoints
@@ -169,190 +168,74 @@ impl Model {
             .map(|w| w.thread_id.as_str())
             .unwrap_or("");
         let facts = TraceFacts::read(thread, trace);
-
-        // Every record once (an interrupted superstep's finished part is
-        // listed again when it closes), with the superstep it ran in.
-        let mut seen = std::collections::HashSet::new();
-        let mut records: Vec<(u32, &NodeExecutionRecord)> = Vec::new();
-        for w in waypoints {
-            let listed = w.records.iter().chain(w.completed().map(|c| &c.record));
-            for r in listed {
-                if seen.insert((r.node_id.clone(), r.task_key.clone(), r.started_at)) {
-                    records.push((w.superstep, r));
-                }
-            }
-        }
+        let records = records_once(waypoints);
         let t0 = records
             .iter()
             .map(|(_, r)| r.started_at)
             .chain(waypoints.first().map(|w| w.created_at))
             .min()
             .unwrap_or(SystemTime::UNIX_EPOCH);
-
-        let mut lanes: Vec<Lane> = Vec::new();
-
-        let mut attempts = 0;
-        let mut end: f64 = 0.0;
-        let spend = records
-            .iter()
-            .filter_map(|(_, r)| r.spend)
-            .reduce(|a, b| a.plus(&b));
-        for (superstep, r) in &records {
-            let lane = lane_of(&r.node_id, &r.task_key, &mut lanes);
-            let start = since(t0, r.started_at);
-            let finish = start + r.duration_ms as f64;
-            let marks = &mut lanes[lane].marks;
-            if r.cache_hit {
-                marks.push(Placed {
-                    start,
-                    end: finish,
-                    mark: Mark::CacheHit,
-                });
-                end = end.max(finish);
-                continue;
-            }
-            // The traced hops when the trace has the attempt's, else the
-            // record's (a timeline drawn from waypoints alone): never both,
-            // so a hop is drawn once.
-            let hops_of = |attempt: u32| {
-                facts
-                    .hops
-                    .get(&(r.node_id.clone(), r.task_key.clone(), attempt, *superstep))
-                    .cloned()
-                    .unwrap_or_else(|| {
-                        r.hops
-                            .iter()
-                            .filter(|h| h.attempt == attempt)
-                            .map(|h| (h.from_provider.clone(), h.to_provider.clone()))
-                            .collect()
-                    })
-            };
-            let delay_before = |attempt: u32| {
-                let task = (r.node_id.clone(), r.task_key.clone(), attempt, *superstep);
-                let node = (r.node_id.clone(), None, attempt, *superstep);
-                facts
-                    .delays
-                    .get(&task)
-                    .or_else(|| facts.delays.get(&node))
-                    .copied()
-                    .flatten()
-                    .map(|d| d.as_secs_f64() * 1000.0)
-            };
-            let mut cursor = start;
-            for (i, a) in r.attempts.iter().enumerate() {
-                // The traced wait when there is one (exact on any clock),
-                // else the wall-clock gap.
-                let a_start = match delay_before(a.attempt) {
-                    Some(d) if i > 0 => cursor + d,
-                    _ => since(t0, a.started_at).max(cursor),
-                };
-                if i > 0 && a_start > cursor {
-                    marks.push(Placed {
-                        start: cursor,
-                        end: a_start,
-                        mark: Mark::Backoff {
-                            before_attempt: a.attempt,
-                        },
-                    });
-                }
-                let a_end = a_start + a.duration_ms as f64;
-                let detail = match &a.spend {
-                    Some(spend) => format!("{}; spent {spend}", a.error.source),
-                    None => a.error.source.to_string(),
-                };
-                marks.push(Placed {
-                    start: a_start,
-                    end: a_end,
-                    mark: Mark::Attempt {
-                        attempt: a.attempt,
-                        outcome: Outcome::of(&a.error),
-                        detail: effects_of(r, a.attempt, Some(detail)),
-                        hops: hops_of(a.attempt),
-                        includes_wait: false,
-                    },
-                });
-                attempts += 1;
-                cursor = a_end;
-            }
-            let last_listed = r.attempts.last().map(|a| a.attempt);
-            let closing = match &r.status {
-                NodeStatus::Succeeded => Some((Outcome::Succeeded, None)),
-                NodeStatus::Skipped { reason } => Some((Outcome::Skipped, Some(reason.clone()))),
-                // A final failure is the last listed attempt.
-                NodeStatus::Failed if last_listed == Some(r.attempt) => None,
-                NodeStatus::Failed => Some((Outcome::Unknown, None)),
-            };
-            // What the closing attempt spent and what the activation
-            // skipped go on its bar (a final failure's skips on the last
-            // failed one's, listed above, would be lost: they go here only
-            // when a closing bar is drawn).
-            let closing = closing.map(|(outcome, detail)| {
-                let mut notes: Vec<String> = detail.into_iter().collect();
-                if let Some(total) = r.spend {
-                    let before = r
-                        .attempts
-                        .iter()
-                        .filter_map(|a| a.spend)
-                        .fold(Spend::default(), |s, a| s.plus(&a));
-                    let own = Spend::new(
-                        total.prompt_tokens.saturating_sub(before.prompt_tokens),
-                        total
-                            .completion_tokens
-                            .saturating_sub(before.completion_tokens),
-                        total.cost.saturating_sub(before.cost),
-                    )
-                    .with_estimated(total.estimated);
-                    notes.push(format!("spent {own}"));
-                }
-                notes.extend(r.skips.iter().map(ToString::to_string));
-                (outcome, (!notes.is_empty()).then(|| notes.join("; ")))
+        let mut model = Model {
+            lanes: Vec::new(),
+            rules: Vec::new(),
+            end: 0.0,
+            status: waypoints
+                .last()
+                .map(|w| w.status.name().to_string())
+                .unwrap_or_else(|| "no waypoints".to_string()),
+            supersteps: waypoints.iter().map(|w| w.superstep).max().unwrap_or(0),
+            attempts: 0,
+            spend: records
+                .iter()
+                .filter_map(|(_, r)| r.spend)
+                .reduce(|a, b| a.plus(&b)),
+        };
+        for &(superstep, record) in &records {
+            model.add_activation(&Activation {
+                record,
+                superstep,
+                facts: &facts,
+                t0,
             });
-            if closing.is_none()
-                && !r.skips.is_empty()
-                && let Some(Placed {
-                    mark: Mark::Attempt { detail, .. },
-                    ..
-                }) = marks.last_mut()
-            {
-                let skips: Vec<String> = r.skips.iter().map(ToString::to_string).collect();
-                let text = detail.get_or_insert_with(String::new);
-                text.push_str("; ");
-                text.push_str(&skips.join("; "));
-            }
-            if let Some((outcome, detail)) = closing {
-                let finish = finish.max(cursor);
-                let retried = !r.attempts.is_empty();
-                let (a_start, includes_wait) = match delay_before(r.attempt) {
-                    Some(d) if retried => ((cursor + d).min(finish), false),
-                    _ => (cursor, retried),
-                };
-                if retried && a_start > cursor {
-                    marks.push(Placed {
-                        start: cursor,
-                        end: a_start,
-                        mark: Mark::Backoff {
-                            before_attempt: r.attempt,
-                        },
-                    });
-                }
-                marks.push(Placed {
-                    start: a_start,
-                    end: finish,
-                    mark: Mark::Attempt {
-                        attempt: r.attempt,
-                        outcome,
-                        detail: effects_of(r, r.attempt, detail),
-                        hops: hops_of(r.attempt),
-                        includes_wait,
-                    },
-                });
-                attempts += 1;
-                cursor = finish;
-            }
-            end = end.max(cursor);
         }
+        model.order_lanes(waypoints);
+        model.add_handled(waypoints, &records, t0);
+        model.add_rules(waypoints, t0);
+        model.add_parleys(waypoints, t0);
+        model
+    }
 
-        // A muster's lanes in task order, right after its node's first lane.
+    /// One activation's marks on its lane: a cache hit's bar, or its
+    /// attempts with the backoffs between them.
+    fn add_activation(&mut self, a: &Activation<'_>) {
+        let r = a.record;
+        let lane = lane_of(&r.node_id, &r.task_key, &mut self.lanes);
+        let marks = &mut self.lanes[lane].marks;
+        let start = a.at(r.started_at);
+        let finish = start + r.duration_ms as f64;
+        if r.cache_hit {
+            marks.push(Placed {
+                start,
+                end: finish,
+                mark: Mark::CacheHit,
+            });
+            self.end = self.end.max(finish);
+            return;
+        }
+        let mut cursor = a.failed_attempts(marks, start);
+        self.attempts += r.attempts.len();
+        match a.closing() {
+            Some(closing) => {
+                cursor = a.closing_attempt(marks, cursor, finish.max(cursor), closing);
+                self.attempts += 1;
+            }
+            None => a.skips_on_last_failure(marks),
+        }
+        self.end = self.end.max(cursor);
+    }
+
+    /// A muster's lanes in task order, right after its node's first lane.
+    fn order_lanes(&mut self, waypoints: &[Waypoint]) {
         let mut task_index: HashMap<(NodeId, String), u32> = HashMap::new();
         for w in waypoints {
             for a in w.vanguard.iter() {
@@ -361,13 +244,14 @@ impl Model {
                 }
             }
         }
-        let first_of: HashMap<NodeId, usize> = lanes
+        let first_of: HashMap<NodeId, usize> = self
+            .lanes
             .iter()
             .enumerate()
             .rev()
             .map(|(i, l)| (l.node.clone(), i))
             .collect();
-        lanes.sort_by_key(|l| {
+        self.lanes.sort_by_key(|l| {
             let index = l.task.as_ref().map(|t| {
                 task_index
                     .get(&(l.node.clone(), t.clone()))
@@ -376,14 +260,17 @@ impl Model {
             });
             (first_of.get(&l.node).copied().unwrap_or(usize::MAX), index)
         });
+    }
 
-        // Handled failures: a note after the failed activation's last bar.
-        let mut handled_seen = std::collections::HashSet::new();
+    /// Handled failures: a note after the failed activation's last bar.
+    fn add_handled(&mut self, waypoints: &[Waypoint], records: &[Ran<'_>], t0: SystemTime) {
+        let mut seen = HashSet::new();
         for h in waypoints.iter().flat_map(|w| w.handled.iter()) {
-            if !handled_seen.insert((h.node_id.clone(), h.task_key.clone(), h.superstep)) {
+            if !seen.insert((h.node_id.clone(), h.task_key.clone(), h.superstep)) {
                 continue;
             }
-            let Some(lane) = lanes
+            let Some(lane) = self
+                .lanes
                 .iter_mut()
                 .find(|l| l.node == h.node_id && l.task == h.task_key)
             else {
@@ -407,32 +294,34 @@ impl Model {
                 },
             });
         }
+    }
 
-        let mut rules = Vec::new();
+    /// A line across the lanes where each superstep ended, and where the run
+    /// halted or failed.
+    fn add_rules(&mut self, waypoints: &[Waypoint], t0: SystemTime) {
         for w in waypoints {
             let at = since(t0, w.created_at);
-            end = end.max(at);
-            match &w.status {
-                WaypointStatus::Halted { reason } => rules.push(Rule {
-                    at,
-                    kind: RuleKind::Halted,
-                    text: format!("halted: {reason}"),
-                }),
-                WaypointStatus::Failed { error, .. } => rules.push(Rule {
-                    at,
-                    kind: RuleKind::Failed,
-                    text: format!("run failed: {error}"),
-                }),
-                _ if w.superstep > 0 && !w.interrupted => rules.push(Rule {
-                    at,
-                    kind: RuleKind::Superstep,
-                    text: format!("superstep {} barrier", w.superstep),
-                }),
-                _ => {}
-            }
+            self.end = self.end.max(at);
+            let (kind, text) = match &w.status {
+                WaypointStatus::Halted { reason } => {
+                    (RuleKind::Halted, format!("halted: {reason}"))
+                }
+                WaypointStatus::Failed { error, .. } => {
+                    (RuleKind::Failed, format!("run failed: {error}"))
+                }
+                _ if w.superstep > 0 && !w.interrupted => (
+                    RuleKind::Superstep,
+                    format!("superstep {} barrier", w.superstep),
+                ),
+                _ => continue,
+            };
+            self.rules.push(Rule { at, kind, text });
         }
+    }
 
-        // Parleys: from the waypoint that asked to the node's next record.
+    /// Parleys: from the waypoint that asked to the node's next record, or
+    /// to the end of the page while it waits.
+    fn add_parleys(&mut self, waypoints: &[Waypoint], t0: SystemTime) {
         for (i, w) in waypoints.iter().enumerate() {
             let WaypointStatus::AwaitingInput { requests } = &w.status else {
                 continue;
@@ -445,8 +334,8 @@ impl Model {
                     .filter(|r| r.node_id == *node)
                     .map(|r| since(t0, r.started_at))
                     .find(|at| *at >= asked);
-                let lane = lane_of(node, &None, &mut lanes);
-                lanes[lane].marks.push(Placed {
+                let lane = lane_of(node, &None, &mut self.lanes);
+                self.lanes[lane].marks.push(Placed {
                     start: asked,
                     end: answered_at.unwrap_or(asked),
                     mark: Mark::Parley {
@@ -456,35 +345,218 @@ impl Model {
                 });
             }
         }
-        // An open parley runs to the end of the page.
-        for lane in &mut lanes {
+        for lane in &mut self.lanes {
             for p in &mut lane.marks {
                 if let Mark::Parley {
                     answered: false, ..
                 } = p.mark
                 {
-                    p.end = p.end.max(end);
+                    p.end = p.end.max(self.end);
                 }
             }
-        }
-
-        Model {
-            lanes,
-            rules,
-            end,
-            status: waypoints
-                .last()
-                .map(|w| w.status.name().to_string())
-                .unwrap_or_else(|| "no waypoints".to_string()),
-            supersteps: waypoints.iter().map(|w| w.superstep).max().unwrap_or(0),
-            attempts,
-            spend,
         }
     }
 }
 
+/// Every record once (an interrupted superstep's finished part is listed
+/// again when it closes), with the superstep it ran in.
+fn records_once(waypoints: &[Waypoint]) -> Vec<Ran<'_>> {
+    let mut seen = HashSet::new();
+    let mut records = Vec::new();
+    for w in waypoints {
+        let listed = w.records.iter().chain(w.completed().map(|c| &c.record));
+        for r in listed {
+            if seen.insert((r.node_id.clone(), r.task_key.clone(), r.started_at)) {
+                records.push((w.superstep, r));
+            }
+        }
+    }
+    records
+}
+
+/// One record's attempts, laid on its lane left to right.
+struct Activation<'a> {
+    record: &'a NodeExecutionRecord,
+    superstep: u32,
+    facts: &'a TraceFacts,
+    t0: SystemTime,
+}
+
+impl Activation<'_> {
+    /// Milliseconds since the run began.
+    fn at(&self, t: SystemTime) -> f64 {
+        since(self.t0, t)
+    }
+
+    /// The traced hops when the trace has the attempt's, else the record's
+    /// (a timeline drawn from waypoints alone): never both, so a hop is
+    /// drawn once.
+    fn hops(&self, attempt: u32) -> Vec<(String, String)> {
+        let r = self.record;
+        match self
+            .facts
+            .hops_in(&r.node_id, &r.task_key, attempt, self.superstep)
+        {
+            Some(traced) => traced.clone(),
+            None => r
+                .hops
+                .iter()
+                .filter(|h| h.attempt == attempt)
+                .map(|h| (h.from_provider.clone(), h.to_provider.clone()))
+                .collect(),
+        }
+    }
+
+    /// The traced wait before `attempt`, in milliseconds.
+    fn delay_before(&self, attempt: u32) -> Option<f64> {
+        let r = self.record;
+        self.facts
+            .delay_before(&r.node_id, &r.task_key, attempt, self.superstep)
+            .map(|d| d.as_secs_f64() * 1000.0)
+    }
+
+    /// The failed attempts from `start`, each after the backoff before it
+    /// (the traced wait when there is one, exact on any clock, else the
+    /// wall-clock gap); returns where the last one ended.
+    fn failed_attempts(&self, marks: &mut Vec<Placed>, start: f64) -> f64 {
+        let r = self.record;
+        let mut cursor = start;
+        for (i, a) in r.attempts.iter().enumerate() {
+            let a_start = match self.delay_before(a.attempt) {
+                Some(d) if i > 0 => cursor + d,
+                _ => self.at(a.started_at).max(cursor),
+            };
+            if i > 0 {
+                push_backoff(marks, cursor, a_start, a.attempt);
+            }
+            let a_end = a_start + a.duration_ms as f64;
+            let detail = match &a.spend {
+                Some(spend) => format!("{}; spent {spend}", a.error.source),
+                None => a.error.source.to_string(),
+            };
+            marks.push(Placed {
+                start: a_start,
+                end: a_end,
+                mark: Mark::Attempt {
+                    attempt: a.attempt,
+                    outcome: Outcome::of(&a.error),
+                    detail: effects_of(r, a.attempt, Some(detail)),
+                    hops: self.hops(a.attempt),
+                    includes_wait: false,
+                },
+            });
+            cursor = a_end;
+        }
+        cursor
+    }
+
+    /// How the attempt after the listed ones ended, with its notes: `None`
+    /// when there is none to draw (a final failure is the last listed).
+    fn closing(&self) -> Option<(Outcome, Option<String>)> {
+        let r = self.record;
+        let (outcome, detail) = match &r.status {
+            NodeStatus::Succeeded => (Outcome::Succeeded, None),
+            NodeStatus::Skipped { reason } => (Outcome::Skipped, Some(reason.clone())),
+            NodeStatus::Failed if r.attempts.last().map(|a| a.attempt) == Some(r.attempt) => {
+                return None;
+            }
+            NodeStatus::Failed => (Outcome::Unknown, None),
+        };
+        // What the closing attempt spent and what the activation skipped
+        // go on its bar.
+        let mut notes: Vec<String> = detail.into_iter().collect();
+        if let Some(own) = self.closing_spend() {
+            notes.push(format!("spent {own}"));
+        }
+        notes.extend(r.skips.iter().map(ToString::to_string));
+        Some((outcome, (!notes.is_empty()).then(|| notes.join("; "))))
+    }
+
+    /// What the closing attempt spent: the activation's total less what the
+    /// failed attempts spent.
+    fn closing_spend(&self) -> Option<Spend> {
+        let total = self.record.spend?;
+        let before = self
+            .record
+            .attempts
+            .iter()
+            .filter_map(|a| a.spend)
+            .fold(Spend::default(), |s, a| s.plus(&a));
+        let own = Spend::new(
+            total.prompt_tokens.saturating_sub(before.prompt_tokens),
+            total
+                .completion_tokens
+                .saturating_sub(before.completion_tokens),
+            total.cost.saturating_sub(before.cost),
+        )
+        .with_estimated(total.estimated);
+        Some(own)
+    }
+
+    /// The closing attempt's bar from `cursor` to `finish`, after the
+    /// backoff before it. A waypoint does not record when that attempt
+    /// started, so without the traced wait a retried one's bar includes it.
+    fn closing_attempt(
+        &self,
+        marks: &mut Vec<Placed>,
+        cursor: f64,
+        finish: f64,
+        (outcome, detail): (Outcome, Option<String>),
+    ) -> f64 {
+        let r = self.record;
+        let retried = !r.attempts.is_empty();
+        let (start, includes_wait) = match self.delay_before(r.attempt) {
+            Some(d) if retried => ((cursor + d).min(finish), false),
+            _ => (cursor, retried),
+        };
+        push_backoff(marks, cursor, start, r.attempt);
+        marks.push(Placed {
+            start,
+            end: finish,
+            mark: Mark::Attempt {
+                attempt: r.attempt,
+                outcome,
+                detail: effects_of(r, r.attempt, detail),
+                hops: self.hops(r.attempt),
+                includes_wait,
+            },
+        });
+        finish
+    }
+
+    /// A final failure's skipped retries and hops go on its last failed
+    /// attempt's bar (no closing bar is drawn to hold them).
+    fn skips_on_last_failure(&self, marks: &mut [Placed]) {
+        let r = self.record;
+        if r.skips.is_empty() {
+            return;
+        }
+        if let Some(Placed {
+            mark: Mark::Attempt { detail, .. },
+            ..
+        }) = marks.last_mut()
+        {
+            let skips: Vec<String> = r.skips.iter().map(ToString::to_string).collect();
+            let text = detail.get_or_insert_with(String::new);
+            text.push_str("; ");
+            text.push_str(&skips.join("; "));
+        }
+    }
+}
+
+/// The wait between two attempts, when there is one.
+fn push_backoff(marks: &mut Vec<Placed>, from: f64, to: f64, before_attempt: u32) {
+    if to > from {
+        marks.push(Placed {
+            start: from,
+            end: to,
+            mark: Mark::Backoff { before_attempt },
+        });
+    }
+}
+
 /// The index of the lane of `node` (and `task`), added at the end if new.
-pub(super) fn lane_of(node: &NodeId, task: &Option<String>, lanes: &mut Vec<Lane>) -> usize {
+fn lane_of(node: &NodeId, task: &Option<String>, lanes: &mut Vec<Lane>) -> usize {
     match lanes
         .iter()
         .position(|l| l.node == *node && l.task == *task)
@@ -501,7 +573,7 @@ pub(super) fn lane_of(node: &NodeId, task: &Option<String>, lanes: &mut Vec<Lane
     }
 }
 
-pub(super) fn handler_words(h: &HandledFailure) -> String {
+fn handler_words(h: &HandledFailure) -> String {
     match &h.handler {
         crate::waypoint::HandlerKind::Route { to } => format!("handled: route → {to}"),
         crate::waypoint::HandlerKind::Custom { name } => format!("handled: custom {name}"),
