@@ -5,9 +5,11 @@
 
 use std::fmt::Write;
 
+use super::facts::Hop;
 use super::layout::{AXIS_H, BAR_H, LABEL_W, Layout, ROW_H, Row};
-use super::model::{Lane, Mark, Model, Outcome, Placed, Rule, RuleKind};
+use super::model::{Attempt, Lane, Mark, Model, Outcome, Placed, Rule, RuleKind};
 use crate::render::html::{clip, esc, ms, px};
+use crate::waypoint::HandlerKind;
 
 /// The stylesheet, inlined: the page fetches nothing.
 const STYLE: &str = include_str!("timeline.css");
@@ -83,7 +85,7 @@ fn svg(title: &str, model: &Model, layout: &Layout) -> String {
 /// A lane's background (every other one shaded) and its label.
 fn lane_label(svg: &mut String, lane: &Lane, i: usize, layout: &Layout) {
     let top = layout.row(i).top;
-    if i % 2 == 0 {
+    if i.is_multiple_of(2) {
         let _ = write!(
             svg,
             "<rect class=\"lane-bg\" x=\"0\" y=\"{}\" width=\"{}\" height=\"{}\"/>",
@@ -148,30 +150,28 @@ fn rules(svg: &mut String, rules: &[Rule], layout: &Layout) {
     for rule in rules {
         let x = layout.x(rule.at);
         let (class, label_y) = match rule.kind {
-            RuleKind::Superstep => ("superstep", bottom + 12.0),
-            RuleKind::Halted => ("halted", bottom + 24.0),
-            RuleKind::Failed => ("failed", bottom + 24.0),
+            RuleKind::Barrier(_) => ("superstep", bottom + 12.0),
+            RuleKind::Halted(_) => ("halted", bottom + 24.0),
+            RuleKind::Failed(_) => ("failed", bottom + 24.0),
         };
         let anchor = if layout.near_right(x) {
             "end"
         } else {
             "middle"
         };
+        let text = rule_text(&rule.kind);
         let shown = match rule.kind {
-            RuleKind::Superstep if x - last_label_x < 14.0 => String::new(),
-            RuleKind::Superstep => {
+            RuleKind::Barrier(_) if x - last_label_x < 14.0 => String::new(),
+            RuleKind::Barrier(superstep) => {
                 last_label_x = x;
-                rule.text
-                    .trim_start_matches("superstep ")
-                    .trim_end_matches(" barrier")
-                    .to_string()
+                superstep.to_string()
             }
-            _ => clip(&rule.text, 60),
+            _ => clip(&text, 60),
         };
         let _ = write!(
             svg,
             "<g class=\"rule {class}\"><title>{} at {}</title><line x1=\"{rx}\" y1=\"{}\" x2=\"{rx}\" y2=\"{}\"/><text x=\"{rx}\" y=\"{}\" text-anchor=\"{anchor}\">{}</text></g>",
-            esc(&rule.text),
+            esc(&text),
             ms(rule.at),
             px(AXIS_H - 6.0),
             px(bottom + 2.0),
@@ -182,9 +182,22 @@ fn rules(svg: &mut String, rules: &[Rule], layout: &Layout) {
     }
 }
 
+/// A rule's hover (and a halt's or failure's label).
+fn rule_text(kind: &RuleKind) -> String {
+    match kind {
+        RuleKind::Barrier(superstep) => format!("superstep {superstep} barrier"),
+        RuleKind::Halted(reason) => format!("halted: {reason}"),
+        RuleKind::Failed(error) => format!("run failed: {error}"),
+    }
+}
+
 /// What the barriers' numbers are, or that nothing ran.
 fn notes(svg: &mut String, model: &Model, layout: &Layout) {
-    if model.rules.iter().any(|r| r.kind == RuleKind::Superstep) {
+    if model
+        .rules
+        .iter()
+        .any(|r| matches!(r.kind, RuleKind::Barrier(_)))
+    {
         let _ = write!(
             svg,
             "<text class=\"axis-note\" x=\"8\" y=\"{}\">superstep ends</text>",
@@ -229,16 +242,9 @@ fn lane_marks(svg: &mut String, lane: &Lane, row: Row, layout: &Layout) {
             took: ms(m.end - m.start),
         };
         match &m.mark {
-            Mark::Attempt {
-                attempt,
-                outcome,
-                detail,
-                hops,
-                includes_wait,
-            } => {
-                let tip = attempt_tip(&spot, *attempt, *outcome, detail, hops, *includes_wait);
-                attempt_bar(svg, &spot, *attempt, *outcome, &tip, detail, hops);
-                hop_diamonds(svg, &spot, *attempt, hops);
+            Mark::Attempt(attempt) => {
+                attempt_bar(svg, &spot, attempt);
+                hop_diamonds(svg, &spot, attempt.attempt, &attempt.hops);
             }
             Mark::Backoff { before_attempt } => backoff(svg, &spot, *before_attempt),
             Mark::CacheHit => cache_hit(svg, &spot),
@@ -249,67 +255,56 @@ fn lane_marks(svg: &mut String, lane: &Lane, row: Row, layout: &Layout) {
 }
 
 /// An attempt's hover: who, which attempt, how it ended and after how
-/// long, then its details, its wait and its hops, a line each.
-fn attempt_tip(
-    spot: &Spot<'_>,
-    attempt: u32,
-    outcome: Outcome,
-    detail: &Option<String>,
-    hops: &[(String, String)],
-    includes_wait: bool,
-) -> String {
+/// long; then its notes on one line, its effects a line each, its wait and
+/// its hops.
+fn attempt_tip(spot: &Spot<'_>, a: &Attempt) -> String {
     let mut tip = format!(
-        "{} — attempt {attempt}: {} after {}",
+        "{} — attempt {}: {} after {}",
         spot.who,
-        outcome.words(),
+        a.attempt,
+        a.outcome.words(),
         spot.took
     );
-    if let Some(d) = detail {
-        let _ = write!(tip, "\n{d}");
+    for (i, note) in a.notes.iter().enumerate() {
+        let _ = write!(tip, "{}{note}", if i == 0 { "\n" } else { "; " });
     }
-    if includes_wait {
+    for e in &a.effects {
+        let _ = write!(tip, "\neffect {} {}: {}", e.name, e.key, e.outcome.name());
+    }
+    if a.includes_wait {
         tip.push_str("\n(the bar includes the backoff wait before this attempt)");
     }
-    for (from, to) in hops {
-        let _ = write!(tip, "\nfallback hop: {from} → {to}");
+    for hop in &a.hops {
+        let _ = write!(tip, "\nfallback hop: {} → {}", hop.from, hop.to);
     }
     tip
 }
 
 /// An attempt's bar, classed by its outcome, with as many of its words as
-/// fit on it.
-fn attempt_bar(
-    svg: &mut String,
-    spot: &Spot<'_>,
-    attempt: u32,
-    outcome: Outcome,
-    tip: &str,
-    detail: &Option<String>,
-    hops: &[(String, String)],
-) {
+/// fit on it: `#2 · run timeout`, `#1 · primary → backup`, or just `#2`.
+fn attempt_bar(svg: &mut String, spot: &Spot<'_>, a: &Attempt) {
     let _ = write!(
         svg,
-        "<g class=\"bar attempt {}\" data-node=\"{}\" data-attempt=\"{attempt}\"><title>{}</title><rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" rx=\"2\"/>",
-        outcome.class(),
+        "<g class=\"bar attempt {}\" data-node=\"{}\" data-attempt=\"{}\"><title>{}</title><rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" rx=\"2\"/>",
+        a.outcome.class(),
         esc(spot.lane.node.as_str()),
-        esc(tip),
+        a.attempt,
+        esc(&attempt_tip(spot, a)),
         px(spot.x0),
         px(spot.row.bar_y),
         px(spot.w),
         px(BAR_H)
     );
-    // The bar's own words: `#2 run timeout`, `#1 primary → backup`, or
-    // just `#2`.
-    let mut words = vec![format!("#{attempt}")];
-    if let (Outcome::Timeout, Some(d)) = (outcome, detail) {
-        words.push(d.trim_end_matches(" elapsed").to_string());
+    let mut words = vec![format!("#{}", a.attempt)];
+    if let Outcome::Timeout(bound) = a.outcome {
+        words.push(bound.to_string());
     }
-    for (from, to) in hops {
-        words.push(format!("{from} → {to}"));
+    for hop in &a.hops {
+        words.push(format!("{} → {}", hop.from, hop.to));
     }
     let text = fitting(words, spot.w);
     if !text.is_empty() {
-        let indent = if hops.is_empty() { 5.0 } else { 8.0 };
+        let indent = if a.hops.is_empty() { 5.0 } else { 8.0 };
         let _ = write!(
             svg,
             "<text x=\"{}\" y=\"{}\">{}</text>",
@@ -341,8 +336,8 @@ fn fitting(words: Vec<String>, w: f64) -> String {
 
 /// Each hop is a diamond on the bar's left edge: the chain hopped during
 /// this attempt (when, a waypoint does not say).
-fn hop_diamonds(svg: &mut String, spot: &Spot<'_>, attempt: u32, hops: &[(String, String)]) {
-    for (k, (from, to)) in hops.iter().enumerate() {
+fn hop_diamonds(svg: &mut String, spot: &Spot<'_>, attempt: u32, hops: &[Hop]) {
+    for (k, Hop { from, to }) in hops.iter().enumerate() {
         let _ = write!(
             svg,
             "<g class=\"hop\" data-node=\"{}\" data-attempt=\"{attempt}\"><title>{}</title><path d=\"M{} {} l5 5 l-5 5 l-5 -5 z\"/></g>",
@@ -402,19 +397,29 @@ fn cache_hit(svg: &mut String, spot: &Spot<'_>) {
 
 /// A handled final failure: a flag after the activation, naming the
 /// handler.
-fn handled(svg: &mut String, spot: &Spot<'_>, handler: &str) {
+fn handled(svg: &mut String, spot: &Spot<'_>, handler: &HandlerKind) {
     let Spot { x0, row, .. } = *spot;
+    let handler = handler_words(handler);
     let _ = write!(
         svg,
         "<g class=\"handled\" data-node=\"{}\"><title>{}</title><path d=\"M{} {} l8 -6 v12 z\"/><text x=\"{}\" y=\"{}\">{}</text></g>",
         esc(spot.lane.node.as_str()),
-        esc(&format!("{} — final failure {handler}", spot.who)),
+        esc(&format!("{} — final failure handled: {handler}", spot.who)),
         px(x0 + 2.0),
         px(row.mid),
         px(x0 + 13.0),
         px(row.mid + 4.0),
-        esc(&clip(handler.trim_start_matches("handled: "), 28))
+        esc(&clip(&handler, 28))
     );
+}
+
+/// Which handler, in words: `route → compensate`, `absorb`, `custom name`.
+fn handler_words(handler: &HandlerKind) -> String {
+    match handler {
+        HandlerKind::Route { to } => format!("route → {to}"),
+        HandlerKind::Custom { name } => format!("custom {name}"),
+        HandlerKind::Absorb => handler.name().to_string(),
+    }
 }
 
 /// A parley: a band across the whole row from the question to its answer,
@@ -450,4 +455,80 @@ fn parley(svg: &mut String, spot: &Spot<'_>, prompt: &str, answered: bool) {
         );
     }
     svg.push_str("</g>");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::{NodeErrorSource, TimeoutKind};
+    use crate::id::NodeId;
+    use crate::render::timeline::model::Note;
+
+    fn model(marks: Vec<Placed>, rules: Vec<Rule>) -> Model {
+        Model {
+            lanes: vec![Lane {
+                node: NodeId::new("n"),
+                task: None,
+                marks,
+            }],
+            rules,
+            end: 1_000.0,
+            status: "Running".to_string(),
+            supersteps: 1,
+            attempts: 1,
+            spend: None,
+        }
+    }
+
+    #[test]
+    fn a_timeout_bar_names_its_bound_whatever_its_notes_say() {
+        let attempt = Attempt {
+            attempt: 1,
+            outcome: Outcome::Timeout(TimeoutKind::Idle),
+            notes: vec![
+                Note::Error(NodeErrorSource::Timeout(TimeoutKind::Idle)),
+                Note::SkipReason("shutdown".to_string()),
+            ],
+            effects: Vec::new(),
+            hops: Vec::new(),
+            includes_wait: false,
+        };
+        let placed = Placed {
+            start: 0.0,
+            end: 1_000.0,
+            mark: Mark::Attempt(attempt),
+        };
+        let page = page("t", &model(vec![placed], Vec::new()));
+        assert!(page.contains(">#1 · idle timeout</text>"), "{page}");
+        assert!(page.contains("n — attempt 1: timed out after 1s\nidle timeout elapsed; shutdown"));
+    }
+
+    #[test]
+    fn rules_and_handlers_are_labelled_from_their_kinds() {
+        let handled = Placed {
+            start: 500.0,
+            end: 500.0,
+            mark: Mark::Handled {
+                handler: HandlerKind::Route {
+                    to: NodeId::new("refund"),
+                },
+            },
+        };
+        let rules = vec![
+            Rule {
+                at: 200.0,
+                kind: RuleKind::Barrier(7),
+            },
+            Rule {
+                at: 900.0,
+                kind: RuleKind::Failed("card declined".to_string()),
+            },
+        ];
+        let page = page("t", &model(vec![handled], rules));
+        assert!(page.contains("<title>superstep 7 barrier at 200ms</title>"));
+        assert!(page.contains("text-anchor=\"middle\">7</text>"), "{page}");
+        assert!(page.contains(">run failed: card declined</text>"));
+        assert!(page.contains("<title>n — final failure handled: route → refund</title>"));
+        assert!(page.contains(">route → refund</text>"));
+    }
 }

@@ -7,6 +7,13 @@ use std::time::Duration;
 use crate::id::NodeId;
 use crate::trace::TraceEvent;
 
+/// A fallback hop: the chain moved from one provider to the next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Hop {
+    pub(super) from: String,
+    pub(super) to: String,
+}
+
 /// Key of an attempt in the trace: node, task, attempt, superstep.
 type AttemptKey = (NodeId, Option<String>, u32, u32);
 
@@ -15,7 +22,7 @@ type AttemptKey = (NodeId, Option<String>, u32, u32);
 #[derive(Default)]
 pub(super) struct TraceFacts {
     delays: HashMap<AttemptKey, Option<Duration>>,
-    hops: HashMap<AttemptKey, Vec<(String, String)>>,
+    hops: HashMap<AttemptKey, Vec<Hop>>,
     /// The attempts started and not yet finished, in the order they started.
     open: Vec<AttemptKey>,
 }
@@ -106,10 +113,10 @@ impl TraceFacts {
             None => self.open.last(),
         };
         if let Some(key) = running {
-            self.hops
-                .entry(key.clone())
-                .or_default()
-                .push((from.to_string(), to.to_string()));
+            self.hops.entry(key.clone()).or_default().push(Hop {
+                from: from.to_string(),
+                to: to.to_string(),
+            });
         }
     }
 
@@ -138,7 +145,7 @@ impl TraceFacts {
         task: &Option<String>,
         attempt: u32,
         superstep: u32,
-    ) -> Option<&Vec<(String, String)>> {
+    ) -> Option<&Vec<Hop>> {
         self.hops
             .get(&(node.clone(), task.clone(), attempt, superstep))
     }

@@ -2,14 +2,16 @@
 //! began, built from the waypoints and what the trace adds.
 
 use std::collections::{HashMap, HashSet};
+use std::fmt;
 use std::time::{Duration, SystemTime};
 
-use super::facts::TraceFacts;
-use crate::error::{NodeError, NodeErrorSource, Transience};
+use super::facts::{Hop, TraceFacts};
+use crate::error::{NodeError, NodeErrorSource, TimeoutKind, Transience};
+use crate::graph::EffectNote;
 use crate::id::NodeId;
-use crate::policy::Spend;
+use crate::policy::{Skip, Spend};
 use crate::trace::TraceEvent;
-use crate::waypoint::{HandledFailure, NodeExecutionRecord, NodeStatus, Waypoint, WaypointStatus};
+use crate::waypoint::{HandlerKind, NodeExecutionRecord, NodeStatus, Waypoint, WaypointStatus};
 
 /// How an attempt ended, for its colour.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -18,14 +20,15 @@ pub(super) enum Outcome {
     Transient,
     Permanent,
     Unknown,
-    Timeout,
+    /// Cut by the bound it names.
+    Timeout(TimeoutKind),
     Skipped,
 }
 
 impl Outcome {
     pub(super) fn of(error: &NodeError) -> Self {
-        if matches!(error.source, NodeErrorSource::Timeout(_)) {
-            return Outcome::Timeout;
+        if let NodeErrorSource::Timeout(bound) = error.source {
+            return Outcome::Timeout(bound);
         }
         match error.transience {
             Transience::Transient => Outcome::Transient,
@@ -41,7 +44,7 @@ impl Outcome {
             Outcome::Transient => "failed-transient",
             Outcome::Permanent => "failed-permanent",
             Outcome::Unknown => "failed-unknown",
-            Outcome::Timeout => "timeout",
+            Outcome::Timeout(_) => "timeout",
             Outcome::Skipped => "skipped",
         }
     }
@@ -52,30 +55,60 @@ impl Outcome {
             Outcome::Transient => "failed (transient)",
             Outcome::Permanent => "failed (permanent)",
             Outcome::Unknown => "failed (unknown)",
-            Outcome::Timeout => "timed out",
+            Outcome::Timeout(_) => "timed out",
             Outcome::Skipped => "skipped",
         }
     }
 }
 
+/// What an attempt's hover says beside its outcome, on one line in order.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum Note {
+    /// The error that failed it.
+    Error(NodeErrorSource),
+    /// Why it did not finish (`shutdown`, `interceptor`).
+    SkipReason(String),
+    /// What it spent.
+    Spent(Spend),
+    /// A retry or fallback hop the activation did not send, and why.
+    NotSent(Skip),
+}
+
+impl fmt::Display for Note {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Note::Error(source) => source.fmt(f),
+            Note::SkipReason(reason) => f.write_str(reason),
+            Note::Spent(spend) => write!(f, "spent {spend}"),
+            Note::NotSent(skip) => skip.fmt(f),
+        }
+    }
+}
+
+/// One attempt's bar.
+#[derive(Debug, Clone)]
+pub(super) struct Attempt {
+    pub(super) attempt: u32,
+    pub(super) outcome: Outcome,
+    pub(super) notes: Vec<Note>,
+    /// What became of each of its effects.
+    pub(super) effects: Vec<EffectNote>,
+    /// Fallback hops reported during this attempt.
+    pub(super) hops: Vec<Hop>,
+    /// The bar includes an unknown backoff before the attempt.
+    pub(super) includes_wait: bool,
+}
+
 #[derive(Debug, Clone)]
 pub(super) enum Mark {
-    Attempt {
-        attempt: u32,
-        outcome: Outcome,
-        /// The error, the skip reason, or a note.
-        detail: Option<String>,
-        /// Fallback hops reported during this attempt: (from, to).
-        hops: Vec<(String, String)>,
-        /// The bar includes an unknown backoff before the attempt.
-        includes_wait: bool,
-    },
+    Attempt(Attempt),
     Backoff {
         before_attempt: u32,
     },
     CacheHit,
+    /// A final failure its `on_error` handler compensated.
     Handled {
-        handler: String,
+        handler: HandlerKind,
     },
     Parley {
         prompt: String,
@@ -111,14 +144,16 @@ impl Lane {
 pub(super) struct Rule {
     pub(super) at: f64,
     pub(super) kind: RuleKind,
-    pub(super) text: String,
 }
 
 #[derive(Debug, PartialEq, Eq)]
 pub(super) enum RuleKind {
-    Superstep,
-    Halted,
-    Failed,
+    /// The superstep numbered ended.
+    Barrier(u32),
+    /// The run halted, for the reason given.
+    Halted(String),
+    /// The run failed, with the error given.
+    Failed(String),
 }
 
 #[derive(Debug)]
@@ -137,25 +172,13 @@ fn since(t0: SystemTime, t: SystemTime) -> f64 {
     t.duration_since(t0).unwrap_or(Duration::ZERO).as_secs_f64() * 1000.0
 }
 
-/// `detail` followed by what became of each effect of `r`'s attempt
-/// `attempt` (`effect charge aegis-…: done`), one per line.
-fn effects_of(r: &NodeExecutionRecord, attempt: u32, detail: Option<String>) -> Option<String> {
-    let lines: Vec<String> = r
-        .effects
+/// What became of each effect of `r`'s attempt `attempt`.
+fn effects_of(r: &NodeExecutionRecord, attempt: u32) -> Vec<EffectNote> {
+    r.effects
         .iter()
         .filter(|e| e.attempt == attempt)
-        .map(|e| format!("effect {} {}: {}", e.name, e.key, e.outcome.name()))
-        .collect();
-    if lines.is_empty() {
-        return detail;
-    }
-    Some(
-        detail
-            .into_iter()
-            .chain(lines)
-            .collect::<Vec<_>>()
-            .join("\n"),
-    )
+        .cloned()
+        .collect()
 }
 
 /// A record with the superstep it ran in.
@@ -290,7 +313,7 @@ impl Model {
                 start: at,
                 end: at,
                 mark: Mark::Handled {
-                    handler: handler_words(h),
+                    handler: h.handler.clone(),
                 },
             });
         }
@@ -302,20 +325,13 @@ impl Model {
         for w in waypoints {
             let at = since(t0, w.created_at);
             self.end = self.end.max(at);
-            let (kind, text) = match &w.status {
-                WaypointStatus::Halted { reason } => {
-                    (RuleKind::Halted, format!("halted: {reason}"))
-                }
-                WaypointStatus::Failed { error, .. } => {
-                    (RuleKind::Failed, format!("run failed: {error}"))
-                }
-                _ if w.superstep > 0 && !w.interrupted => (
-                    RuleKind::Superstep,
-                    format!("superstep {} barrier", w.superstep),
-                ),
+            let kind = match &w.status {
+                WaypointStatus::Halted { reason } => RuleKind::Halted(reason.clone()),
+                WaypointStatus::Failed { error, .. } => RuleKind::Failed(error.clone()),
+                _ if w.superstep > 0 && !w.interrupted => RuleKind::Barrier(w.superstep),
                 _ => continue,
             };
-            self.rules.push(Rule { at, kind, text });
+            self.rules.push(Rule { at, kind });
         }
     }
 
@@ -391,7 +407,7 @@ impl Activation<'_> {
     /// The traced hops when the trace has the attempt's, else the record's
     /// (a timeline drawn from waypoints alone): never both, so a hop is
     /// drawn once.
-    fn hops(&self, attempt: u32) -> Vec<(String, String)> {
+    fn hops(&self, attempt: u32) -> Vec<Hop> {
         let r = self.record;
         match self
             .facts
@@ -402,7 +418,10 @@ impl Activation<'_> {
                 .hops
                 .iter()
                 .filter(|h| h.attempt == attempt)
-                .map(|h| (h.from_provider.clone(), h.to_provider.clone()))
+                .map(|h| Hop {
+                    from: h.from_provider.clone(),
+                    to: h.to_provider.clone(),
+                })
                 .collect(),
         }
     }
@@ -430,20 +449,20 @@ impl Activation<'_> {
                 push_backoff(marks, cursor, a_start, a.attempt);
             }
             let a_end = a_start + a.duration_ms as f64;
-            let detail = match &a.spend {
-                Some(spend) => format!("{}; spent {spend}", a.error.source),
-                None => a.error.source.to_string(),
-            };
+            let notes = std::iter::once(Note::Error(a.error.source.clone()))
+                .chain(a.spend.map(Note::Spent))
+                .collect();
             marks.push(Placed {
                 start: a_start,
                 end: a_end,
-                mark: Mark::Attempt {
+                mark: Mark::Attempt(Attempt {
                     attempt: a.attempt,
                     outcome: Outcome::of(&a.error),
-                    detail: effects_of(r, a.attempt, Some(detail)),
+                    notes,
+                    effects: effects_of(r, a.attempt),
                     hops: self.hops(a.attempt),
                     includes_wait: false,
-                },
+                }),
             });
             cursor = a_end;
         }
@@ -452,9 +471,9 @@ impl Activation<'_> {
 
     /// How the attempt after the listed ones ended, with its notes: `None`
     /// when there is none to draw (a final failure is the last listed).
-    fn closing(&self) -> Option<(Outcome, Option<String>)> {
+    fn closing(&self) -> Option<(Outcome, Vec<Note>)> {
         let r = self.record;
-        let (outcome, detail) = match &r.status {
+        let (outcome, reason) = match &r.status {
             NodeStatus::Succeeded => (Outcome::Succeeded, None),
             NodeStatus::Skipped { reason } => (Outcome::Skipped, Some(reason.clone())),
             NodeStatus::Failed if r.attempts.last().map(|a| a.attempt) == Some(r.attempt) => {
@@ -464,12 +483,13 @@ impl Activation<'_> {
         };
         // What the closing attempt spent and what the activation skipped
         // go on its bar.
-        let mut notes: Vec<String> = detail.into_iter().collect();
-        if let Some(own) = self.closing_spend() {
-            notes.push(format!("spent {own}"));
-        }
-        notes.extend(r.skips.iter().map(ToString::to_string));
-        Some((outcome, (!notes.is_empty()).then(|| notes.join("; "))))
+        let notes = reason
+            .map(Note::SkipReason)
+            .into_iter()
+            .chain(self.closing_spend().map(Note::Spent))
+            .chain(r.skips.iter().cloned().map(Note::NotSent))
+            .collect();
+        Some((outcome, notes))
     }
 
     /// What the closing attempt spent: the activation's total less what the
@@ -501,7 +521,7 @@ impl Activation<'_> {
         marks: &mut Vec<Placed>,
         cursor: f64,
         finish: f64,
-        (outcome, detail): (Outcome, Option<String>),
+        (outcome, notes): (Outcome, Vec<Note>),
     ) -> f64 {
         let r = self.record;
         let retried = !r.attempts.is_empty();
@@ -513,13 +533,14 @@ impl Activation<'_> {
         marks.push(Placed {
             start,
             end: finish,
-            mark: Mark::Attempt {
+            mark: Mark::Attempt(Attempt {
                 attempt: r.attempt,
                 outcome,
-                detail: effects_of(r, r.attempt, detail),
+                notes,
+                effects: effects_of(r, r.attempt),
                 hops: self.hops(r.attempt),
                 includes_wait,
-            },
+            }),
         });
         finish
     }
@@ -532,14 +553,12 @@ impl Activation<'_> {
             return;
         }
         if let Some(Placed {
-            mark: Mark::Attempt { detail, .. },
+            mark: Mark::Attempt(last),
             ..
         }) = marks.last_mut()
         {
-            let skips: Vec<String> = r.skips.iter().map(ToString::to_string).collect();
-            let text = detail.get_or_insert_with(String::new);
-            text.push_str("; ");
-            text.push_str(&skips.join("; "));
+            last.notes
+                .extend(r.skips.iter().cloned().map(Note::NotSent));
         }
     }
 }
@@ -573,10 +592,173 @@ fn lane_of(node: &NodeId, task: &Option<String>, lanes: &mut Vec<Lane>) -> usize
     }
 }
 
-fn handler_words(h: &HandledFailure) -> String {
-    match &h.handler {
-        crate::waypoint::HandlerKind::Route { to } => format!("handled: route → {to}"),
-        crate::waypoint::HandlerKind::Custom { name } => format!("handled: custom {name}"),
-        other => format!("handled: {}", other.name()),
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::Battlefield;
+    use crate::waypoint::{AttemptRecord, HandledFailure};
+
+    fn at(ms: u64) -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_secs(1_000) + Duration::from_millis(ms)
+    }
+
+    fn failed(node: &str, attempt: u32, started: u64, source: NodeErrorSource) -> AttemptRecord {
+        let transience = match &source {
+            NodeErrorSource::Function { message } if message == "503" => Transience::Transient,
+            NodeErrorSource::Timeout(_) => Transience::Transient,
+            _ => Transience::Permanent,
+        };
+        AttemptRecord {
+            attempt,
+            started_at: at(started),
+            duration_ms: 10,
+            error: NodeError::new(NodeId::new(node), attempt, transience, source),
+            spend: None,
+        }
+    }
+
+    fn function(message: &str) -> NodeErrorSource {
+        NodeErrorSource::Function {
+            message: message.to_string(),
+        }
+    }
+
+    /// Superstep 1: `flaky` fails once and succeeds after a traced 100ms
+    /// wait, `slow` times out once and succeeds (its wait untraced),
+    /// `doomed` fails for good and is routed to `refund`. Then the run
+    /// halts.
+    fn run() -> (Vec<Waypoint>, Vec<TraceEvent>) {
+        let record = |node: &str, status, attempt, attempts| {
+            NodeExecutionRecord::new(NodeId::new(node), status, attempt, at(0), 150)
+                .with_attempts(attempts)
+        };
+        let records = vec![
+            record(
+                "flaky",
+                NodeStatus::Succeeded,
+                2,
+                vec![failed("flaky", 1, 0, function("503"))],
+            ),
+            record(
+                "slow",
+                NodeStatus::Succeeded,
+                2,
+                vec![failed(
+                    "slow",
+                    1,
+                    0,
+                    NodeErrorSource::Timeout(TimeoutKind::Run),
+                )],
+            ),
+            record(
+                "doomed",
+                NodeStatus::Failed,
+                1,
+                vec![failed("doomed", 1, 0, function("card declined"))],
+            ),
+        ];
+        let handled = HandledFailure {
+            node_id: NodeId::new("doomed"),
+            task_key: None,
+            superstep: 1,
+            error: NodeError::new(
+                NodeId::new("doomed"),
+                1,
+                Transience::Permanent,
+                function("card declined"),
+            ),
+            handler: HandlerKind::Route {
+                to: NodeId::new("refund"),
+            },
+        };
+        let mut barrier = Waypoint::new("t", 1, WaypointStatus::Running, Battlefield::new())
+            .with_superstep(1)
+            .with_records(records)
+            .with_handled(vec![handled]);
+        barrier.created_at = at(200);
+        let halted = WaypointStatus::Halted {
+            reason: "operator".to_string(),
+        };
+        let mut halt = Waypoint::new("t", 2, halted, Battlefield::new()).with_superstep(1);
+        halt.created_at = at(300);
+        let trace = vec![TraceEvent::RetryScheduled {
+            thread_id: "t".to_string(),
+            superstep: 1,
+            node_id: NodeId::new("flaky"),
+            attempt: 2,
+            delay: Duration::from_millis(100),
+        }];
+        (vec![barrier, halt], trace)
+    }
+
+    fn marks<'m>(model: &'m Model, node: &str) -> Vec<&'m Mark> {
+        let lane = model.lanes.iter().find(|l| l.node.as_str() == node);
+        lane.map(|l| l.marks.iter().map(|p| &p.mark).collect())
+            .unwrap_or_default()
+    }
+
+    fn attempt(mark: &Mark) -> Option<&Attempt> {
+        match mark {
+            Mark::Attempt(a) => Some(a),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn a_retry_is_a_failed_attempt_a_backoff_and_the_closing_attempt() {
+        let (waypoints, trace) = run();
+        let model = Model::build(&waypoints, &trace);
+        let flaky = marks(&model, "flaky");
+        assert_eq!(flaky.len(), 3, "{flaky:#?}");
+        let first = attempt(flaky[0]).expect("an attempt first");
+        assert_eq!((first.attempt, first.outcome), (1, Outcome::Transient));
+        assert_eq!(first.notes, vec![Note::Error(function("503"))]);
+        assert!(matches!(flaky[1], Mark::Backoff { before_attempt: 2 }));
+        let last = attempt(flaky[2]).expect("the closing attempt");
+        assert_eq!((last.attempt, last.outcome), (2, Outcome::Succeeded));
+        assert!(!last.includes_wait, "the trace has its wait");
+        assert_eq!(
+            model.attempts, 5,
+            "two each for flaky and slow, one for doomed"
+        );
+    }
+
+    #[test]
+    fn a_timeout_names_its_bound_and_an_untraced_wait_stays_in_the_bar() {
+        let (waypoints, trace) = run();
+        let model = Model::build(&waypoints, &trace);
+        let slow = marks(&model, "slow");
+        let outcomes: Vec<Outcome> = slow
+            .iter()
+            .filter_map(|m| attempt(m))
+            .map(|a| a.outcome)
+            .collect();
+        assert_eq!(
+            outcomes,
+            vec![Outcome::Timeout(TimeoutKind::Run), Outcome::Succeeded]
+        );
+        assert!(slow.iter().all(|m| !matches!(m, Mark::Backoff { .. })));
+        assert!(attempt(slow[1]).is_some_and(|a| a.includes_wait));
+    }
+
+    #[test]
+    fn a_handled_failure_carries_its_handler_and_the_rules_their_kinds() {
+        let (waypoints, trace) = run();
+        let model = Model::build(&waypoints, &trace);
+        let doomed = marks(&model, "doomed");
+        assert_eq!(doomed.len(), 2, "the failure is the last listed attempt");
+        assert!(attempt(doomed[0]).is_some_and(|a| a.outcome == Outcome::Permanent));
+        assert!(matches!(
+            doomed[1],
+            Mark::Handled { handler: HandlerKind::Route { to } } if to.as_str() == "refund"
+        ));
+        let kinds: Vec<&RuleKind> = model.rules.iter().map(|r| &r.kind).collect();
+        assert_eq!(
+            kinds,
+            vec![
+                &RuleKind::Barrier(1),
+                &RuleKind::Halted("operator".to_string())
+            ]
+        );
     }
 }
