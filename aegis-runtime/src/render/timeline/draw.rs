@@ -7,7 +7,8 @@ use std::fmt::Write;
 
 use super::facts::Hop;
 use super::layout::{AXIS_H, BAR_H, LABEL_W, Layout, ROW_H, Row};
-use super::model::{Attempt, Lane, Mark, Model, Outcome, Placed, Rule, RuleKind};
+use super::marks::{Attempt, Lane, Mark, Outcome, Placed, Rule, RuleKind};
+use super::model::Model;
 use crate::render::html::{clip, esc, ms, px};
 use crate::waypoint::HandlerKind;
 
@@ -462,7 +463,7 @@ mod tests {
     use super::*;
     use crate::error::{NodeErrorSource, TimeoutKind};
     use crate::id::NodeId;
-    use crate::render::timeline::model::Note;
+    use crate::render::timeline::marks::Note;
 
     fn model(marks: Vec<Placed>, rules: Vec<Rule>) -> Model {
         Model {

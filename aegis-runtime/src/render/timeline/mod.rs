@@ -1,9 +1,11 @@
 //! A thread's run as a timeline: one lane per node (per task for a muster),
 //! each attempt a bar coloured by its outcome.
 
+mod activation;
 mod draw;
 mod facts;
 mod layout;
+mod marks;
 mod model;
 
 use crate::trace::TraceEvent;

@@ -2,183 +2,30 @@
 //! began, built from the waypoints and what the trace adds.
 
 use std::collections::{HashMap, HashSet};
-use std::fmt;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
-use super::facts::{Hop, TraceFacts};
-use crate::error::{NodeError, NodeErrorSource, TimeoutKind, Transience};
-use crate::graph::EffectNote;
+use super::activation::{Activation, since};
+use super::facts::TraceFacts;
+use super::marks::{Lane, Mark, Placed, Rule, RuleKind};
 use crate::id::NodeId;
-use crate::policy::{Skip, Spend};
+use crate::policy::Spend;
 use crate::trace::TraceEvent;
-use crate::waypoint::{HandlerKind, NodeExecutionRecord, NodeStatus, Waypoint, WaypointStatus};
+use crate::waypoint::{NodeExecutionRecord, Waypoint, WaypointStatus};
 
-/// How an attempt ended, for its colour.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Outcome {
-    Succeeded,
-    Transient,
-    Permanent,
-    Unknown,
-    /// Cut by the bound it names.
-    Timeout(TimeoutKind),
-    Skipped,
-}
-
-impl Outcome {
-    pub(super) fn of(error: &NodeError) -> Self {
-        if let NodeErrorSource::Timeout(bound) = error.source {
-            return Outcome::Timeout(bound);
-        }
-        match error.transience {
-            Transience::Transient => Outcome::Transient,
-            Transience::Permanent => Outcome::Permanent,
-            Transience::Unknown => Outcome::Unknown,
-        }
-    }
-
-    /// The CSS class, also what a test reads.
-    pub(super) fn class(self) -> &'static str {
-        match self {
-            Outcome::Succeeded => "succeeded",
-            Outcome::Transient => "failed-transient",
-            Outcome::Permanent => "failed-permanent",
-            Outcome::Unknown => "failed-unknown",
-            Outcome::Timeout(_) => "timeout",
-            Outcome::Skipped => "skipped",
-        }
-    }
-
-    pub(super) fn words(self) -> &'static str {
-        match self {
-            Outcome::Succeeded => "succeeded",
-            Outcome::Transient => "failed (transient)",
-            Outcome::Permanent => "failed (permanent)",
-            Outcome::Unknown => "failed (unknown)",
-            Outcome::Timeout(_) => "timed out",
-            Outcome::Skipped => "skipped",
-        }
-    }
-}
-
-/// What an attempt's hover says beside its outcome, on one line in order.
-#[derive(Debug, Clone, PartialEq)]
-pub(super) enum Note {
-    /// The error that failed it.
-    Error(NodeErrorSource),
-    /// Why it did not finish (`shutdown`, `interceptor`).
-    SkipReason(String),
-    /// What it spent.
-    Spent(Spend),
-    /// A retry or fallback hop the activation did not send, and why.
-    NotSent(Skip),
-}
-
-impl fmt::Display for Note {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Note::Error(source) => source.fmt(f),
-            Note::SkipReason(reason) => f.write_str(reason),
-            Note::Spent(spend) => write!(f, "spent {spend}"),
-            Note::NotSent(skip) => skip.fmt(f),
-        }
-    }
-}
-
-/// One attempt's bar.
-#[derive(Debug, Clone)]
-pub(super) struct Attempt {
-    pub(super) attempt: u32,
-    pub(super) outcome: Outcome,
-    pub(super) notes: Vec<Note>,
-    /// What became of each of its effects.
-    pub(super) effects: Vec<EffectNote>,
-    /// Fallback hops reported during this attempt.
-    pub(super) hops: Vec<Hop>,
-    /// The bar includes an unknown backoff before the attempt.
-    pub(super) includes_wait: bool,
-}
-
-#[derive(Debug, Clone)]
-pub(super) enum Mark {
-    Attempt(Attempt),
-    Backoff {
-        before_attempt: u32,
-    },
-    CacheHit,
-    /// A final failure its `on_error` handler compensated.
-    Handled {
-        handler: HandlerKind,
-    },
-    Parley {
-        prompt: String,
-        answered: bool,
-    },
-}
-
-#[derive(Debug, Clone)]
-pub(super) struct Placed {
-    pub(super) start: f64,
-    pub(super) end: f64,
-    pub(super) mark: Mark,
-}
-
-#[derive(Debug)]
-pub(super) struct Lane {
-    pub(super) node: NodeId,
-    pub(super) task: Option<String>,
-    pub(super) marks: Vec<Placed>,
-}
-
-impl Lane {
-    pub(super) fn name(&self) -> String {
-        match &self.task {
-            Some(t) => format!("{}[{t}]", self.node),
-            None => self.node.to_string(),
-        }
-    }
-}
-
-/// A line across every lane.
-#[derive(Debug)]
-pub(super) struct Rule {
-    pub(super) at: f64,
-    pub(super) kind: RuleKind,
-}
-
-#[derive(Debug, PartialEq, Eq)]
-pub(super) enum RuleKind {
-    /// The superstep numbered ended.
-    Barrier(u32),
-    /// The run halted, for the reason given.
-    Halted(String),
-    /// The run failed, with the error given.
-    Failed(String),
-}
-
+/// What the page shows: the lanes in order, the rules across them, and
+/// the summary.
 #[derive(Debug)]
 pub(super) struct Model {
     pub(super) lanes: Vec<Lane>,
     pub(super) rules: Vec<Rule>,
+    /// Where the page ends, in ms since the run began.
     pub(super) end: f64,
+    /// The last waypoint's status.
     pub(super) status: String,
     pub(super) supersteps: u32,
     pub(super) attempts: usize,
     /// What the thread's model calls spent, when any was metered.
     pub(super) spend: Option<Spend>,
-}
-
-fn since(t0: SystemTime, t: SystemTime) -> f64 {
-    t.duration_since(t0).unwrap_or(Duration::ZERO).as_secs_f64() * 1000.0
-}
-
-/// What became of each effect of `r`'s attempt `attempt`.
-fn effects_of(r: &NodeExecutionRecord, attempt: u32) -> Vec<EffectNote> {
-    r.effects
-        .iter()
-        .filter(|e| e.attempt == attempt)
-        .cloned()
-        .collect()
 }
 
 /// A record with the superstep it ran in.
@@ -390,190 +237,6 @@ fn records_once(waypoints: &[Waypoint]) -> Vec<Ran<'_>> {
     records
 }
 
-/// One record's attempts, laid on its lane left to right.
-struct Activation<'a> {
-    record: &'a NodeExecutionRecord,
-    superstep: u32,
-    facts: &'a TraceFacts,
-    t0: SystemTime,
-}
-
-impl Activation<'_> {
-    /// Milliseconds since the run began.
-    fn at(&self, t: SystemTime) -> f64 {
-        since(self.t0, t)
-    }
-
-    /// The traced hops when the trace has the attempt's, else the record's
-    /// (a timeline drawn from waypoints alone): never both, so a hop is
-    /// drawn once.
-    fn hops(&self, attempt: u32) -> Vec<Hop> {
-        let r = self.record;
-        match self
-            .facts
-            .hops_in(&r.node_id, &r.task_key, attempt, self.superstep)
-        {
-            Some(traced) => traced.clone(),
-            None => r
-                .hops
-                .iter()
-                .filter(|h| h.attempt == attempt)
-                .map(|h| Hop {
-                    from: h.from_provider.clone(),
-                    to: h.to_provider.clone(),
-                })
-                .collect(),
-        }
-    }
-
-    /// The traced wait before `attempt`, in milliseconds.
-    fn delay_before(&self, attempt: u32) -> Option<f64> {
-        let r = self.record;
-        self.facts
-            .delay_before(&r.node_id, &r.task_key, attempt, self.superstep)
-            .map(|d| d.as_secs_f64() * 1000.0)
-    }
-
-    /// The failed attempts from `start`, each after the backoff before it
-    /// (the traced wait when there is one, exact on any clock, else the
-    /// wall-clock gap); returns where the last one ended.
-    fn failed_attempts(&self, marks: &mut Vec<Placed>, start: f64) -> f64 {
-        let r = self.record;
-        let mut cursor = start;
-        for (i, a) in r.attempts.iter().enumerate() {
-            let a_start = match self.delay_before(a.attempt) {
-                Some(d) if i > 0 => cursor + d,
-                _ => self.at(a.started_at).max(cursor),
-            };
-            if i > 0 {
-                push_backoff(marks, cursor, a_start, a.attempt);
-            }
-            let a_end = a_start + a.duration_ms as f64;
-            let notes = std::iter::once(Note::Error(a.error.source.clone()))
-                .chain(a.spend.map(Note::Spent))
-                .collect();
-            marks.push(Placed {
-                start: a_start,
-                end: a_end,
-                mark: Mark::Attempt(Attempt {
-                    attempt: a.attempt,
-                    outcome: Outcome::of(&a.error),
-                    notes,
-                    effects: effects_of(r, a.attempt),
-                    hops: self.hops(a.attempt),
-                    includes_wait: false,
-                }),
-            });
-            cursor = a_end;
-        }
-        cursor
-    }
-
-    /// How the attempt after the listed ones ended, with its notes: `None`
-    /// when there is none to draw (a final failure is the last listed).
-    fn closing(&self) -> Option<(Outcome, Vec<Note>)> {
-        let r = self.record;
-        let (outcome, reason) = match &r.status {
-            NodeStatus::Succeeded => (Outcome::Succeeded, None),
-            NodeStatus::Skipped { reason } => (Outcome::Skipped, Some(reason.clone())),
-            NodeStatus::Failed if r.attempts.last().map(|a| a.attempt) == Some(r.attempt) => {
-                return None;
-            }
-            NodeStatus::Failed => (Outcome::Unknown, None),
-        };
-        // What the closing attempt spent and what the activation skipped
-        // go on its bar.
-        let notes = reason
-            .map(Note::SkipReason)
-            .into_iter()
-            .chain(self.closing_spend().map(Note::Spent))
-            .chain(r.skips.iter().cloned().map(Note::NotSent))
-            .collect();
-        Some((outcome, notes))
-    }
-
-    /// What the closing attempt spent: the activation's total less what the
-    /// failed attempts spent.
-    fn closing_spend(&self) -> Option<Spend> {
-        let total = self.record.spend?;
-        let before = self
-            .record
-            .attempts
-            .iter()
-            .filter_map(|a| a.spend)
-            .fold(Spend::default(), |s, a| s.plus(&a));
-        let own = Spend::new(
-            total.prompt_tokens.saturating_sub(before.prompt_tokens),
-            total
-                .completion_tokens
-                .saturating_sub(before.completion_tokens),
-            total.cost.saturating_sub(before.cost),
-        )
-        .with_estimated(total.estimated);
-        Some(own)
-    }
-
-    /// The closing attempt's bar from `cursor` to `finish`, after the
-    /// backoff before it. A waypoint does not record when that attempt
-    /// started, so without the traced wait a retried one's bar includes it.
-    fn closing_attempt(
-        &self,
-        marks: &mut Vec<Placed>,
-        cursor: f64,
-        finish: f64,
-        (outcome, notes): (Outcome, Vec<Note>),
-    ) -> f64 {
-        let r = self.record;
-        let retried = !r.attempts.is_empty();
-        let (start, includes_wait) = match self.delay_before(r.attempt) {
-            Some(d) if retried => ((cursor + d).min(finish), false),
-            _ => (cursor, retried),
-        };
-        push_backoff(marks, cursor, start, r.attempt);
-        marks.push(Placed {
-            start,
-            end: finish,
-            mark: Mark::Attempt(Attempt {
-                attempt: r.attempt,
-                outcome,
-                notes,
-                effects: effects_of(r, r.attempt),
-                hops: self.hops(r.attempt),
-                includes_wait,
-            }),
-        });
-        finish
-    }
-
-    /// A final failure's skipped retries and hops go on its last failed
-    /// attempt's bar (no closing bar is drawn to hold them).
-    fn skips_on_last_failure(&self, marks: &mut [Placed]) {
-        let r = self.record;
-        if r.skips.is_empty() {
-            return;
-        }
-        if let Some(Placed {
-            mark: Mark::Attempt(last),
-            ..
-        }) = marks.last_mut()
-        {
-            last.notes
-                .extend(r.skips.iter().cloned().map(Note::NotSent));
-        }
-    }
-}
-
-/// The wait between two attempts, when there is one.
-fn push_backoff(marks: &mut Vec<Placed>, from: f64, to: f64, before_attempt: u32) {
-    if to > from {
-        marks.push(Placed {
-            start: from,
-            end: to,
-            mark: Mark::Backoff { before_attempt },
-        });
-    }
-}
-
 /// The index of the lane of `node` (and `task`), added at the end if new.
 fn lane_of(node: &NodeId, task: &Option<String>, lanes: &mut Vec<Lane>) -> usize {
     match lanes
@@ -594,9 +257,13 @@ fn lane_of(node: &NodeId, task: &Option<String>, lanes: &mut Vec<Lane>) -> usize
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
+    use crate::error::{NodeError, NodeErrorSource, TimeoutKind, Transience};
+    use crate::render::timeline::marks::{Attempt, Note, Outcome};
     use crate::state::Battlefield;
-    use crate::waypoint::{AttemptRecord, HandledFailure};
+    use crate::waypoint::{AttemptRecord, HandledFailure, HandlerKind, NodeStatus};
 
     fn at(ms: u64) -> SystemTime {
         SystemTime::UNIX_EPOCH + Duration::from_secs(1_000) + Duration::from_millis(ms)
