@@ -25,15 +25,64 @@ fn effects_of(r: &NodeExecutionRecord, attempt: u32) -> Vec<EffectNote> {
 
 /// One record's attempts, laid on its lane left to right.
 pub(super) struct Activation<'a> {
-    pub(super) record: &'a NodeExecutionRecord,
-    pub(super) superstep: u32,
-    pub(super) facts: &'a TraceFacts,
-    pub(super) t0: SystemTime,
+    record: &'a NodeExecutionRecord,
+    /// The superstep it ran in.
+    superstep: u32,
+    facts: &'a TraceFacts,
+    /// When the run began.
+    t0: SystemTime,
 }
 
-impl Activation<'_> {
+impl<'a> Activation<'a> {
+    /// `record`, run in `superstep` of a run that began at `t0`.
+    pub(super) fn new(
+        record: &'a NodeExecutionRecord,
+        superstep: u32,
+        facts: &'a TraceFacts,
+        t0: SystemTime,
+    ) -> Self {
+        Activation {
+            record,
+            superstep,
+            facts,
+            t0,
+        }
+    }
+
+    pub(super) fn record(&self) -> &'a NodeExecutionRecord {
+        self.record
+    }
+
+    /// Lays the activation's marks on its lane's `marks`: a cache hit's
+    /// bar, or each attempt after the backoff before it. Returns where the
+    /// last mark ends and how many attempts were drawn.
+    pub(super) fn lay(&self, marks: &mut Vec<Placed>) -> (f64, usize) {
+        let r = self.record;
+        let start = self.at(r.started_at);
+        let finish = start + r.duration_ms as f64;
+        if r.cache_hit {
+            marks.push(Placed {
+                start,
+                end: finish,
+                mark: Mark::CacheHit,
+            });
+            return (finish, 0);
+        }
+        let cursor = self.failed_attempts(marks, start);
+        match self.closing() {
+            Some(closing) => {
+                let end = self.closing_attempt(marks, cursor, finish.max(cursor), closing);
+                (end, r.attempts.len() + 1)
+            }
+            None => {
+                self.skips_on_last_failure(marks);
+                (cursor, r.attempts.len())
+            }
+        }
+    }
+
     /// Milliseconds since the run began.
-    pub(super) fn at(&self, t: SystemTime) -> f64 {
+    fn at(&self, t: SystemTime) -> f64 {
         since(self.t0, t)
     }
 
@@ -70,7 +119,7 @@ impl Activation<'_> {
     /// The failed attempts from `start`, each after the backoff before it
     /// (the traced wait when there is one, exact on any clock, else the
     /// wall-clock gap); returns where the last one ended.
-    pub(super) fn failed_attempts(&self, marks: &mut Vec<Placed>, start: f64) -> f64 {
+    fn failed_attempts(&self, marks: &mut Vec<Placed>, start: f64) -> f64 {
         let r = self.record;
         let mut cursor = start;
         for (i, a) in r.attempts.iter().enumerate() {
@@ -104,7 +153,7 @@ impl Activation<'_> {
 
     /// How the attempt after the listed ones ended, with its notes: `None`
     /// when there is none to draw (a final failure is the last listed).
-    pub(super) fn closing(&self) -> Option<(Outcome, Vec<Note>)> {
+    fn closing(&self) -> Option<(Outcome, Vec<Note>)> {
         let r = self.record;
         let (outcome, reason) = match &r.status {
             NodeStatus::Succeeded => (Outcome::Succeeded, None),
@@ -149,7 +198,7 @@ impl Activation<'_> {
     /// The closing attempt's bar from `cursor` to `finish`, after the
     /// backoff before it. A waypoint does not record when that attempt
     /// started, so without the traced wait a retried one's bar includes it.
-    pub(super) fn closing_attempt(
+    fn closing_attempt(
         &self,
         marks: &mut Vec<Placed>,
         cursor: f64,
@@ -180,7 +229,7 @@ impl Activation<'_> {
 
     /// A final failure's skipped retries and hops go on its last failed
     /// attempt's bar (no closing bar is drawn to hold them).
-    pub(super) fn skips_on_last_failure(&self, marks: &mut [Placed]) {
+    fn skips_on_last_failure(&self, marks: &mut [Placed]) {
         let r = self.record;
         if r.skips.is_empty() {
             return;

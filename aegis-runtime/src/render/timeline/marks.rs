@@ -23,6 +23,8 @@ pub(super) enum Outcome {
 }
 
 impl Outcome {
+    /// How a failed attempt ended: a timeout by its bound, anything else by
+    /// its transience.
     pub(super) fn of(error: &NodeError) -> Self {
         if let NodeErrorSource::Timeout(bound) = error.source {
             return Outcome::Timeout(bound);
@@ -46,6 +48,7 @@ impl Outcome {
         }
     }
 
+    /// How a hover says it.
     pub(super) fn words(self) -> &'static str {
         match self {
             Outcome::Succeeded => "succeeded",
@@ -85,8 +88,10 @@ impl fmt::Display for Note {
 /// One attempt's bar.
 #[derive(Debug, Clone)]
 pub(super) struct Attempt {
+    /// Which attempt, 1-based.
     pub(super) attempt: u32,
     pub(super) outcome: Outcome,
+    /// The error, the skip reason, what it spent, what was not sent.
     pub(super) notes: Vec<Note>,
     /// What became of each of its effects.
     pub(super) effects: Vec<EffectNote>,
@@ -96,23 +101,28 @@ pub(super) struct Attempt {
     pub(super) includes_wait: bool,
 }
 
+/// Something drawn on a lane.
 #[derive(Debug, Clone)]
 pub(super) enum Mark {
     Attempt(Attempt),
+    /// The wait before a retry.
     Backoff {
         before_attempt: u32,
     },
+    /// A result served from the node cache.
     CacheHit,
     /// A final failure its `on_error` handler compensated.
     Handled {
         handler: HandlerKind,
     },
+    /// A question to a human, from when it was asked to its answer.
     Parley {
         prompt: String,
         answered: bool,
     },
 }
 
+/// A mark and when it lasted, in ms since the run began.
 #[derive(Debug, Clone)]
 pub(super) struct Placed {
     pub(super) start: f64,
@@ -120,14 +130,17 @@ pub(super) struct Placed {
     pub(super) mark: Mark,
 }
 
+/// One node's row, or one mustered task's.
 #[derive(Debug)]
 pub(super) struct Lane {
     pub(super) node: NodeId,
+    /// The task key, for a mustered task's lane.
     pub(super) task: Option<String>,
     pub(super) marks: Vec<Placed>,
 }
 
 impl Lane {
+    /// `node`, or `node[task]`.
     pub(super) fn name(&self) -> String {
         match &self.task {
             Some(t) => format!("{}[{t}]", self.node),
@@ -143,6 +156,7 @@ pub(super) struct Rule {
     pub(super) kind: RuleKind,
 }
 
+/// Why a rule is drawn.
 #[derive(Debug, PartialEq, Eq)]
 pub(super) enum RuleKind {
     /// The superstep numbered ended.

@@ -61,12 +61,7 @@ impl Model {
                 .reduce(|a, b| a.plus(&b)),
         };
         for &(superstep, record) in &records {
-            model.add_activation(&Activation {
-                record,
-                superstep,
-                facts: &facts,
-                t0,
-            });
+            model.add_activation(&Activation::new(record, superstep, &facts, t0));
         }
         model.order_lanes(waypoints);
         model.add_handled(waypoints, &records, t0);
@@ -75,33 +70,13 @@ impl Model {
         model
     }
 
-    /// One activation's marks on its lane: a cache hit's bar, or its
-    /// attempts with the backoffs between them.
+    /// One activation's marks on its lane.
     fn add_activation(&mut self, a: &Activation<'_>) {
-        let r = a.record;
+        let r = a.record();
         let lane = lane_of(&r.node_id, &r.task_key, &mut self.lanes);
-        let marks = &mut self.lanes[lane].marks;
-        let start = a.at(r.started_at);
-        let finish = start + r.duration_ms as f64;
-        if r.cache_hit {
-            marks.push(Placed {
-                start,
-                end: finish,
-                mark: Mark::CacheHit,
-            });
-            self.end = self.end.max(finish);
-            return;
-        }
-        let mut cursor = a.failed_attempts(marks, start);
-        self.attempts += r.attempts.len();
-        match a.closing() {
-            Some(closing) => {
-                cursor = a.closing_attempt(marks, cursor, finish.max(cursor), closing);
-                self.attempts += 1;
-            }
-            None => a.skips_on_last_failure(marks),
-        }
-        self.end = self.end.max(cursor);
+        let (end, attempts) = a.lay(&mut self.lanes[lane].marks);
+        self.end = self.end.max(end);
+        self.attempts += attempts;
     }
 
     /// A muster's lanes in task order, right after its node's first lane.
