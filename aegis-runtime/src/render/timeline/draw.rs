@@ -22,7 +22,7 @@ pub(super) fn page(title: &str, model: &Model) -> String {
     let _ = write!(
         html,
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>{t}</title>\n<style>\n{STYLE}</style>\n</head>\n<body>\n<h1>{t}</h1>\n<p class=\"summary\">{} · {} supersteps · {} attempts · {} lanes · {}{}</p>\n{}\n{svg}\n</body>\n</html>\n",
-        esc(&model.status),
+        esc(model.status),
         model.supersteps,
         model.attempts,
         model.lanes.len(),
@@ -474,7 +474,7 @@ mod tests {
             }],
             rules,
             end: 1_000.0,
-            status: "Running".to_string(),
+            status: "Running",
             supersteps: 1,
             attempts: 1,
             spend: None,

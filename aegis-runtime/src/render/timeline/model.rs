@@ -21,8 +21,10 @@ pub(super) struct Model {
     /// Where the page ends, in ms since the run began.
     pub(super) end: f64,
     /// The last waypoint's status.
-    pub(super) status: String,
+    pub(super) status: &'static str,
+    /// The last superstep reached.
     pub(super) supersteps: u32,
+    /// Attempts drawn (a cache hit is none).
     pub(super) attempts: usize,
     /// What the thread's model calls spent, when any was metered.
     pub(super) spend: Option<Spend>,
@@ -32,6 +34,8 @@ pub(super) struct Model {
 type Ran<'w> = (u32, &'w NodeExecutionRecord);
 
 impl Model {
+    /// The model of `waypoints` (all of one thread, in `seq` order) with
+    /// what `trace` adds.
     pub(super) fn build(waypoints: &[Waypoint], trace: &[TraceEvent]) -> Self {
         let thread = waypoints
             .first()
@@ -49,10 +53,7 @@ impl Model {
             lanes: Vec::new(),
             rules: Vec::new(),
             end: 0.0,
-            status: waypoints
-                .last()
-                .map(|w| w.status.name().to_string())
-                .unwrap_or_else(|| "no waypoints".to_string()),
+            status: waypoints.last().map_or("no waypoints", |w| w.status.name()),
             supersteps: waypoints.iter().map(|w| w.superstep).max().unwrap_or(0),
             attempts: 0,
             spend: records
