@@ -153,17 +153,17 @@ impl Dialect {
             OpenAi => {
                 body.push_str(
                     &self.event(
-                        json!({"choices": [{"delta": {"role": "assistant", "content": ""}}]}),
+                        json!({"model": "m", "choices": [{"delta": {"role": "assistant", "content": ""}}]}),
                     ),
                 );
                 for p in pieces {
                     body.push_str(&self.text_event(p));
                 }
                 body.push_str(": keep-alive\r\n\r\n");
-                body.push_str(
-                    &self.event(json!({"choices": [{"delta": {}, "finish_reason": "stop"}],
-                    "usage": {"prompt_tokens": usage.0, "completion_tokens": usage.1}})),
-                );
+                body.push_str(&self.event(
+                    json!({"model": "m", "choices": [{"delta": {}, "finish_reason": "stop"}],
+                    "usage": {"prompt_tokens": usage.0, "completion_tokens": usage.1}}),
+                ));
                 body.push_str("data: [DONE]\n\n");
             }
             Anthropic => {
@@ -336,6 +336,11 @@ async fn a_stream_decodes_the_same_whatever_the_reads() {
                 chunks.iter().rev().find_map(|c| c.finish_reason.clone()),
                 Some(FinishReason::Stop)
             );
+            // The stream names its model once, on the first chunk delivered
+            // (OpenAI's first event, a bare role, delivers none itself).
+            let named: Vec<Option<&str>> = chunks.iter().map(|c| c.model.as_deref()).collect();
+            assert_eq!(named[0], Some("m"), "{d:?}: {named:?}");
+            assert!(named[1..].iter().all(Option::is_none), "{d:?}: {named:?}");
             assert_eq!(sent.body["stream"], json!(true));
             assert_eq!(sent.headers["accept"], "text/event-stream");
         }

@@ -381,9 +381,21 @@ pub struct LlmChunk {
     /// Free-form facts; a fallback chain stamps [`SERVED_BY_KEY`] on every
     /// chunk it delivers.
     pub metadata: Map<String, Value>,
+    /// The model that answered, as the provider's stream names it: on the
+    /// first chunk delivered, `None` on the others (and when the stream
+    /// names none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
 }
 
 impl LlmChunk {
+    /// Sets [`model`](Self::model): the model that answered.
+    #[must_use]
+    pub fn with_model(mut self, model: impl Into<Option<String>>) -> Self {
+        self.model = model.into();
+        self
+    }
+
     /// Sets [`content`](Self::content): the text delta.
     #[must_use]
     pub fn with_content(mut self, content: impl Into<String>) -> Self {
@@ -450,6 +462,7 @@ impl From<LlmResponse> for LlmChunk {
             usage: r.usage,
             finish_reason: r.finish_reason,
             metadata: r.metadata,
+            model: (!r.model.is_empty()).then_some(r.model),
         }
     }
 }
@@ -477,6 +490,9 @@ impl ResponseBuilder {
             r.finish_reason = chunk.finish_reason;
         }
         r.metadata.extend(chunk.metadata);
+        if let Some(model) = chunk.model.filter(|_| r.model.is_empty()) {
+            r.model = model;
+        }
     }
 
     pub(crate) fn finish(self) -> LlmResponse {

@@ -205,7 +205,7 @@ impl PaladinExecutionService {
 fn llm_span_outcome(span: &tracing::Span, result: &Result<LlmResponse, PaladinError>) {
     match result {
         Ok(response) => {
-            // A streamed answer's chunks name no model.
+            // Empty when the provider named no model (a stream may not).
             if !response.model.is_empty() {
                 span.record("gen_ai.response.model", response.model.as_str());
             }

@@ -45,6 +45,8 @@ enum StreamEvent {
 #[derive(Deserialize)]
 struct MessageStart {
     #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
     usage: Option<WireUsage>,
 }
 
@@ -161,6 +163,7 @@ impl AnthropicEvents {
                         prompt_tokens: prompt,
                         completion_tokens: 0,
                     }),
+                    model: message.model.filter(|m| !m.is_empty()),
                     ..Default::default()
                 });
             }

@@ -14,6 +14,8 @@ use crate::llm::{LlmChunk, LlmUsage, ToolCall};
 #[derive(Deserialize)]
 struct StreamEvent {
     #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
     choices: Vec<StreamChoice>,
     #[serde(default)]
     usage: Option<WireUsage>,
@@ -96,6 +98,8 @@ impl OpenAiStreamParser {
             finished: false,
             done: false,
             events: 0,
+            model: None,
+            model_seen: false,
         })
     }
 
@@ -123,6 +127,10 @@ pub struct OpenAiEvents {
     done: bool,
     /// Events seen: a body that ends with none is reported as such.
     events: usize,
+    /// The model the stream named, until a chunk carries it out.
+    model: Option<String>,
+    /// Whether the stream named its model yet (each event repeats it).
+    model_seen: bool,
 }
 
 /// The end of the error a stream with no event at all ends in (after the
@@ -153,6 +161,10 @@ impl OpenAiEvents {
                 data,
             ));
         }
+        if !self.model_seen && event.model.is_some() {
+            self.model_seen = true;
+            self.model = event.model.filter(|m| !m.is_empty());
+        }
         let mut chunk = LlmChunk {
             usage: event.usage.map(LlmUsage::from),
             ..Default::default()
@@ -171,12 +183,16 @@ impl OpenAiEvents {
             }
             finish = choice.finish_reason.as_deref().map(finish_reason);
         }
+        // The first chunk delivered names the model.
+        chunk.model = self.model.take();
         if let Some(reason) = finish {
             self.finished = true;
             return self.flush_tools(Some((chunk, reason)), out);
         }
         if progress {
             out.push(chunk);
+        } else {
+            self.model = chunk.model;
         }
         Ok(())
     }
