@@ -24,7 +24,7 @@
 mod queue;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use opentelemetry::trace::TracerProvider as _;
@@ -133,7 +133,9 @@ impl OtelConfig {
 }
 
 /// A running span exporter: give its [`layer`](Otel::layer) to a
-/// `tracing_subscriber` registry. Dropping it does not flush; call
+/// `tracing_subscriber` registry. Dropping it (its last clone and the
+/// layer's tracer) does not wait for the collector: queued spans go out
+/// in the background if they can; to be sure they went, call
 /// [`Otel::shutdown`] (or [`Otel::flush`]) before the process exits.
 ///
 /// ```no_run
@@ -148,6 +150,9 @@ impl OtelConfig {
 pub struct Otel {
     provider: SdkTracerProvider,
     dropped: Arc<AtomicU64>,
+    /// Set by [`Otel::shutdown`]: only then does shutting down wait for
+    /// the queue (see `QueueProcessor`).
+    explicit: Arc<AtomicBool>,
 }
 
 impl Otel {
@@ -163,6 +168,7 @@ impl Otel {
             .build()
             .map_err(|e| OtelError::Exporter(e.to_string()))?;
         let dropped = Arc::new(AtomicU64::new(0));
+        let explicit = Arc::new(AtomicBool::new(false));
         let processor = QueueProcessor::start(
             exporter,
             Bounds {
@@ -171,6 +177,7 @@ impl Otel {
                 delay: config.batch_delay,
             },
             dropped.clone(),
+            explicit.clone(),
         )
         .map_err(|e| OtelError::Thread(e.to_string()))?;
         let provider = SdkTracerProvider::builder()
@@ -181,7 +188,11 @@ impl Otel {
                     .build(),
             )
             .build();
-        Ok(Otel { provider, dropped })
+        Ok(Otel {
+            provider,
+            dropped,
+            explicit,
+        })
     }
 
     /// The `tracing` layer exporting Aegis's spans (target `aegis_runtime`,
@@ -214,6 +225,7 @@ impl Otel {
 
     /// Exports what is queued and stops. Blocks, like [`Otel::flush`].
     pub fn shutdown(&self) -> Result<(), OtelError> {
+        self.explicit.store(true, Ordering::Release);
         self.provider
             .shutdown()
             .map_err(|e| OtelError::Flush(e.to_string()))

@@ -4,7 +4,7 @@
 //! slow or gone costs queued spans, never a run's time.
 
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -32,6 +32,11 @@ pub(super) struct QueueProcessor {
     control: Mutex<mpsc::Sender<Control>>,
     dropped: Arc<AtomicU64>,
     thread: Mutex<Option<JoinHandle<()>>>,
+    /// Set by an explicit shutdown ([`Otel::shutdown`](super::Otel::shutdown)),
+    /// which waits for the queue to drain. The tracer provider's own
+    /// shutdown when its last handle drops finds it unset and waits for
+    /// nothing: a collector that is gone never holds up a process's exit.
+    explicit: Arc<AtomicBool>,
 }
 
 impl fmt::Debug for QueueProcessor {
@@ -57,6 +62,7 @@ impl QueueProcessor {
         exporter: E,
         bounds: Bounds,
         dropped: Arc<AtomicU64>,
+        explicit: Arc<AtomicBool>,
     ) -> std::io::Result<Self> {
         let (spans, queued) = mpsc::sync_channel(bounds.capacity.max(1));
         let (control, asked) = mpsc::channel();
@@ -68,6 +74,7 @@ impl QueueProcessor {
             control: Mutex::new(control),
             dropped,
             thread: Mutex::new(Some(thread)),
+            explicit,
         })
     }
 
@@ -118,6 +125,14 @@ impl SpanProcessor for QueueProcessor {
     }
 
     fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
+        if !self.explicit.load(Ordering::Acquire) {
+            // The provider's last handle dropped: the thread exports what
+            // it can and stops on its own; nobody waits for it.
+            let (reply, _) = mpsc::channel();
+            let control = self.control.lock().unwrap_or_else(|p| p.into_inner());
+            let _ = control.send(Control::Shutdown(reply));
+            return Ok(());
+        }
         let result = self.ask(Control::Shutdown, timeout);
         if result.is_ok()
             && let Some(thread) = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take()
@@ -210,4 +225,91 @@ fn export<E: SpanExporter>(exporter: &E, batch: &mut Vec<SpanData>) -> OTelSdkRe
         tracing::debug!(target: "aegis_otel", error = %e, "aegis otel: export failed; the batch is lost");
     }
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use opentelemetry_sdk::trace::SpanExporter;
+
+    /// An exporter whose every export waits until the test ends.
+    #[derive(Debug)]
+    struct Stuck(Mutex<mpsc::Receiver<()>>);
+
+    impl SpanExporter for Stuck {
+        async fn export(&self, _batch: Vec<SpanData>) -> OTelSdkResult {
+            let _ = self.0.lock().unwrap_or_else(|p| p.into_inner()).recv();
+            Ok(())
+        }
+    }
+
+    fn span() -> SpanData {
+        use opentelemetry::trace::{
+            SpanContext, SpanId, SpanKind, Status, TraceFlags, TraceId, TraceState,
+        };
+        SpanData {
+            span_context: SpanContext::new(
+                TraceId::from_bytes([1; 16]),
+                SpanId::from_bytes([1; 8]),
+                TraceFlags::SAMPLED,
+                false,
+                TraceState::default(),
+            ),
+            parent_span_id: SpanId::INVALID,
+            parent_span_is_remote: false,
+            span_kind: SpanKind::Internal,
+            name: "stuck".into(),
+            start_time: std::time::SystemTime::UNIX_EPOCH,
+            end_time: std::time::SystemTime::UNIX_EPOCH,
+            attributes: Vec::new(),
+            dropped_attributes_count: 0,
+            events: Default::default(),
+            links: Default::default(),
+            status: Status::Unset,
+            instrumentation_scope: Default::default(),
+        }
+    }
+
+    /// The provider's own shutdown (its last handle dropped, no
+    /// `Otel::shutdown`) returns at once although the exporter is stuck in
+    /// an export; an explicit one waits, up to its timeout.
+    #[test]
+    fn only_an_explicit_shutdown_waits_for_a_stuck_exporter() {
+        let (_release, stuck) = mpsc::channel();
+        let explicit = Arc::new(AtomicBool::new(false));
+        let bounds = Bounds {
+            capacity: 4,
+            batch: 1,
+            delay: Duration::ZERO,
+        };
+        let queue = QueueProcessor::start(
+            Stuck(Mutex::new(stuck)),
+            bounds,
+            Arc::default(),
+            explicit.clone(),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        queue.on_end(span());
+        // The implicit shutdown is asked for an hour: it must not take it.
+        let (done, finished) = mpsc::channel();
+        let queue = Arc::new(queue);
+        let q = queue.clone();
+        std::thread::spawn(move || {
+            let _ = done.send(q.shutdown_with_timeout(Duration::from_secs(3600)));
+        });
+        let result = finished.recv_timeout(Duration::from_secs(30));
+        assert!(matches!(result, Ok(Ok(()))), "{result:?}");
+
+        let (_release, stuck) = mpsc::channel();
+        explicit.store(true, Ordering::Release);
+        let queue =
+            QueueProcessor::start(Stuck(Mutex::new(stuck)), bounds, Arc::default(), explicit)
+                .unwrap_or_else(|e| panic!("{e}"));
+        queue.on_end(span());
+        let waited = queue.shutdown_with_timeout(Duration::from_millis(200));
+        assert!(
+            matches!(waited, Err(OTelSdkError::Timeout(_))),
+            "{waited:?}"
+        );
+    }
 }
