@@ -26,12 +26,11 @@ impl<S: WaypointStore> WarEngine<S> {
         grace: Duration,
         enclosing: Option<Instant>,
     ) -> WarEngine<S> {
-        WarEngine {
-            superstep_beat: Some(heartbeat),
-            grace_cap: Some(grace),
-            enclosing_deadline: enclosing,
-            ..self.derived()
-        }
+        let mut engine = self.derived();
+        engine.kit.superstep_beat = Some(heartbeat);
+        engine.kit.grace_cap = Some(grace);
+        engine.kit.enclosing_deadline = enclosing;
+        engine
     }
 
     /// One attempt of a Battalion node: start the child thread, or continue
@@ -64,11 +63,12 @@ impl<S: WaypointStore> WarEngine<S> {
         let engine = self.child_engine(
             ctx.heartbeat.clone(),
             act.shutdown_grace,
-            act.attempt_deadline(self.enclosing_deadline),
+            act.attempt_deadline(self.kit.enclosing_deadline),
         );
         // A timed-out parent attempt drops this future; the guard then
         // cancels the child's token too.
-        let _guard = tokio_util::sync::CancellationToken::clone(&engine.cancellation).drop_guard();
+        let _guard =
+            tokio_util::sync::CancellationToken::clone(&engine.kit.cancellation).drop_guard();
         let latest = engine
             .store
             .latest(&thread)

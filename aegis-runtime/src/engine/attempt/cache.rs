@@ -24,9 +24,9 @@ impl<S: WaypointStore> WarEngine<S> {
         node_id: &NodeId,
     ) -> Option<CacheKey> {
         let policy = act.aegis.cache.as_ref()?;
-        self.node_cache.as_ref()?;
+        self.kit.node_cache.as_ref()?;
         let task = act.task.map(|t| (t.task_key.as_str(), &t.payload));
-        let namespace = self.cache_namespace.as_deref();
+        let namespace = self.kit.cache_namespace.as_deref();
         let derived = match act.cache_seed {
             Some(seed) => derive_key_seeded(seed, act.spec, &policy.key, state, task, namespace),
             // Only for a run carrying another fingerprint than its graph's
@@ -54,7 +54,7 @@ impl<S: WaypointStore> WarEngine<S> {
         key: &CacheKey,
         rec: &Recorder,
     ) -> Option<CacheLookup> {
-        match &self.node_cache {
+        match &self.kit.node_cache {
             Some(cache) => cache.lookup_now(act.schema, key, rec.started()),
             None => Some(CacheLookup::Miss),
         }
@@ -67,7 +67,7 @@ impl<S: WaypointStore> WarEngine<S> {
         key: &CacheKey,
         rec: &Recorder,
     ) -> CacheLookup {
-        match &self.node_cache {
+        match &self.kit.node_cache {
             Some(cache) => cache.lookup_at(act.schema, key, rec.started()).await,
             None => CacheLookup::Miss,
         }
@@ -98,17 +98,18 @@ impl<S: WaypointStore> WarEngine<S> {
                 span.record("cache_origin", tracing::field::display(origin));
             }
         }
-        self.emit_with(tracing::Level::DEBUG, || TraceEvent::NodeFinished {
-            thread_id: act.thread_id.to_string(),
-            superstep: act.superstep,
-            node_id: node_id.clone(),
-            task_key: act.task.map(|t| t.task_key.clone()),
-            attempt: 1,
-            status: AttemptStatus::Succeeded,
-            cache_hit: true,
-            cache_origin: origin.as_deref().cloned().map(Box::new),
-            duration: rec.elapsed(),
-        });
+        self.kit
+            .emit_with(tracing::Level::DEBUG, || TraceEvent::NodeFinished {
+                thread_id: act.thread_id.to_string(),
+                superstep: act.superstep,
+                node_id: node_id.clone(),
+                task_key: act.task.map(|t| t.task_key.clone()),
+                attempt: 1,
+                status: AttemptStatus::Succeeded,
+                cache_hit: true,
+                cache_origin: origin.as_deref().cloned().map(Box::new),
+                duration: rec.elapsed(),
+            });
         let mut record = rec.finish(NodeStatus::Succeeded, 1);
         record.cache_hit = true;
         record.cache_origin = origin;
@@ -131,7 +132,7 @@ impl<S: WaypointStore> WarEngine<S> {
         origin: CacheOrigin,
     ) {
         if let (Some(key), Some(cache), Some(policy)) =
-            (key, &self.node_cache, act.aegis.cache.as_ref())
+            (key, &self.kit.node_cache, act.aegis.cache.as_ref())
         {
             if origin.fallback && !policy.cache_fallback_results {
                 tracing::debug!(

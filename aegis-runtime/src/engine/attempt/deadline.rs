@@ -168,7 +168,7 @@ impl<S: WaypointStore> WarEngine<S> {
         if let Poll::Ready(r) = std::future::poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx))).await
         {
             let now = Instant::now();
-            return (bounds.settle(r, None, now, &self.cancellation), now);
+            return (bounds.settle(r, None, now, &self.kit.cancellation), now);
         }
         // Boxed: only an attempt that waits (on I/O, a timer) gets here,
         // and inline its timers would enlarge every attempt's future.
@@ -190,13 +190,13 @@ impl<S: WaypointStore> WarEngine<S> {
             superstep: act.superstep,
             attempt: bounds.attempt,
             heartbeat: bounds.heartbeat.clone(),
-            cancellation: self.cancellation.clone(),
+            cancellation: self.kit.cancellation.clone(),
             parley_response: act.parley_response.cloned(),
             task: act.task_ref.clone(),
             served: start.served,
             emitter: start.emitter,
             meter: start.meter,
-            effects: self.effects.clone(),
+            effects: self.kit.effects.clone(),
         }
     }
 
@@ -216,7 +216,7 @@ impl<S: WaypointStore> WarEngine<S> {
             biased;
             r = &mut fut => {
                 let now = Instant::now();
-                return (bounds.settle(r, None, now, &self.cancellation), now);
+                return (bounds.settle(r, None, now, &self.kit.cancellation), now);
             }
             _ = sleep_opt(hard.map(|h| h.0)) => {
                 let kind = hard.map_or(TimeoutKind::Run, |h| h.1);
@@ -225,7 +225,7 @@ impl<S: WaypointStore> WarEngine<S> {
             _ = idle_opt(&bounds.heartbeat, bounds.idle) => {
                 return (bounds.timed_out(TimeoutKind::Idle), Instant::now());
             }
-            _ = self.cancellation.cancelled() => {}
+            _ = self.kit.cancellation.cancelled() => {}
         }
         let end = self.within_grace(act, bounds, fut).await;
         (end, Instant::now())
@@ -259,7 +259,7 @@ impl<S: WaypointStore> WarEngine<S> {
         };
         tokio::select! {
             biased;
-            r = &mut fut => bounds.settle(r, grace_end, Instant::now(), &self.cancellation),
+            r = &mut fut => bounds.settle(r, grace_end, Instant::now(), &self.kit.cancellation),
             _ = sleep_opt(until) => match kind {
                 Some(k) => bounds.timed_out(k),
                 None => AttemptEnd::Shutdown,

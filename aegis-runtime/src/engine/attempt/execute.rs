@@ -45,7 +45,7 @@ impl<S: WaypointStore> WarEngine<S> {
                 },
             )
         };
-        let multi_thread = self.isolated_attempts
+        let multi_thread = self.kit.isolated_attempts
             && tokio::runtime::Handle::try_current()
                 .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
         let job = match act.spec {
@@ -60,7 +60,7 @@ impl<S: WaypointStore> WarEngine<S> {
                 output_schema,
             } if multi_thread => {
                 let prompt = input.render_with(state, act.task);
-                let (port, paladin) = (self.paladin_port.clone(), paladin.clone());
+                let (port, paladin) = (self.kit.paladin_port.clone(), paladin.clone());
                 let (field, schema) = (output_field.clone(), output_schema.clone());
                 async move {
                     run_paladin(&*port, &paladin, prompt, &field, schema.as_ref(), &ctx).await
@@ -116,7 +116,7 @@ impl<S: WaypointStore> WarEngine<S> {
                 output_schema,
             } => {
                 let prompt = input.render_with(state, act.task);
-                let port = &*self.paladin_port;
+                let port = &*self.kit.paladin_port;
                 run_paladin(
                     port,
                     paladin,

@@ -42,7 +42,7 @@ impl<S: WaypointStore> WarEngine<S> {
             ErrorHandlerSpec::Absorb { fallback_delta } => Directive::edges(fallback_delta.clone()),
             ErrorHandlerSpec::Custom(name) => {
                 // Registration is checked at start/resume.
-                let Some(custom) = self.error_handlers.get(name) else {
+                let Some(custom) = self.kit.error_handlers.get(name) else {
                     return unhandled(error);
                 };
                 match custom.handle(&error, state).await {

@@ -22,7 +22,7 @@ impl<S: WaypointStore> WarEngine<S> {
         attempt: u32,
         rec: &mut Recorder,
     ) -> Option<ActivationResult> {
-        for i in &self.interceptors {
+        for i in &self.kit.interceptors {
             match i.before(node_id, state).await {
                 InterceptorDecision::Continue => {}
                 other => return Some(stopped(other, node_id, attempt, rec)),
@@ -39,10 +39,10 @@ impl<S: WaypointStore> WarEngine<S> {
         attempt: u32,
         rec: &mut Recorder,
     ) -> ActivationResult {
-        if !self.interceptors.is_empty() {
+        if !self.kit.interceptors.is_empty() {
             rec.touch();
         }
-        for i in &self.interceptors {
+        for i in &self.kit.interceptors {
             match i.after(node_id, &directive).await {
                 InterceptorDecision::Continue => {}
                 other => return stopped(other, node_id, attempt, rec),

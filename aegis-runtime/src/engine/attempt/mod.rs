@@ -107,7 +107,7 @@ impl<S: WaypointStore> WarEngine<S> {
         // An activation dropped mid-way (a Battalion's child cut by its
         // parent's timeout) leaves no effect notes behind in the scope.
         let mut notes_guard = NotesGuard {
-            scope: self.effects.as_deref(),
+            scope: self.kit.effects.as_deref(),
             thread_id: act.thread_id,
             node_id,
             task_key: act.task.map(|t| t.task_key.as_str()),
@@ -135,7 +135,7 @@ impl<S: WaypointStore> WarEngine<S> {
         // counter for a node that made none).
         // Finished: the notes are taken here, the guard has none to drop.
         notes_guard.scope = None;
-        if let Some(scope) = &self.effects {
+        if let Some(scope) = &self.kit.effects {
             let notes = scope.take_notes(
                 act.thread_id,
                 node_id.as_str(),
@@ -143,7 +143,7 @@ impl<S: WaypointStore> WarEngine<S> {
             );
             if !notes.is_empty() {
                 for note in &notes {
-                    self.emit(crate::trace::TraceEvent::Effect {
+                    self.kit.emit(crate::trace::TraceEvent::Effect {
                         thread_id: act.thread_id.to_string(),
                         superstep: act.superstep,
                         node_id: node_id.clone(),
@@ -192,7 +192,7 @@ impl<S: WaypointStore> WarEngine<S> {
                     handled: Some(_), ..
                 } = &result
                 {
-                    self.emit(crate::trace::TraceEvent::HandlerRan {
+                    self.kit.emit(crate::trace::TraceEvent::HandlerRan {
                         thread_id: act.thread_id.to_string(),
                         superstep: act.superstep,
                         node_id: node_id.clone(),
@@ -217,10 +217,10 @@ impl<S: WaypointStore> WarEngine<S> {
     ) -> ActivationResult {
         let mut attempt = 1;
         loop {
-            if self.cancellation.is_cancelled() {
+            if self.kit.cancellation.is_cancelled() {
                 return rec.shutdown(attempt);
             }
-            if !self.interceptors.is_empty() {
+            if !self.kit.interceptors.is_empty() {
                 rec.touch();
                 if let Some(stop) = self.intercept_before(node_id, state, attempt, rec).await {
                     return stop;
@@ -258,7 +258,7 @@ impl<S: WaypointStore> WarEngine<S> {
             let error = match end {
                 // Without interceptors, no `after` future to build and
                 // move the directive through: every success comes here.
-                AttemptEnd::Done(directive) if self.interceptors.is_empty() => {
+                AttemptEnd::Done(directive) if self.kit.interceptors.is_empty() => {
                     return intercept::succeeded(directive, attempt, rec);
                 }
                 AttemptEnd::Done(directive) => {
@@ -321,6 +321,7 @@ mod tests {
         let cut = tokio::time::timeout(Duration::from_secs(1), engine.start(&g, "t", json!({})));
         assert!(cut.await.is_err(), "the run never finishes by itself");
         let scope = engine
+            .kit
             .effects
             .as_ref()
             .expect("the in-memory store keeps a ledger");

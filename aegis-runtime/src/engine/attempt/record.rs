@@ -298,17 +298,20 @@ impl<S: WaypointStore> WarEngine<S> {
         rec: &mut Recorder,
     ) -> AttemptEnd {
         let task_key = || act.task.map(|t| t.task_key.clone());
-        self.emit_with(Level::DEBUG, || TraceEvent::NodeStarted {
-            thread_id: act.thread_id.to_string(),
-            superstep: act.superstep,
-            node_id: node_id.clone(),
-            task_key: task_key(),
-            attempt,
-        });
+        self.kit
+            .emit_with(Level::DEBUG, || TraceEvent::NodeStarted {
+                thread_id: act.thread_id.to_string(),
+                superstep: act.superstep,
+                node_id: node_id.clone(),
+                task_key: task_key(),
+                attempt,
+            });
         let (started_at, started) = rec.attempt_start();
         // A failed attempt's report never describes a later success.
         rec.served.take();
-        let tap = self.attempt_tap(act.thread_id, node_id, act.task, attempt);
+        let tap = self
+            .kit
+            .attempt_tap(act.thread_id, node_id, act.task, attempt);
         let emitter = emitter(tap.as_ref());
         let meter = if rec.metered() {
             SpendMeter::for_attempt(
@@ -361,7 +364,7 @@ impl<S: WaypointStore> WarEngine<S> {
             AttemptStatus::Failed(_) => Level::WARN,
             _ => Level::DEBUG,
         };
-        self.emit_with(level, || TraceEvent::NodeFinished {
+        self.kit.emit_with(level, || TraceEvent::NodeFinished {
             thread_id: act.thread_id.to_string(),
             superstep: act.superstep,
             node_id: node_id.clone(),
@@ -403,7 +406,7 @@ impl<S: WaypointStore> WarEngine<S> {
                 hop
             }));
         for skip in meter.take_skips() {
-            self.emit(TraceEvent::StepSkipped {
+            self.kit.emit(TraceEvent::StepSkipped {
                 thread_id: Some(act.thread_id.to_string()),
                 superstep: Some(act.superstep),
                 node_id: Some(node_id.clone()),
@@ -412,14 +415,15 @@ impl<S: WaypointStore> WarEngine<S> {
             });
             rec.skipped(skip);
         }
-        self.emit_with(Level::DEBUG, || TraceEvent::AttemptSpend {
-            thread_id: act.thread_id.to_string(),
-            superstep: act.superstep,
-            node_id: node_id.clone(),
-            task_key: act.task.map(|t| t.task_key.clone()),
-            attempt,
-            spend: spent,
-        });
+        self.kit
+            .emit_with(Level::DEBUG, || TraceEvent::AttemptSpend {
+                thread_id: act.thread_id.to_string(),
+                superstep: act.superstep,
+                node_id: node_id.clone(),
+                task_key: act.task.map(|t| t.task_key.clone()),
+                attempt,
+                spend: spent,
+            });
         spent
     }
 }

@@ -48,16 +48,17 @@ impl<S: WaypointStore> WarEngine<S> {
     /// events or a trace sink is registered.
     pub(super) fn hop_relay(&self, node_id: &NodeId) -> Option<Arc<dyn AttemptSink>> {
         let stream = self
+            .kit
             .stream
             .clone()
             .filter(|tap| tap.wants(StreamMode::Events));
-        if stream.is_none() && self.trace_sinks.is_empty() {
+        if stream.is_none() && self.kit.trace_sinks.is_empty() {
             return None;
         }
         Some(Arc::new(HopRelay {
             node_id: node_id.clone(),
             stream,
-            sinks: self.trace_sinks.clone(),
+            sinks: self.kit.trace_sinks.clone(),
         }))
     }
 }
