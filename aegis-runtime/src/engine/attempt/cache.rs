@@ -6,14 +6,14 @@ use std::sync::Arc;
 use super::activation::{ActivationCtx, ActivationResult};
 use super::record::Recorder;
 use crate::cache::{CacheEntry, CacheKey, CacheLookup, KeySeed, derive_key_seeded};
-use crate::engine::WarEngine;
+use crate::engine::kit::Kit;
 use crate::graph::Directive;
 use crate::id::NodeId;
 use crate::state::Battlefield;
 use crate::trace::{AttemptStatus, CacheOrigin, TraceEvent};
-use crate::waypoint::{NodeStatus, WaypointStore};
+use crate::waypoint::NodeStatus;
 
-impl<S: WaypointStore> WarEngine<S> {
+impl Kit {
     /// The node's cache key, when it has a cache policy and the engine a
     /// backend. A key that cannot be derived (an input that does not render)
     /// is a miss that is never stored.
@@ -24,9 +24,9 @@ impl<S: WaypointStore> WarEngine<S> {
         node_id: &NodeId,
     ) -> Option<CacheKey> {
         let policy = act.aegis.cache.as_ref()?;
-        self.kit.node_cache.as_ref()?;
+        self.node_cache.as_ref()?;
         let task = act.task.map(|t| (t.task_key.as_str(), &t.payload));
-        let namespace = self.kit.cache_namespace.as_deref();
+        let namespace = self.cache_namespace.as_deref();
         let derived = match act.cache_seed {
             Some(seed) => derive_key_seeded(seed, act.spec, &policy.key, state, task, namespace),
             // Only for a run carrying another fingerprint than its graph's
@@ -54,7 +54,7 @@ impl<S: WaypointStore> WarEngine<S> {
         key: &CacheKey,
         rec: &Recorder,
     ) -> Option<CacheLookup> {
-        match &self.kit.node_cache {
+        match &self.node_cache {
             Some(cache) => cache.lookup_now(act.schema, key, rec.started()),
             None => Some(CacheLookup::Miss),
         }
@@ -67,7 +67,7 @@ impl<S: WaypointStore> WarEngine<S> {
         key: &CacheKey,
         rec: &Recorder,
     ) -> CacheLookup {
-        match &self.kit.node_cache {
+        match &self.node_cache {
             Some(cache) => cache.lookup_at(act.schema, key, rec.started()).await,
             None => CacheLookup::Miss,
         }
@@ -98,18 +98,17 @@ impl<S: WaypointStore> WarEngine<S> {
                 span.record("cache_origin", tracing::field::display(origin));
             }
         }
-        self.kit
-            .emit_with(tracing::Level::DEBUG, || TraceEvent::NodeFinished {
-                thread_id: act.thread_id.to_string(),
-                superstep: act.superstep,
-                node_id: node_id.clone(),
-                task_key: act.task.map(|t| t.task_key.clone()),
-                attempt: 1,
-                status: AttemptStatus::Succeeded,
-                cache_hit: true,
-                cache_origin: origin.as_deref().cloned().map(Box::new),
-                duration: rec.elapsed(),
-            });
+        self.emit_with(tracing::Level::DEBUG, || TraceEvent::NodeFinished {
+            thread_id: act.thread_id.to_string(),
+            superstep: act.superstep,
+            node_id: node_id.clone(),
+            task_key: act.task.map(|t| t.task_key.clone()),
+            attempt: 1,
+            status: AttemptStatus::Succeeded,
+            cache_hit: true,
+            cache_origin: origin.as_deref().cloned().map(Box::new),
+            duration: rec.elapsed(),
+        });
         let mut record = rec.finish(NodeStatus::Succeeded, 1);
         record.cache_hit = true;
         record.cache_origin = origin;
@@ -132,7 +131,7 @@ impl<S: WaypointStore> WarEngine<S> {
         origin: CacheOrigin,
     ) {
         if let (Some(key), Some(cache), Some(policy)) =
-            (key, &self.kit.node_cache, act.aegis.cache.as_ref())
+            (key, &self.node_cache, act.aegis.cache.as_ref())
         {
             if origin.fallback && !policy.cache_fallback_results {
                 tracing::debug!(

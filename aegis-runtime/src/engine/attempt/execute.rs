@@ -71,7 +71,7 @@ impl<S: WaypointStore> WarEngine<S> {
                 // Boxed: a model call dwarfs an allocation, and inline its
                 // hop relay would enlarge every node's attempt future.
                 let run = AssertUnwindSafe(self.execute(act, state, &ctx)).catch_unwind();
-                return Box::pin(ambient::within(self.hop_relay(&node_id), run))
+                return Box::pin(ambient::within(self.kit.hop_relay(&node_id), run))
                     .await
                     .unwrap_or_else(|payload| Err(panicked(payload)));
             }
@@ -84,7 +84,7 @@ impl<S: WaypointStore> WarEngine<S> {
         };
         // A Paladin's hops reach the engine's listeners from its own task.
         let job = match act.spec {
-            NodeSpec::Paladin { .. } => ambient::within(self.hop_relay(&node_id), job).boxed(),
+            NodeSpec::Paladin { .. } => ambient::within(self.kit.hop_relay(&node_id), job).boxed(),
             _ => job,
         };
         // The attempt's span goes with it onto its own task.

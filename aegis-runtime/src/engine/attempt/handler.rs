@@ -4,14 +4,14 @@
 //! The record stays Failed either way.
 
 use super::activation::ActivationResult;
-use crate::engine::WarEngine;
+use crate::engine::kit::Kit;
 use crate::error::NodeError;
 use crate::graph::{Directive, NextStep};
 use crate::policy::ErrorHandlerSpec;
 use crate::state::{Battlefield, StateDelta};
-use crate::waypoint::{HandledFailure, HandlerKind, NodeExecutionRecord, WaypointStore};
+use crate::waypoint::{HandledFailure, HandlerKind, NodeExecutionRecord};
 
-impl<S: WaypointStore> WarEngine<S> {
+impl Kit {
     /// Applies a node's `on_error` to its final failure.
     pub(super) async fn handle_failure(
         &self,
@@ -42,7 +42,7 @@ impl<S: WaypointStore> WarEngine<S> {
             ErrorHandlerSpec::Absorb { fallback_delta } => Directive::edges(fallback_delta.clone()),
             ErrorHandlerSpec::Custom(name) => {
                 // Registration is checked at start/resume.
-                let Some(custom) = self.kit.error_handlers.get(name) else {
+                let Some(custom) = self.error_handlers.get(name) else {
                     return unhandled(error);
                 };
                 match custom.handle(&error, state).await {

@@ -3,16 +3,16 @@
 
 use super::activation::ActivationResult;
 use super::record::Recorder;
-use crate::engine::WarEngine;
 use crate::engine::hooks::InterceptorDecision;
+use crate::engine::kit::Kit;
 use crate::error::{NodeError, NodeErrorSource, Transience};
 use crate::graph::Directive;
 use crate::id::NodeId;
 use crate::state::{Battlefield, StateDelta};
 use crate::trace::AttemptStatus;
-use crate::waypoint::{NodeStatus, WaypointStore};
+use crate::waypoint::NodeStatus;
 
-impl<S: WaypointStore> WarEngine<S> {
+impl Kit {
     /// Runs every `before` hook; `Some` ends the activation before
     /// `attempt` runs.
     pub(super) async fn intercept_before(
@@ -22,7 +22,7 @@ impl<S: WaypointStore> WarEngine<S> {
         attempt: u32,
         rec: &mut Recorder,
     ) -> Option<ActivationResult> {
-        for i in &self.kit.interceptors {
+        for i in &self.interceptors {
             match i.before(node_id, state).await {
                 InterceptorDecision::Continue => {}
                 other => return Some(stopped(other, node_id, attempt, rec)),
@@ -39,10 +39,10 @@ impl<S: WaypointStore> WarEngine<S> {
         attempt: u32,
         rec: &mut Recorder,
     ) -> ActivationResult {
-        if !self.kit.interceptors.is_empty() {
+        if !self.interceptors.is_empty() {
             rec.touch();
         }
-        for i in &self.kit.interceptors {
+        for i in &self.interceptors {
             match i.after(node_id, &directive).await {
                 InterceptorDecision::Continue => {}
                 other => return stopped(other, node_id, attempt, rec),

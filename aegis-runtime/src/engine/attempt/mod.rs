@@ -113,12 +113,12 @@ impl<S: WaypointStore> WarEngine<S> {
             task_key: act.task.map(|t| t.task_key.as_str()),
         };
         // A hit executes nothing: no interceptor, no attempt.
-        let key = self.cache_key(act, state, node_id);
+        let key = self.kit.cache_key(act, state, node_id);
         if let Some(key) = &key {
             rec.touch();
-            let found = match self.cache_lookup_now(act, key, &rec) {
+            let found = match self.kit.cache_lookup_now(act, key, &rec) {
                 Some(found) => found,
-                None => self.cache_lookup(act, key, &rec).await,
+                None => self.kit.cache_lookup(act, key, &rec).await,
             };
             let hit = found.into_hit();
             #[cfg(feature = "metrics")]
@@ -126,7 +126,7 @@ impl<S: WaypointStore> WarEngine<S> {
                 observer.cache_lookup(node_id, hit.is_some());
             }
             if let Some(entry) = hit {
-                return self.served(act, entry, node_id, &mut rec);
+                return self.kit.served(act, entry, node_id, &mut rec);
             }
             tracing::Span::current().record("cache_hit", false);
         }
@@ -168,7 +168,9 @@ impl<S: WaypointStore> WarEngine<S> {
             ) if matches!(record.status, NodeStatus::Succeeded) => {
                 if let Some(policy) = act.aegis.cache.as_ref().filter(|_| key.is_some()) {
                     let origin = rec.origin(act.thread_id, record, policy.scope);
-                    self.cache_store(act, key.as_ref(), directive, origin).await;
+                    self.kit
+                        .cache_store(act, key.as_ref(), directive, origin)
+                        .await;
                 }
                 result
             }
@@ -186,6 +188,7 @@ impl<S: WaypointStore> WarEngine<S> {
                     return result; // matched just above
                 };
                 let result = self
+                    .kit
                     .handle_failure(handler, *error, record, act.superstep, state)
                     .await;
                 if let ActivationResult::Done {
@@ -222,7 +225,11 @@ impl<S: WaypointStore> WarEngine<S> {
             }
             if !self.kit.interceptors.is_empty() {
                 rec.touch();
-                if let Some(stop) = self.intercept_before(node_id, state, attempt, rec).await {
+                if let Some(stop) = self
+                    .kit
+                    .intercept_before(node_id, state, attempt, rec)
+                    .await
+                {
                     return stop;
                 }
             }
@@ -262,12 +269,16 @@ impl<S: WaypointStore> WarEngine<S> {
                     return intercept::succeeded(directive, attempt, rec);
                 }
                 AttemptEnd::Done(directive) => {
-                    return self.intercept_after(node_id, directive, attempt, rec).await;
+                    return self
+                        .kit
+                        .intercept_after(node_id, directive, attempt, rec)
+                        .await;
                 }
                 AttemptEnd::Shutdown => return rec.shutdown(attempt),
                 AttemptEnd::Error(error) => error,
             };
             match self
+                .kit
                 .next_attempt(act, node_id, &error, attempt, rec, &span)
                 .await
             {

@@ -6,13 +6,12 @@
 
 use std::sync::Arc;
 
-use crate::engine::WarEngine;
+use crate::engine::kit::Kit;
 use crate::engine::stream::events::{StreamEvent, StreamMode};
 use crate::engine::stream::tap::StreamTap;
 use crate::id::NodeId;
 use crate::trace::ambient::AttemptSink;
 use crate::trace::{TraceEvent, TraceSink};
-use crate::waypoint::WaypointStore;
 
 struct HopRelay {
     node_id: NodeId,
@@ -43,22 +42,21 @@ impl AttemptSink for HopRelay {
     }
 }
 
-impl<S: WaypointStore> WarEngine<S> {
+impl Kit {
     /// The relay of a Paladin attempt of `node_id`, when a stream wants
     /// events or a trace sink is registered.
     pub(super) fn hop_relay(&self, node_id: &NodeId) -> Option<Arc<dyn AttemptSink>> {
         let stream = self
-            .kit
             .stream
             .clone()
             .filter(|tap| tap.wants(StreamMode::Events));
-        if stream.is_none() && self.kit.trace_sinks.is_empty() {
+        if stream.is_none() && self.trace_sinks.is_empty() {
             return None;
         }
         Some(Arc::new(HopRelay {
             node_id: node_id.clone(),
             stream,
-            sinks: self.kit.trace_sinks.clone(),
+            sinks: self.trace_sinks.clone(),
         }))
     }
 }

@@ -16,14 +16,14 @@ use super::activation::ActivationCtx;
 use super::deadline::sleep_opt;
 use super::record::{Recorder, millis};
 use crate::deadline::deadline_after;
-use crate::engine::WarEngine;
+use crate::engine::kit::Kit;
 use crate::engine::run_budget::RunBudget;
 use crate::error::{NodeError, NodeErrorSource, TimeoutKind};
 use crate::fnv::Fnv;
 use crate::id::NodeId;
 use crate::policy::{RetryPolicy, RetryPredicate, SkipReason, SkippedStep};
 use crate::trace::{BudgetBound, TraceEvent};
-use crate::waypoint::{RetrySkip, WaypointStore};
+use crate::waypoint::RetrySkip;
 
 /// What follows a failed attempt.
 pub(super) enum AfterFailure {
@@ -39,7 +39,7 @@ pub(super) enum AfterFailure {
     },
 }
 
-impl<S: WaypointStore> WarEngine<S> {
+impl Kit {
     /// Decides on a retry after `attempt` failed with `error` and, if there
     /// is one that fits the budget, waits out its backoff.
     pub(super) async fn next_attempt(
@@ -70,7 +70,7 @@ impl<S: WaypointStore> WarEngine<S> {
             };
         }
         // The RNG must not live across an await: it is not Send.
-        let delay = match self.kit.jitter_seed {
+        let delay = match self.jitter_seed {
             Some(seed) => {
                 let key = jitter_key(seed, act, node_id, next);
                 policy.delay_before(next, &mut StdRng::seed_from_u64(key))
@@ -92,7 +92,7 @@ impl<S: WaypointStore> WarEngine<S> {
                 span.record("retry_skipped", tracing::field::display(skip.bound));
                 span.record("retry_remaining_ms", millis(skip.remaining));
             }
-            self.kit.emit(TraceEvent::RetrySkipped {
+            self.emit(TraceEvent::RetrySkipped {
                 thread_id: act.thread_id.to_string(),
                 superstep: act.superstep,
                 node_id: node_id.clone(),
@@ -115,7 +115,7 @@ impl<S: WaypointStore> WarEngine<S> {
             };
         }
         if let Some(skip) = spend_skip(act, rec, next) {
-            self.kit.emit(TraceEvent::StepSkipped {
+            self.emit(TraceEvent::StepSkipped {
                 thread_id: Some(act.thread_id.to_string()),
                 superstep: Some(act.superstep),
                 node_id: Some(node_id.clone()),
@@ -129,7 +129,7 @@ impl<S: WaypointStore> WarEngine<S> {
                 budget_exhausted: spend_out,
             };
         }
-        self.kit.emit(match act.task {
+        self.emit(match act.task {
             Some(task) => TraceEvent::TaskRetryScheduled {
                 thread_id: act.thread_id.to_string(),
                 superstep: act.superstep,
@@ -158,7 +158,7 @@ impl<S: WaypointStore> WarEngine<S> {
     /// A zero wait fits while any time is left.
     fn budget_skip(&self, act: &ActivationCtx<'_>, delay: Duration) -> Option<Skip> {
         let now = Instant::now();
-        let bound = match (act.run_budget.at(), self.kit.enclosing_deadline) {
+        let bound = match (act.run_budget.at(), self.enclosing_deadline) {
             (Some(r), Some(e)) if e < r => (e, BudgetBound::EnclosingDeadline),
             (Some(r), _) => (r, BudgetBound::RunBudget),
             (None, Some(e)) => (e, BudgetBound::EnclosingDeadline),
@@ -180,7 +180,7 @@ impl<S: WaypointStore> WarEngine<S> {
             return false;
         };
         // Registration is checked at start/resume; a miss here cannot happen.
-        let Some(predicate) = self.kit.retry_predicates.get(name) else {
+        let Some(predicate) = self.retry_predicates.get(name) else {
             return false;
         };
         match predicate.allows(err, next).await {
@@ -198,7 +198,7 @@ impl<S: WaypointStore> WarEngine<S> {
     /// wait for the next timer tick).
     async fn backoff(&self, delay: Duration, run_budget: &RunBudget) -> AfterFailure {
         if delay.is_zero() {
-            return if self.kit.cancellation.is_cancelled() {
+            return if self.cancellation.is_cancelled() {
                 AfterFailure::Shutdown
             } else {
                 AfterFailure::Retry
@@ -214,7 +214,7 @@ impl<S: WaypointStore> WarEngine<S> {
         };
         tokio::select! {
             biased;
-            _ = self.kit.cancellation.cancelled() => AfterFailure::Shutdown,
+            _ = self.cancellation.cancelled() => AfterFailure::Shutdown,
             _ = sleep_opt(until) => {
                 if deadline_first {
                     AfterFailure::GiveUp { budget_exhausted: true }
@@ -248,7 +248,7 @@ fn spend_skip(act: &ActivationCtx<'_>, rec: &Recorder, next: u32) -> Option<crat
     })
 }
 
-/// A retry [`WarEngine::budget_skip`] refused: the time left and to what.
+/// A retry [`Kit::budget_skip`] refused: the time left and to what.
 struct Skip {
     remaining: Duration,
     bound: BudgetBound,
