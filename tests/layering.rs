@@ -440,6 +440,8 @@ const ENGINE_ORDER: &[(&str, u32)] = &[
     ("run_budget.rs", 0),
     ("ending.rs", 0),
     ("finished.rs", 0),
+    // How the attempt layer reaches the engine's store: a Battalion's run.
+    ("battalion_call.rs", 0),
     ("tally.rs", 1),
     ("stream/events.rs", 1),
     ("attempt/activation.rs", 1),
@@ -507,8 +509,9 @@ fn engine_files_import_down_their_order() {
             let Ok(target) = target.strip_prefix("engine") else {
                 continue;
             };
-            // Every rule still extends `WarEngine`, defined in engine/mod.rs:
-            // naming the engine itself is the one import up the order.
+            // The builders and the superstep loop extend `WarEngine`, defined
+            // in engine/mod.rs: naming the engine itself is the one import up
+            // the order (the attempt rules extend the `Kit` instead).
             if target == Path::new("mod.rs") && path.last().is_some_and(|s| s == "WarEngine") {
                 continue;
             }

@@ -3,6 +3,7 @@
 mod attempt;
 mod barrier;
 mod battalion;
+mod battalion_call;
 mod config;
 mod cursor;
 mod ending;

@@ -492,6 +492,7 @@ impl<S: WaypointStore> WarEngine<S> {
             parley_response,
             visit,
             shutdown_grace: env.shutdown_grace,
+            battalions: self,
         };
         // Awaited where it is built on either path: the activation's
         // result moves out of one future, not through a span wrapper's too.
@@ -499,11 +500,13 @@ impl<S: WaypointStore> WarEngine<S> {
         if span.is_disabled() {
             return (
                 i,
-                self.run_activation(&act, env.parts.state, activation).await,
+                self.kit
+                    .run_activation(&act, env.parts.state, activation)
+                    .await,
             );
         }
         let result = {
-            let run = std::pin::pin!(self.run_activation(&act, env.parts.state, activation));
+            let run = std::pin::pin!(self.kit.run_activation(&act, env.parts.state, activation));
             run.instrument(span.clone()).await
         };
         node_span_ended(&span, &result);

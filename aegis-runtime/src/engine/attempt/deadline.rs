@@ -9,14 +9,13 @@ use tokio::time::Instant;
 
 use super::activation::{ActivationCtx, AttemptEnd};
 use crate::deadline::deadline_after;
-use crate::engine::WarEngine;
+use crate::engine::kit::Kit;
 use crate::error::{NodeError, NodeErrorSource, TimeoutKind, Transience};
 use crate::graph::{
     Directive, HeartbeatHandle, NodeContext, NodeEmitter, NodeSpec, ServedSlot, SpendMeter,
 };
 use crate::id::NodeId;
 use crate::state::Battlefield;
-use crate::waypoint::WaypointStore;
 use tokio_util::sync::CancellationToken;
 
 impl ActivationCtx<'_> {
@@ -127,7 +126,7 @@ impl Bounds<'_> {
     }
 }
 
-impl<S: WaypointStore> WarEngine<S> {
+impl Kit {
     /// One attempt under its bounds. Dropping the attempt's future on
     /// expiry discards its partial work.
     pub(super) async fn bounded_attempt(
@@ -168,7 +167,7 @@ impl<S: WaypointStore> WarEngine<S> {
         if let Poll::Ready(r) = std::future::poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx))).await
         {
             let now = Instant::now();
-            return (bounds.settle(r, None, now, &self.kit.cancellation), now);
+            return (bounds.settle(r, None, now, &self.cancellation), now);
         }
         // Boxed: only an attempt that waits (on I/O, a timer) gets here,
         // and inline its timers would enlarge every attempt's future.
@@ -190,13 +189,13 @@ impl<S: WaypointStore> WarEngine<S> {
             superstep: act.superstep,
             attempt: bounds.attempt,
             heartbeat: bounds.heartbeat.clone(),
-            cancellation: self.kit.cancellation.clone(),
+            cancellation: self.cancellation.clone(),
             parley_response: act.parley_response.cloned(),
             task: act.task_ref.clone(),
             served: start.served,
             emitter: start.emitter,
             meter: start.meter,
-            effects: self.kit.effects.clone(),
+            effects: self.effects.clone(),
         }
     }
 
@@ -216,7 +215,7 @@ impl<S: WaypointStore> WarEngine<S> {
             biased;
             r = &mut fut => {
                 let now = Instant::now();
-                return (bounds.settle(r, None, now, &self.kit.cancellation), now);
+                return (bounds.settle(r, None, now, &self.cancellation), now);
             }
             _ = sleep_opt(hard.map(|h| h.0)) => {
                 let kind = hard.map_or(TimeoutKind::Run, |h| h.1);
@@ -225,7 +224,7 @@ impl<S: WaypointStore> WarEngine<S> {
             _ = idle_opt(&bounds.heartbeat, bounds.idle) => {
                 return (bounds.timed_out(TimeoutKind::Idle), Instant::now());
             }
-            _ = self.kit.cancellation.cancelled() => {}
+            _ = self.cancellation.cancelled() => {}
         }
         let end = self.within_grace(act, bounds, fut).await;
         (end, Instant::now())
@@ -259,7 +258,7 @@ impl<S: WaypointStore> WarEngine<S> {
         };
         tokio::select! {
             biased;
-            r = &mut fut => bounds.settle(r, grace_end, Instant::now(), &self.kit.cancellation),
+            r = &mut fut => bounds.settle(r, grace_end, Instant::now(), &self.cancellation),
             _ = sleep_opt(until) => match kind {
                 Some(k) => bounds.timed_out(k),
                 None => AttemptEnd::Shutdown,

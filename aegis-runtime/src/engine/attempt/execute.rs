@@ -8,17 +8,17 @@ use std::panic::AssertUnwindSafe;
 use tokio_util::task::AbortOnDropHandle;
 
 use super::activation::ActivationCtx;
-use crate::engine::WarEngine;
+use crate::engine::battalion_call::BattalionCall;
+use crate::engine::kit::Kit;
 use crate::error::{NodeError, NodeErrorSource, PaladinError, Transience};
 use crate::graph::{Directive, NodeContext, NodeSpec, ParleyRequest, StateNode, TemplateError};
 use crate::graph::{Paladin, Served};
 use crate::paladin::{PaladinPort, parse_and_check};
 use crate::state::{Battlefield, FieldName, StateDelta};
 use crate::trace::ambient;
-use crate::waypoint::WaypointStore;
 use tracing::Instrument;
 
-impl<S: WaypointStore> WarEngine<S> {
+impl Kit {
     /// Executes a node once; a panic is caught as a `Panic` error.
     ///
     /// With isolated attempts on a multi-thread runtime, a Function or
@@ -45,7 +45,7 @@ impl<S: WaypointStore> WarEngine<S> {
                 },
             )
         };
-        let multi_thread = self.kit.isolated_attempts
+        let multi_thread = self.isolated_attempts
             && tokio::runtime::Handle::try_current()
                 .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
         let job = match act.spec {
@@ -60,7 +60,7 @@ impl<S: WaypointStore> WarEngine<S> {
                 output_schema,
             } if multi_thread => {
                 let prompt = input.render_with(state, act.task);
-                let (port, paladin) = (self.kit.paladin_port.clone(), paladin.clone());
+                let (port, paladin) = (self.paladin_port.clone(), paladin.clone());
                 let (field, schema) = (output_field.clone(), output_schema.clone());
                 async move {
                     run_paladin(&*port, &paladin, prompt, &field, schema.as_ref(), &ctx).await
@@ -71,7 +71,7 @@ impl<S: WaypointStore> WarEngine<S> {
                 // Boxed: a model call dwarfs an allocation, and inline its
                 // hop relay would enlarge every node's attempt future.
                 let run = AssertUnwindSafe(self.execute(act, state, &ctx)).catch_unwind();
-                return Box::pin(ambient::within(self.kit.hop_relay(&node_id), run))
+                return Box::pin(ambient::within(self.hop_relay(&node_id), run))
                     .await
                     .unwrap_or_else(|payload| Err(panicked(payload)));
             }
@@ -84,7 +84,7 @@ impl<S: WaypointStore> WarEngine<S> {
         };
         // A Paladin's hops reach the engine's listeners from its own task.
         let job = match act.spec {
-            NodeSpec::Paladin { .. } => ambient::within(self.kit.hop_relay(&node_id), job).boxed(),
+            NodeSpec::Paladin { .. } => ambient::within(self.hop_relay(&node_id), job).boxed(),
             _ => job,
         };
         // The attempt's span goes with it onto its own task.
@@ -116,7 +116,7 @@ impl<S: WaypointStore> WarEngine<S> {
                 output_schema,
             } => {
                 let prompt = input.render_with(state, act.task);
-                let port = &*self.kit.paladin_port;
+                let port = &*self.paladin_port;
                 run_paladin(
                     port,
                     paladin,
@@ -154,8 +154,18 @@ impl<S: WaypointStore> WarEngine<S> {
                 inputs,
                 outputs,
             } => {
-                // Boxed: a child run is an engine run, so the future recurses.
-                Box::pin(self.run_battalion(child, inputs, outputs, state, ctx, act)).await
+                act.battalions
+                    .run_battalion(BattalionCall {
+                        child,
+                        inputs,
+                        outputs,
+                        state,
+                        ctx,
+                        visit: act.visit,
+                        grace: act.shutdown_grace,
+                        enclosing: act.attempt_deadline(self.enclosing_deadline),
+                    })
+                    .await
             }
         }
     }

@@ -25,11 +25,11 @@ mod retry;
 
 use tracing::Instrument;
 
-use super::WarEngine;
+use super::kit::Kit;
 use crate::graph::{EffectScope, NodeSpec};
 use crate::id::NodeId;
 use crate::state::Battlefield;
-use crate::waypoint::{Activation, NodeStatus, WaypointStore};
+use crate::waypoint::{Activation, NodeStatus};
 
 use activation::{ActivationCtx, ActivationResult, AttemptEnd};
 use record::Recorder;
@@ -92,7 +92,7 @@ impl Drop for NotesGuard<'_> {
     }
 }
 
-impl<S: WaypointStore> WarEngine<S> {
+impl Kit {
     /// Runs one activation to its end: success, final failure or shutdown
     /// (the caller runs it in its `aegis.node` span: see [`node_span`]).
     pub(crate) async fn run_activation(
@@ -107,18 +107,18 @@ impl<S: WaypointStore> WarEngine<S> {
         // An activation dropped mid-way (a Battalion's child cut by its
         // parent's timeout) leaves no effect notes behind in the scope.
         let mut notes_guard = NotesGuard {
-            scope: self.kit.effects.as_deref(),
+            scope: self.effects.as_deref(),
             thread_id: act.thread_id,
             node_id,
             task_key: act.task.map(|t| t.task_key.as_str()),
         };
         // A hit executes nothing: no interceptor, no attempt.
-        let key = self.kit.cache_key(act, state, node_id);
+        let key = self.cache_key(act, state, node_id);
         if let Some(key) = &key {
             rec.touch();
-            let found = match self.kit.cache_lookup_now(act, key, &rec) {
+            let found = match self.cache_lookup_now(act, key, &rec) {
                 Some(found) => found,
-                None => self.kit.cache_lookup(act, key, &rec).await,
+                None => self.cache_lookup(act, key, &rec).await,
             };
             let hit = found.into_hit();
             #[cfg(feature = "metrics")]
@@ -126,7 +126,7 @@ impl<S: WaypointStore> WarEngine<S> {
                 observer.cache_lookup(node_id, hit.is_some());
             }
             if let Some(entry) = hit {
-                return self.kit.served(act, entry, node_id, &mut rec);
+                return self.served(act, entry, node_id, &mut rec);
             }
             tracing::Span::current().record("cache_hit", false);
         }
@@ -135,7 +135,7 @@ impl<S: WaypointStore> WarEngine<S> {
         // counter for a node that made none).
         // Finished: the notes are taken here, the guard has none to drop.
         notes_guard.scope = None;
-        if let Some(scope) = &self.kit.effects {
+        if let Some(scope) = &self.effects {
             let notes = scope.take_notes(
                 act.thread_id,
                 node_id.as_str(),
@@ -143,7 +143,7 @@ impl<S: WaypointStore> WarEngine<S> {
             );
             if !notes.is_empty() {
                 for note in &notes {
-                    self.kit.emit(crate::trace::TraceEvent::Effect {
+                    self.emit(crate::trace::TraceEvent::Effect {
                         thread_id: act.thread_id.to_string(),
                         superstep: act.superstep,
                         node_id: node_id.clone(),
@@ -168,9 +168,7 @@ impl<S: WaypointStore> WarEngine<S> {
             ) if matches!(record.status, NodeStatus::Succeeded) => {
                 if let Some(policy) = act.aegis.cache.as_ref().filter(|_| key.is_some()) {
                     let origin = rec.origin(act.thread_id, record, policy.scope);
-                    self.kit
-                        .cache_store(act, key.as_ref(), directive, origin)
-                        .await;
+                    self.cache_store(act, key.as_ref(), directive, origin).await;
                 }
                 result
             }
@@ -188,14 +186,13 @@ impl<S: WaypointStore> WarEngine<S> {
                     return result; // matched just above
                 };
                 let result = self
-                    .kit
                     .handle_failure(handler, *error, record, act.superstep, state)
                     .await;
                 if let ActivationResult::Done {
                     handled: Some(_), ..
                 } = &result
                 {
-                    self.kit.emit(crate::trace::TraceEvent::HandlerRan {
+                    self.emit(crate::trace::TraceEvent::HandlerRan {
                         thread_id: act.thread_id.to_string(),
                         superstep: act.superstep,
                         node_id: node_id.clone(),
@@ -220,16 +217,12 @@ impl<S: WaypointStore> WarEngine<S> {
     ) -> ActivationResult {
         let mut attempt = 1;
         loop {
-            if self.kit.cancellation.is_cancelled() {
+            if self.cancellation.is_cancelled() {
                 return rec.shutdown(attempt);
             }
-            if !self.kit.interceptors.is_empty() {
+            if !self.interceptors.is_empty() {
                 rec.touch();
-                if let Some(stop) = self
-                    .kit
-                    .intercept_before(node_id, state, attempt, rec)
-                    .await
-                {
+                if let Some(stop) = self.intercept_before(node_id, state, attempt, rec).await {
                     return stop;
                 }
             }
@@ -265,20 +258,16 @@ impl<S: WaypointStore> WarEngine<S> {
             let error = match end {
                 // Without interceptors, no `after` future to build and
                 // move the directive through: every success comes here.
-                AttemptEnd::Done(directive) if self.kit.interceptors.is_empty() => {
+                AttemptEnd::Done(directive) if self.interceptors.is_empty() => {
                     return intercept::succeeded(directive, attempt, rec);
                 }
                 AttemptEnd::Done(directive) => {
-                    return self
-                        .kit
-                        .intercept_after(node_id, directive, attempt, rec)
-                        .await;
+                    return self.intercept_after(node_id, directive, attempt, rec).await;
                 }
                 AttemptEnd::Shutdown => return rec.shutdown(attempt),
                 AttemptEnd::Error(error) => error,
             };
             match self
-                .kit
                 .next_attempt(act, node_id, &error, attempt, rec, &span)
                 .await
             {

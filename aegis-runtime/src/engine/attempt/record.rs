@@ -8,7 +8,7 @@ use tracing::Level;
 
 use super::activation::{ActivationCtx, ActivationResult, AttemptEnd};
 use super::deadline::AttemptStart;
-use crate::engine::WarEngine;
+use crate::engine::kit::Kit;
 use crate::engine::run_budget::RunBudget;
 use crate::engine::stream::tap::{AttemptTap, emitter};
 use crate::error::{NodeError, NodeErrorSource, Transience};
@@ -18,7 +18,7 @@ use crate::policy::hop::HopNote;
 use crate::policy::{CacheScope, Skip, Spend};
 use crate::state::Battlefield;
 use crate::trace::{AttemptStatus, CacheOrigin, TraceEvent};
-use crate::waypoint::{AttemptRecord, NodeExecutionRecord, NodeStatus, RetrySkip, WaypointStore};
+use crate::waypoint::{AttemptRecord, NodeExecutionRecord, NodeStatus, RetrySkip};
 
 /// Builds the [`NodeExecutionRecord`] of one activation as it runs.
 pub(super) struct Recorder {
@@ -286,7 +286,7 @@ impl ActivationResult {
     }
 }
 
-impl<S: WaypointStore> WarEngine<S> {
+impl Kit {
     /// One attempt under its bounds, between its trace events; a failure
     /// goes on the record.
     pub(super) async fn traced_attempt(
@@ -298,20 +298,17 @@ impl<S: WaypointStore> WarEngine<S> {
         rec: &mut Recorder,
     ) -> AttemptEnd {
         let task_key = || act.task.map(|t| t.task_key.clone());
-        self.kit
-            .emit_with(Level::DEBUG, || TraceEvent::NodeStarted {
-                thread_id: act.thread_id.to_string(),
-                superstep: act.superstep,
-                node_id: node_id.clone(),
-                task_key: task_key(),
-                attempt,
-            });
+        self.emit_with(Level::DEBUG, || TraceEvent::NodeStarted {
+            thread_id: act.thread_id.to_string(),
+            superstep: act.superstep,
+            node_id: node_id.clone(),
+            task_key: task_key(),
+            attempt,
+        });
         let (started_at, started) = rec.attempt_start();
         // A failed attempt's report never describes a later success.
         rec.served.take();
-        let tap = self
-            .kit
-            .attempt_tap(act.thread_id, node_id, act.task, attempt);
+        let tap = self.attempt_tap(act.thread_id, node_id, act.task, attempt);
         let emitter = emitter(tap.as_ref());
         let meter = if rec.metered() {
             SpendMeter::for_attempt(
@@ -364,7 +361,7 @@ impl<S: WaypointStore> WarEngine<S> {
             AttemptStatus::Failed(_) => Level::WARN,
             _ => Level::DEBUG,
         };
-        self.kit.emit_with(level, || TraceEvent::NodeFinished {
+        self.emit_with(level, || TraceEvent::NodeFinished {
             thread_id: act.thread_id.to_string(),
             superstep: act.superstep,
             node_id: node_id.clone(),
@@ -379,7 +376,7 @@ impl<S: WaypointStore> WarEngine<S> {
     }
 }
 
-impl<S: WaypointStore> WarEngine<S> {
+impl Kit {
     /// Puts what attempt `attempt` spent, and the hops it skipped, on the
     /// record and the trace, and the hops it made on the record (the relay
     /// traced them as they happened); returns its spend.
@@ -406,7 +403,7 @@ impl<S: WaypointStore> WarEngine<S> {
                 hop
             }));
         for skip in meter.take_skips() {
-            self.kit.emit(TraceEvent::StepSkipped {
+            self.emit(TraceEvent::StepSkipped {
                 thread_id: Some(act.thread_id.to_string()),
                 superstep: Some(act.superstep),
                 node_id: Some(node_id.clone()),
@@ -415,15 +412,14 @@ impl<S: WaypointStore> WarEngine<S> {
             });
             rec.skipped(skip);
         }
-        self.kit
-            .emit_with(Level::DEBUG, || TraceEvent::AttemptSpend {
-                thread_id: act.thread_id.to_string(),
-                superstep: act.superstep,
-                node_id: node_id.clone(),
-                task_key: act.task.map(|t| t.task_key.clone()),
-                attempt,
-                spend: spent,
-            });
+        self.emit_with(Level::DEBUG, || TraceEvent::AttemptSpend {
+            thread_id: act.thread_id.to_string(),
+            superstep: act.superstep,
+            node_id: node_id.clone(),
+            task_key: act.task.map(|t| t.task_key.clone()),
+            attempt,
+            spend: spent,
+        });
         spent
     }
 }
