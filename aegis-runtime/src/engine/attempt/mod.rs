@@ -12,6 +12,11 @@
 //! | retry decision and backoff wait | [`retry`] |
 //! | `on_error` handlers | [`handler`] |
 //! | the activation's record | [`record`] |
+//! | a Paladin's fallback hops to the listeners | [`relay`] |
+//!
+//! Each rule extends the engine's [`Kit`], never the engine: the store is
+//! out of reach, but for a Battalion's child run through
+//! [`ActivationCtx::battalions`].
 
 pub(super) mod activation;
 mod cache;
