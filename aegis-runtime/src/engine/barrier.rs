@@ -349,14 +349,15 @@ impl<S: WaypointStore> WarEngine<S> {
         if ending.is_some() {
             return Ok(ending);
         }
-        if let Some(beat) = &self.superstep_beat {
+        if let Some(beat) = &self.kit.superstep_beat {
             beat.beat();
         }
-        self.emit_with(tracing::Level::DEBUG, || TraceEvent::SuperstepFinished {
-            thread_id: cur.thread_id.to_string(),
-            superstep: cur.superstep,
-            next: cur.vanguard.iter().map(|a| a.node_id.clone()).collect(),
-        });
+        self.kit
+            .emit_with(tracing::Level::DEBUG, || TraceEvent::SuperstepFinished {
+                thread_id: cur.thread_id.to_string(),
+                superstep: cur.superstep,
+                next: cur.vanguard.iter().map(|a| a.node_id.clone()).collect(),
+            });
         Ok(None)
     }
 
@@ -390,7 +391,7 @@ impl<S: WaypointStore> WarEngine<S> {
                 NextStep::Edges => {
                     next.extend(entry.successors.iter().cloned());
                     for cond in entry.conditionals() {
-                        let Some(evaluator) = self.edge_evaluators.get(&cond.evaluator) else {
+                        let Some(evaluator) = self.kit.edge_evaluators.get(&cond.evaluator) else {
                             continue; // registration is checked at start/resume
                         };
                         let chosen = evaluator.evaluate(merged).await.map_err(|e| {

@@ -1,18 +1,30 @@
 //! Battalion nodes: a child graph run as one node, in its own durable thread.
 
-use std::sync::Arc;
+use std::future::Future;
+use std::pin::Pin;
 use std::time::Duration;
 use tokio::time::Instant;
 
 use super::WarEngine;
-use super::attempt::activation::ActivationCtx;
+use super::battalion_call::{BattalionCall, RunsBattalion};
 use super::outcome::RunOutcome;
 use crate::error::{EngineError, NodeError, NodeErrorSource, Transience};
-use crate::graph::{Directive, ParleyRequest, WarGraph};
-use crate::graph::{HeartbeatHandle, NodeContext};
+use crate::graph::HeartbeatHandle;
+use crate::graph::{Directive, ParleyRequest};
 use crate::id::{battalion_thread_id, validate_thread_id};
-use crate::state::{Battlefield, FieldName, StateDelta};
+use crate::state::StateDelta;
 use crate::waypoint::{WaypointStatus, WaypointStore};
+
+impl<S: WaypointStore> RunsBattalion for WarEngine<S> {
+    fn run_battalion<'a>(
+        &'a self,
+        call: BattalionCall<'a>,
+    ) -> Pin<Box<dyn Future<Output = Result<Directive, NodeError>> + Send + 'a>> {
+        // Boxed in any case: a child run is an engine run, so the future
+        // recurses.
+        Box::pin(self.battalion(call))
+    }
+}
 
 impl<S: WaypointStore> WarEngine<S> {
     /// An engine for a child run: the same store, port, registries, sinks
@@ -26,28 +38,29 @@ impl<S: WaypointStore> WarEngine<S> {
         grace: Duration,
         enclosing: Option<Instant>,
     ) -> WarEngine<S> {
-        WarEngine {
-            superstep_beat: Some(heartbeat),
-            grace_cap: Some(grace),
-            enclosing_deadline: enclosing,
-            ..self.derived()
-        }
+        let mut engine = self.derived();
+        engine.kit.superstep_beat = Some(heartbeat);
+        engine.kit.grace_cap = Some(grace);
+        engine.kit.enclosing_deadline = enclosing;
+        engine
     }
 
     /// One attempt of a Battalion node: start the child thread, or continue
     /// it (after a parley, a halt, or a parent crash), and map its outcome.
-    pub(crate) async fn run_battalion(
-        &self,
-        child: &Arc<WarGraph>,
-        inputs: &[(FieldName, FieldName)],
-        outputs: &[(FieldName, FieldName)],
-        state: &Battlefield,
-        ctx: &NodeContext,
-        act: &ActivationCtx<'_>,
-    ) -> Result<Directive, NodeError> {
+    async fn battalion(&self, call: BattalionCall<'_>) -> Result<Directive, NodeError> {
+        let BattalionCall {
+            child,
+            inputs,
+            outputs,
+            state,
+            ctx,
+            visit,
+            grace,
+            enclosing,
+        } = call;
         // Each visit of the node is its own child thread, named so that no
         // other parent's child and no caller's thread can share it.
-        let thread = battalion_thread_id(&ctx.thread_id, &ctx.node_id, act.visit);
+        let thread = battalion_thread_id(&ctx.thread_id, &ctx.node_id, visit);
         let fail = |transience, message: String| NodeError {
             node_id: ctx.node_id.clone(),
             attempt: ctx.attempt,
@@ -61,14 +74,11 @@ impl<S: WaypointStore> WarEngine<S> {
         // Too long for a store (a deep nesting under a long root id): no
         // retry can fix that.
         validate_thread_id(&thread).map_err(|e| fail(Transience::Permanent, e.to_string()))?;
-        let engine = self.child_engine(
-            ctx.heartbeat.clone(),
-            act.shutdown_grace,
-            act.attempt_deadline(self.enclosing_deadline),
-        );
+        let engine = self.child_engine(ctx.heartbeat.clone(), grace, enclosing);
         // A timed-out parent attempt drops this future; the guard then
         // cancels the child's token too.
-        let _guard = tokio_util::sync::CancellationToken::clone(&engine.cancellation).drop_guard();
+        let _guard =
+            tokio_util::sync::CancellationToken::clone(&engine.kit.cancellation).drop_guard();
         let latest = engine
             .store
             .latest(&thread)

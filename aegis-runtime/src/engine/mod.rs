@@ -3,6 +3,7 @@
 mod attempt;
 mod barrier;
 mod battalion;
+mod battalion_call;
 mod config;
 mod cursor;
 mod ending;
@@ -10,6 +11,7 @@ pub(crate) mod evolve;
 mod finished;
 mod hooks;
 mod index;
+mod kit;
 mod outcome;
 mod presets;
 mod run;
@@ -24,7 +26,6 @@ pub use hooks::{
     RetryPredicateError, RetryPredicateEvaluator,
 };
 pub use outcome::RunOutcome;
-pub(crate) use stream::StreamTap;
 pub use stream::{
     DEFAULT_STREAM_CAPACITY, NodeUpdate, RunStream, StreamEvent, StreamMode, StreamOptions,
 };
@@ -33,7 +34,6 @@ pub use tokio_util::sync::CancellationToken;
 
 pub use crate::share::IntoShared;
 
-use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 use tracing::Instrument;
@@ -41,20 +41,18 @@ use tracing::Instrument;
 use crate::cache::{NodeCache, NodeCacheHandle};
 use crate::error::{EngineError, PolicyOffender};
 use crate::few::Few;
-use crate::graph::{
-    EffectScope, HeartbeatHandle, NodeSpec, ParleyExpiry, ParleyResponse, RunLedger, WarGraph,
-};
+use crate::graph::{EffectScope, NodeSpec, ParleyExpiry, ParleyResponse, RunLedger, WarGraph};
 use crate::id::NodeId;
 use crate::id::validate_root_thread_id;
-use crate::paladin::{PaladinPort, UnconfiguredPaladinPort};
 use crate::policy::{Aegis, ErrorHandlerSpec, PriceTable, RetryPredicate, SpendBudget};
 use crate::state::initial_state;
-use crate::trace::{TraceEvent, TraceSink, log_event};
+use crate::trace::{TraceEvent, TraceSink};
 use crate::waypoint::{
     Chronicle, InMemoryWaypointStore, ParleyDelivery, WaypointStatus, WaypointStore,
 };
 use cursor::Cursor;
 use index::GraphIndex;
+use kit::Kit;
 use run_budget::RunBudget;
 
 /// Runs [`WarGraph`]s, writing a waypoint per superstep to its store.
@@ -103,79 +101,44 @@ use run_budget::RunBudget;
 /// sinks) are registered with builder methods; graphs name them by string and
 /// `start`/`resume` check every name before a node runs.
 pub struct WarEngine<S = InMemoryWaypointStore> {
-    pub(crate) paladin_port: Arc<dyn PaladinPort>,
     pub(crate) store: Arc<S>,
-    /// The store's effect ledger, asked for once, as every attempt's
-    /// `NodeContext` reaches it.
-    pub(crate) effects: Option<Arc<EffectScope>>,
     /// `store` again when it is the in-memory store, recognised once at
     /// construction: every superstep then lends it its draft in place
     /// rather than building a `Waypoint` and awaiting a boxed `put`.
     pub(crate) memory_store: Option<Arc<InMemoryWaypointStore>>,
-    pub(crate) retry_predicates: HashMap<String, Arc<dyn RetryPredicateEvaluator>>,
-    pub(crate) edge_evaluators: HashMap<String, Arc<dyn EdgeConditionEvaluator>>,
-    pub(crate) error_handlers: HashMap<String, Arc<dyn ErrorHandler>>,
-    pub(crate) trace_sinks: Vec<Arc<dyn TraceSink>>,
-    pub(crate) interceptors: Vec<Arc<dyn NodeInterceptor>>,
-    /// Shared with every attempt's `NodeContext`, so handing it over is
-    /// a reference count, not a clone of the token (which locks its tree).
-    pub(crate) cancellation: Arc<CancellationToken>,
-    pub(crate) node_cache: Option<NodeCacheHandle>,
-    /// Enters every node cache key when set (see `with_cache_namespace`).
-    pub(crate) cache_namespace: Option<Arc<str>>,
-    /// Beaten after every superstep: a Battalion child beats its parent
-    /// attempt's heartbeat this way.
-    pub(crate) superstep_beat: Option<HeartbeatHandle>,
-    /// Seeds backoff jitter per attempt (see `with_jitter_seed`).
-    pub(crate) jitter_seed: Option<u64>,
-    /// Runs each Function/Paladin attempt as a task of its own on a
-    /// multi-thread runtime (see `with_isolated_attempts`).
-    pub(crate) isolated_attempts: bool,
-    /// A Battalion child's ceiling on its attempts' shutdown grace: its
-    /// parent attempt's own grace, so the child halts (and writes its
-    /// Halted waypoint) before the parent would have given up.
-    pub(crate) grace_cap: Option<std::time::Duration>,
-    /// A Battalion child's enclosing deadline: when its parent attempt is
-    /// cut (the Battalion's run timeout, the parent's run deadline, or its
-    /// own enclosing one). A retry whose backoff would end past it is
-    /// skipped, like one past the run budget.
-    pub(crate) enclosing_deadline: Option<tokio::time::Instant>,
-    /// The queue of a [`RunStream`] consuming this run (see
-    /// [`WarEngine::stream`]); `None` for `start`/`resume`, which then pay
-    /// one branch per event.
-    pub(crate) stream: Option<Arc<StreamTap>>,
-    /// What model calls cost (see `with_prices`).
-    pub(crate) prices: Arc<PriceTable>,
-    /// The run option spend budget, over the graph's default (see
-    /// `with_spend_budget`).
-    pub(crate) spend_budget: Option<SpendBudget>,
+    /// Everything else the engine keeps: all the attempt rules reach.
+    pub(crate) kit: Kit,
 }
 
 impl<S> fmt::Debug for WarEngine<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut predicates: Vec<_> = self.retry_predicates.keys().collect();
+        let mut predicates: Vec<_> = self.kit.retry_predicates.keys().collect();
         predicates.sort();
-        let mut evaluators: Vec<_> = self.edge_evaluators.keys().collect();
+        let mut evaluators: Vec<_> = self.kit.edge_evaluators.keys().collect();
         evaluators.sort();
         f.debug_struct("WarEngine")
             .field("retry_predicates", &predicates)
             .field("edge_evaluators", &evaluators)
             .field("error_handlers", &{
-                let mut h: Vec<_> = self.error_handlers.keys().collect();
+                let mut h: Vec<_> = self.kit.error_handlers.keys().collect();
                 h.sort();
                 h
             })
-            .field("trace_sinks", &self.trace_sinks.len())
-            .field("interceptors", &self.interceptors.len())
-            .field("cancelled", &self.cancellation.is_cancelled())
+            .field("trace_sinks", &self.kit.trace_sinks.len())
+            .field("interceptors", &self.kit.interceptors.len())
+            .field("cancelled", &self.kit.cancellation.is_cancelled())
             .field(
                 "node_cache",
-                &self.node_cache.as_ref().map(|c| c.backend().backend_name()),
+                &self
+                    .kit
+                    .node_cache
+                    .as_ref()
+                    .map(|c| c.backend().backend_name()),
             )
-            .field("cache_namespace", &self.cache_namespace)
-            .field("jitter_seed", &self.jitter_seed)
-            .field("isolated_attempts", &self.isolated_attempts)
-            .field("streaming", &self.stream.is_some())
+            .field("cache_namespace", &self.kit.cache_namespace)
+            .field("jitter_seed", &self.kit.jitter_seed)
+            .field("isolated_attempts", &self.kit.isolated_attempts)
+            .field("streaming", &self.kit.stream.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -189,26 +152,9 @@ impl<S: WaypointStore> WarEngine<S> {
     pub fn new(store: impl IntoShared<S>) -> Self {
         let store = store.into_shared();
         WarEngine {
-            paladin_port: Arc::new(UnconfiguredPaladinPort),
             memory_store: InMemoryWaypointStore::recognise(&store),
-            effects: store.effect_ledger().map(|l| Arc::new(EffectScope::new(l))),
+            kit: Kit::new(store.effect_ledger().map(|l| Arc::new(EffectScope::new(l)))),
             store,
-            retry_predicates: HashMap::new(),
-            edge_evaluators: HashMap::new(),
-            error_handlers: HashMap::new(),
-            trace_sinks: Vec::new(),
-            interceptors: Vec::new(),
-            cancellation: Arc::new(CancellationToken::new()),
-            node_cache: None,
-            cache_namespace: None,
-            superstep_beat: None,
-            jitter_seed: None,
-            isolated_attempts: false,
-            grace_cap: None,
-            enclosing_deadline: None,
-            stream: None,
-            prices: Arc::default(),
-            spend_budget: None,
         }
     }
 
@@ -219,26 +165,9 @@ impl<S: WaypointStore> WarEngine<S> {
     /// by either.
     pub(crate) fn derived(&self) -> WarEngine<S> {
         WarEngine {
-            paladin_port: self.paladin_port.clone(),
             store: self.store.clone(),
-            effects: self.effects.clone(),
             memory_store: self.memory_store.clone(),
-            retry_predicates: self.retry_predicates.clone(),
-            edge_evaluators: self.edge_evaluators.clone(),
-            error_handlers: self.error_handlers.clone(),
-            trace_sinks: self.trace_sinks.clone(),
-            interceptors: self.interceptors.clone(),
-            cancellation: Arc::new(self.cancellation.child_token()),
-            node_cache: self.node_cache.clone(),
-            cache_namespace: self.cache_namespace.clone(),
-            superstep_beat: self.superstep_beat.clone(),
-            jitter_seed: self.jitter_seed,
-            isolated_attempts: self.isolated_attempts,
-            grace_cap: self.grace_cap,
-            enclosing_deadline: self.enclosing_deadline,
-            stream: self.stream.clone(),
-            prices: self.prices.clone(),
-            spend_budget: self.spend_budget,
+            kit: self.kit.derived(),
         }
     }
 
@@ -247,7 +176,7 @@ impl<S: WaypointStore> WarEngine<S> {
     /// `CachePolicyWithoutCacheBackend` before a node runs.
     /// The cache itself, or an `Arc` of it to share it between engines.
     pub fn with_node_cache(mut self, cache: impl IntoShared<dyn NodeCache>) -> Self {
-        self.node_cache = Some(NodeCacheHandle::new(cache.into_shared()));
+        self.kit.node_cache = Some(NodeCacheHandle::new(cache.into_shared()));
         self
     }
 
@@ -289,13 +218,13 @@ impl<S: WaypointStore> WarEngine<S> {
     /// # let _ = globex;
     /// ```
     pub fn with_cache_namespace(mut self, namespace: impl Into<String>) -> Self {
-        self.cache_namespace = Some(Arc::from(namespace.into()));
+        self.kit.cache_namespace = Some(Arc::from(namespace.into()));
         self
     }
 
     /// The node cache namespace ([`WarEngine::with_cache_namespace`]), if any.
     pub fn cache_namespace(&self) -> Option<&str> {
-        self.cache_namespace.as_deref()
+        self.kit.cache_namespace.as_deref()
     }
 
     /// Registers a retry predicate for `RetryPredicate::Custom(name)`.
@@ -304,7 +233,8 @@ impl<S: WaypointStore> WarEngine<S> {
         name: impl Into<String>,
         predicate: impl IntoShared<dyn RetryPredicateEvaluator>,
     ) -> Self {
-        self.retry_predicates
+        self.kit
+            .retry_predicates
             .insert(name.into(), predicate.into_shared());
         self
     }
@@ -315,7 +245,8 @@ impl<S: WaypointStore> WarEngine<S> {
         name: impl Into<String>,
         evaluator: impl IntoShared<dyn EdgeConditionEvaluator>,
     ) -> Self {
-        self.edge_evaluators
+        self.kit
+            .edge_evaluators
             .insert(name.into(), evaluator.into_shared());
         self
     }
@@ -326,7 +257,8 @@ impl<S: WaypointStore> WarEngine<S> {
         name: impl Into<String>,
         handler: impl IntoShared<dyn ErrorHandler>,
     ) -> Self {
-        self.error_handlers
+        self.kit
+            .error_handlers
             .insert(name.into(), handler.into_shared());
         self
     }
@@ -338,7 +270,7 @@ impl<S: WaypointStore> WarEngine<S> {
     /// thread-local, OS-seeded generator, which is what production wants:
     /// two engines sharing a seed would retry their threads in lockstep.
     pub fn with_jitter_seed(mut self, seed: u64) -> Self {
-        self.jitter_seed = Some(seed);
+        self.kit.jitter_seed = Some(seed);
         self
     }
 
@@ -354,7 +286,7 @@ impl<S: WaypointStore> WarEngine<S> {
     /// Either way a result that arrives past its deadline is a timeout, never
     /// merged. On a current-thread runtime this changes nothing.
     pub fn with_isolated_attempts(mut self) -> Self {
-        self.isolated_attempts = true;
+        self.kit.isolated_attempts = true;
         self
     }
 
@@ -364,7 +296,7 @@ impl<S: WaypointStore> WarEngine<S> {
     /// its cost, and money budgets apply. Without a price, a call counts
     /// tokens only.
     pub fn with_prices(mut self, prices: PriceTable) -> Self {
-        self.prices = Arc::new(prices);
+        self.kit.prices = Arc::new(prices);
         self
     }
 
@@ -380,27 +312,27 @@ impl<S: WaypointStore> WarEngine<S> {
     /// [`EngineError::SpendBudgetExhausted`] (no handler runs, as for the
     /// time budget).
     pub fn with_spend_budget(mut self, budget: impl Into<Option<SpendBudget>>) -> Self {
-        self.spend_budget = budget.into();
+        self.kit.spend_budget = budget.into();
         self
     }
 
     /// The ledger of one `start`/`resume` call of `graph`.
     fn ledger(&self, graph: &WarGraph) -> RunLedger {
         RunLedger::new(
-            self.prices.clone(),
-            self.spend_budget.or(graph.limits.spend_budget),
+            self.kit.prices.clone(),
+            self.kit.spend_budget.or(graph.limits.spend_budget),
         )
     }
 
     /// Adds a trace sink.
     pub fn with_trace_sink(mut self, sink: impl IntoShared<dyn TraceSink>) -> Self {
-        self.trace_sinks.push(sink.into_shared());
+        self.kit.trace_sinks.push(sink.into_shared());
         self
     }
 
     /// Adds an interceptor; interceptors run in the order added.
     pub fn with_interceptor(mut self, interceptor: impl IntoShared<dyn NodeInterceptor>) -> Self {
-        self.interceptors.push(interceptor.into_shared());
+        self.kit.interceptors.push(interceptor.into_shared());
         self
     }
 
@@ -408,13 +340,13 @@ impl<S: WaypointStore> WarEngine<S> {
     /// `EngineLimits::shutdown_grace`, backoff waits end at once, and the run
     /// halts; resume it with an engine holding an uncancelled token.
     pub fn with_cancellation(mut self, token: CancellationToken) -> Self {
-        self.cancellation = Arc::new(token);
+        self.kit.cancellation = Arc::new(token);
         self
     }
 
     /// The engine's cancellation token.
     pub fn cancellation(&self) -> &CancellationToken {
-        &self.cancellation
+        &self.kit.cancellation
     }
 
     /// The waypoint store.
@@ -425,43 +357,6 @@ impl<S: WaypointStore> WarEngine<S> {
     /// A Chronicle over this engine's store.
     pub fn chronicle(&self) -> Chronicle<S> {
         Chronicle::new(self.store.clone())
-    }
-
-    /// Emits the event `make` builds at `level`, building it only when
-    /// someone would receive it: a trace sink, the run's stream of events,
-    /// or a `tracing` subscriber recording `level`. The events of every
-    /// superstep and attempt go through here, so a run nobody observes
-    /// allocates none of them. `level` must be the level
-    /// `crate::trace::log_event` logs the event at (or a less verbose one),
-    /// or a subscriber would miss it.
-    pub(crate) fn emit_with(&self, level: tracing::Level, make: impl FnOnce() -> TraceEvent) {
-        let observed = !self.trace_sinks.is_empty()
-            || self
-                .stream
-                .as_ref()
-                .is_some_and(|tap| tap.wants(StreamMode::Events))
-            || tracing::level_enabled!(level)
-            || metrics_installed();
-        if observed {
-            self.emit(make());
-        }
-    }
-
-    pub(crate) fn emit(&self, event: TraceEvent) {
-        log_event(&event);
-        #[cfg(feature = "metrics")]
-        if let Some(observer) = crate::trace::observe::observer() {
-            observer.event(&event);
-        }
-        if let Some(tap) = &self.stream {
-            tap.push_with(StreamMode::Events, || StreamEvent::Trace(event.clone()));
-        }
-        if let Some((last, rest)) = self.trace_sinks.split_last() {
-            for sink in rest {
-                sink.emit(event.clone());
-            }
-            last.emit(event);
-        }
     }
 
     /// Validates `graph` against this engine: the graph's own checks plus
@@ -493,7 +388,7 @@ impl<S: WaypointStore> WarEngine<S> {
             .filter_map(
                 |(node, aegis)| match aegis.retry.as_ref().map(|r| &r.retry_on) {
                     Some(RetryPredicate::Custom(name))
-                        if !self.retry_predicates.contains_key(name) =>
+                        if !self.kit.retry_predicates.contains_key(name) =>
                     {
                         Some(PolicyOffender::new(
                             *node,
@@ -513,7 +408,9 @@ impl<S: WaypointStore> WarEngine<S> {
         let unregistered: Vec<PolicyOffender> = entries
             .iter()
             .filter_map(|(node, aegis)| match &aegis.on_error {
-                Some(ErrorHandlerSpec::Custom(name)) if !self.error_handlers.contains_key(name) => {
+                Some(ErrorHandlerSpec::Custom(name))
+                    if !self.kit.error_handlers.contains_key(name) =>
+                {
                     Some(PolicyOffender::new(
                         *node,
                         format!("error handler `{name}` is not registered"),
@@ -531,7 +428,7 @@ impl<S: WaypointStore> WarEngine<S> {
         let mut evaluators: Vec<String> = graph
             .conditional
             .iter()
-            .filter(|c| !self.edge_evaluators.contains_key(&c.evaluator))
+            .filter(|c| !self.kit.edge_evaluators.contains_key(&c.evaluator))
             .map(|c| c.evaluator.clone())
             .collect();
         evaluators.sort();
@@ -539,12 +436,12 @@ impl<S: WaypointStore> WarEngine<S> {
         if !evaluators.is_empty() {
             problems.push(EngineError::UnregisteredEdgeEvaluator { names: evaluators });
         }
-        if self.node_cache.is_none()
+        if self.kit.node_cache.is_none()
             && let Some(missing) = crate::graph::missing_backend_error(graph)
         {
             problems.push(missing);
         }
-        if self.cache_namespace.as_deref() == Some("") {
+        if self.kit.cache_namespace.as_deref() == Some("") {
             let nodes = crate::graph::cached_nodes(graph);
             if !nodes.is_empty() {
                 problems.push(EngineError::EmptyCacheNamespace { nodes });
@@ -721,7 +618,7 @@ impl<S: WaypointStore> WarEngine<S> {
             resumed,
             outcome = tracing::field::Empty,
         );
-        self.emit(TraceEvent::RunStarted {
+        self.kit.emit(TraceEvent::RunStarted {
             thread_id: thread_id.clone(),
             resumed,
         });
@@ -732,7 +629,7 @@ impl<S: WaypointStore> WarEngine<S> {
             .await;
         let spent = ledger.spent();
         if !spent.is_zero() || ledger.budget().is_some() {
-            self.emit(TraceEvent::RunSpend {
+            self.kit.emit(TraceEvent::RunSpend {
                 thread_id: thread_id.clone(),
                 spend: spent,
                 remaining: ledger.budget().map(|_| ledger.remaining()),
@@ -746,20 +643,11 @@ impl<S: WaypointStore> WarEngine<S> {
             }
         }
         if let Ok(o) = &outcome {
-            self.emit(TraceEvent::RunFinished {
+            self.kit.emit(TraceEvent::RunFinished {
                 thread_id,
                 outcome: o.name(),
             });
         }
         outcome
     }
-}
-
-/// Whether metrics count this process's events (`metrics` feature).
-#[inline]
-fn metrics_installed() -> bool {
-    #[cfg(feature = "metrics")]
-    return crate::trace::observe::observer().is_some();
-    #[cfg(not(feature = "metrics"))]
-    false
 }

@@ -31,7 +31,7 @@ impl<S: WaypointStore> WarEngine<S> {
     /// port: for a `PaladinExecutionService` configured by hand, or a port
     /// of your own.
     pub fn with_paladin_port(mut self, port: impl IntoShared<dyn PaladinPort>) -> Self {
-        self.paladin_port = port.into_shared();
+        self.kit.paladin_port = port.into_shared();
         self
     }
 }

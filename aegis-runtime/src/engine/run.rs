@@ -180,11 +180,12 @@ impl<S: WaypointStore> WarEngine<S> {
                 Planned::Run(todo) => todo,
                 Planned::End(ending) => return self.end(cur, ending).await,
             };
-            self.emit_with(tracing::Level::DEBUG, || TraceEvent::SuperstepStarted {
-                thread_id: cur.thread_id.to_string(),
-                superstep: cur.superstep,
-                vanguard: cur.vanguard.iter().map(|a| a.node_id.clone()).collect(),
-            });
+            self.kit
+                .emit_with(tracing::Level::DEBUG, || TraceEvent::SuperstepStarted {
+                    thread_id: cur.thread_id.to_string(),
+                    superstep: cur.superstep,
+                    vanguard: cur.vanguard.iter().map(|a| a.node_id.clone()).collect(),
+                });
             let span = tracing::debug_span!(
                 "aegis.superstep",
                 thread_id = %cur.thread_id,
@@ -247,7 +248,7 @@ impl<S: WaypointStore> WarEngine<S> {
         if cur.vanguard.is_empty() {
             return Planned::End(Ending::Completed);
         }
-        if self.cancellation.is_cancelled() {
+        if self.kit.cancellation.is_cancelled() {
             let pending = cur.vanguard.iter().map(|a| a.node_id.clone()).collect();
             return Planned::End(Ending::Halted {
                 pending,
@@ -326,6 +327,7 @@ impl<S: WaypointStore> WarEngine<S> {
         let limits = &index.graph.limits;
         // A Battalion child's attempts get no more grace than its parent's.
         let shutdown_grace = self
+            .kit
             .grace_cap
             .map_or(limits.shutdown_grace, |cap| cap.min(limits.shutdown_grace));
 
@@ -490,6 +492,7 @@ impl<S: WaypointStore> WarEngine<S> {
             parley_response,
             visit,
             shutdown_grace: env.shutdown_grace,
+            battalions: self,
         };
         // Awaited where it is built on either path: the activation's
         // result moves out of one future, not through a span wrapper's too.
@@ -497,11 +500,13 @@ impl<S: WaypointStore> WarEngine<S> {
         if span.is_disabled() {
             return (
                 i,
-                self.run_activation(&act, env.parts.state, activation).await,
+                self.kit
+                    .run_activation(&act, env.parts.state, activation)
+                    .await,
             );
         }
         let result = {
-            let run = std::pin::pin!(self.run_activation(&act, env.parts.state, activation));
+            let run = std::pin::pin!(self.kit.run_activation(&act, env.parts.state, activation));
             run.instrument(span.clone()).await
         };
         node_span_ended(&span, &result);

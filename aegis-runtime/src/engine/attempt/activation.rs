@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::engine::battalion_call::RunsBattalion;
 use crate::engine::run_budget::RunBudget;
 use crate::error::NodeError;
 use crate::graph::{Directive, MusterTask, NodeSpec, ParleyResponse, TaskRef};
@@ -33,6 +34,9 @@ pub(crate) struct ActivationCtx<'a> {
     /// How often this node has been activated in the thread (1 = first).
     pub(crate) visit: u32,
     pub(crate) shutdown_grace: Duration,
+    /// Runs a Battalion's child graph: the engine, over its store, which
+    /// the attempt layer does not otherwise see.
+    pub(crate) battalions: &'a dyn RunsBattalion,
 }
 
 /// The policies of a node that declares none.

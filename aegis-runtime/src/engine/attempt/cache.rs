@@ -6,14 +6,14 @@ use std::sync::Arc;
 use super::activation::{ActivationCtx, ActivationResult};
 use super::record::Recorder;
 use crate::cache::{CacheEntry, CacheKey, CacheLookup, KeySeed, derive_key_seeded};
-use crate::engine::WarEngine;
+use crate::engine::kit::Kit;
 use crate::graph::Directive;
 use crate::id::NodeId;
 use crate::state::Battlefield;
 use crate::trace::{AttemptStatus, CacheOrigin, TraceEvent};
-use crate::waypoint::{NodeStatus, WaypointStore};
+use crate::waypoint::NodeStatus;
 
-impl<S: WaypointStore> WarEngine<S> {
+impl Kit {
     /// The node's cache key, when it has a cache policy and the engine a
     /// backend. A key that cannot be derived (an input that does not render)
     /// is a miss that is never stored.

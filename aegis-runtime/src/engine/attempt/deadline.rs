@@ -9,14 +9,13 @@ use tokio::time::Instant;
 
 use super::activation::{ActivationCtx, AttemptEnd};
 use crate::deadline::deadline_after;
-use crate::engine::WarEngine;
+use crate::engine::kit::Kit;
 use crate::error::{NodeError, NodeErrorSource, TimeoutKind, Transience};
 use crate::graph::{
     Directive, HeartbeatHandle, NodeContext, NodeEmitter, NodeSpec, ServedSlot, SpendMeter,
 };
 use crate::id::NodeId;
 use crate::state::Battlefield;
-use crate::waypoint::WaypointStore;
 use tokio_util::sync::CancellationToken;
 
 impl ActivationCtx<'_> {
@@ -127,7 +126,7 @@ impl Bounds<'_> {
     }
 }
 
-impl<S: WaypointStore> WarEngine<S> {
+impl Kit {
     /// One attempt under its bounds. Dropping the attempt's future on
     /// expiry discards its partial work.
     pub(super) async fn bounded_attempt(

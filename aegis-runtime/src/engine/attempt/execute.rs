@@ -8,17 +8,17 @@ use std::panic::AssertUnwindSafe;
 use tokio_util::task::AbortOnDropHandle;
 
 use super::activation::ActivationCtx;
-use crate::engine::WarEngine;
+use crate::engine::battalion_call::BattalionCall;
+use crate::engine::kit::Kit;
 use crate::error::{NodeError, NodeErrorSource, PaladinError, Transience};
 use crate::graph::{Directive, NodeContext, NodeSpec, ParleyRequest, StateNode, TemplateError};
 use crate::graph::{Paladin, Served};
 use crate::paladin::{PaladinPort, parse_and_check};
 use crate::state::{Battlefield, FieldName, StateDelta};
 use crate::trace::ambient;
-use crate::waypoint::WaypointStore;
 use tracing::Instrument;
 
-impl<S: WaypointStore> WarEngine<S> {
+impl Kit {
     /// Executes a node once; a panic is caught as a `Panic` error.
     ///
     /// With isolated attempts on a multi-thread runtime, a Function or
@@ -154,8 +154,18 @@ impl<S: WaypointStore> WarEngine<S> {
                 inputs,
                 outputs,
             } => {
-                // Boxed: a child run is an engine run, so the future recurses.
-                Box::pin(self.run_battalion(child, inputs, outputs, state, ctx, act)).await
+                act.battalions
+                    .run_battalion(BattalionCall {
+                        child,
+                        inputs,
+                        outputs,
+                        state,
+                        ctx,
+                        visit: act.visit,
+                        grace: act.shutdown_grace,
+                        enclosing: act.attempt_deadline(self.enclosing_deadline),
+                    })
+                    .await
             }
         }
     }

@@ -4,14 +4,14 @@
 //! The record stays Failed either way.
 
 use super::activation::ActivationResult;
-use crate::engine::WarEngine;
+use crate::engine::kit::Kit;
 use crate::error::NodeError;
 use crate::graph::{Directive, NextStep};
 use crate::policy::ErrorHandlerSpec;
 use crate::state::{Battlefield, StateDelta};
-use crate::waypoint::{HandledFailure, HandlerKind, NodeExecutionRecord, WaypointStore};
+use crate::waypoint::{HandledFailure, HandlerKind, NodeExecutionRecord};
 
-impl<S: WaypointStore> WarEngine<S> {
+impl Kit {
     /// Applies a node's `on_error` to its final failure.
     pub(super) async fn handle_failure(
         &self,

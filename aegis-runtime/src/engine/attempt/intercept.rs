@@ -3,16 +3,16 @@
 
 use super::activation::ActivationResult;
 use super::record::Recorder;
-use crate::engine::WarEngine;
 use crate::engine::hooks::InterceptorDecision;
+use crate::engine::kit::Kit;
 use crate::error::{NodeError, NodeErrorSource, Transience};
 use crate::graph::Directive;
 use crate::id::NodeId;
 use crate::state::{Battlefield, StateDelta};
 use crate::trace::AttemptStatus;
-use crate::waypoint::{NodeStatus, WaypointStore};
+use crate::waypoint::NodeStatus;
 
-impl<S: WaypointStore> WarEngine<S> {
+impl Kit {
     /// Runs every `before` hook; `Some` ends the activation before
     /// `attempt` runs.
     pub(super) async fn intercept_before(

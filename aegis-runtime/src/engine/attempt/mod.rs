@@ -12,6 +12,11 @@
 //! | retry decision and backoff wait | [`retry`] |
 //! | `on_error` handlers | [`handler`] |
 //! | the activation's record | [`record`] |
+//! | a Paladin's fallback hops to the listeners | [`relay`] |
+//!
+//! Each rule extends the engine's [`Kit`], never the engine: the store is
+//! out of reach, but for a Battalion's child run through
+//! [`ActivationCtx::battalions`].
 
 pub(super) mod activation;
 mod cache;
@@ -25,11 +30,11 @@ mod retry;
 
 use tracing::Instrument;
 
-use super::WarEngine;
+use super::kit::Kit;
 use crate::graph::{EffectScope, NodeSpec};
 use crate::id::NodeId;
 use crate::state::Battlefield;
-use crate::waypoint::{Activation, NodeStatus, WaypointStore};
+use crate::waypoint::{Activation, NodeStatus};
 
 use activation::{ActivationCtx, ActivationResult, AttemptEnd};
 use record::Recorder;
@@ -92,7 +97,7 @@ impl Drop for NotesGuard<'_> {
     }
 }
 
-impl<S: WaypointStore> WarEngine<S> {
+impl Kit {
     /// Runs one activation to its end: success, final failure or shutdown
     /// (the caller runs it in its `aegis.node` span: see [`node_span`]).
     pub(crate) async fn run_activation(
@@ -321,6 +326,7 @@ mod tests {
         let cut = tokio::time::timeout(Duration::from_secs(1), engine.start(&g, "t", json!({})));
         assert!(cut.await.is_err(), "the run never finishes by itself");
         let scope = engine
+            .kit
             .effects
             .as_ref()
             .expect("the in-memory store keeps a ledger");

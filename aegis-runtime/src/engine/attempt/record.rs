@@ -8,7 +8,7 @@ use tracing::Level;
 
 use super::activation::{ActivationCtx, ActivationResult, AttemptEnd};
 use super::deadline::AttemptStart;
-use crate::engine::WarEngine;
+use crate::engine::kit::Kit;
 use crate::engine::run_budget::RunBudget;
 use crate::engine::stream::tap::{AttemptTap, emitter};
 use crate::error::{NodeError, NodeErrorSource, Transience};
@@ -18,7 +18,7 @@ use crate::policy::hop::HopNote;
 use crate::policy::{CacheScope, Skip, Spend};
 use crate::state::Battlefield;
 use crate::trace::{AttemptStatus, CacheOrigin, TraceEvent};
-use crate::waypoint::{AttemptRecord, NodeExecutionRecord, NodeStatus, RetrySkip, WaypointStore};
+use crate::waypoint::{AttemptRecord, NodeExecutionRecord, NodeStatus, RetrySkip};
 
 /// Builds the [`NodeExecutionRecord`] of one activation as it runs.
 pub(super) struct Recorder {
@@ -286,7 +286,7 @@ impl ActivationResult {
     }
 }
 
-impl<S: WaypointStore> WarEngine<S> {
+impl Kit {
     /// One attempt under its bounds, between its trace events; a failure
     /// goes on the record.
     pub(super) async fn traced_attempt(
@@ -376,7 +376,7 @@ impl<S: WaypointStore> WarEngine<S> {
     }
 }
 
-impl<S: WaypointStore> WarEngine<S> {
+impl Kit {
     /// Puts what attempt `attempt` spent, and the hops it skipped, on the
     /// record and the trace, and the hops it made on the record (the relay
     /// traced them as they happened); returns its spend.

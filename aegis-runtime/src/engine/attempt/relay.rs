@@ -6,13 +6,12 @@
 
 use std::sync::Arc;
 
-use crate::engine::WarEngine;
+use crate::engine::kit::Kit;
 use crate::engine::stream::events::{StreamEvent, StreamMode};
 use crate::engine::stream::tap::StreamTap;
 use crate::id::NodeId;
 use crate::trace::ambient::AttemptSink;
 use crate::trace::{TraceEvent, TraceSink};
-use crate::waypoint::WaypointStore;
 
 struct HopRelay {
     node_id: NodeId,
@@ -43,7 +42,7 @@ impl AttemptSink for HopRelay {
     }
 }
 
-impl<S: WaypointStore> WarEngine<S> {
+impl Kit {
     /// The relay of a Paladin attempt of `node_id`, when a stream wants
     /// events or a trace sink is registered.
     pub(super) fn hop_relay(&self, node_id: &NodeId) -> Option<Arc<dyn AttemptSink>> {

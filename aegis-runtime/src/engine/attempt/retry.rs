@@ -16,14 +16,14 @@ use super::activation::ActivationCtx;
 use super::deadline::sleep_opt;
 use super::record::{Recorder, millis};
 use crate::deadline::deadline_after;
-use crate::engine::WarEngine;
+use crate::engine::kit::Kit;
 use crate::engine::run_budget::RunBudget;
 use crate::error::{NodeError, NodeErrorSource, TimeoutKind};
 use crate::fnv::Fnv;
 use crate::id::NodeId;
 use crate::policy::{RetryPolicy, RetryPredicate, SkipReason, SkippedStep};
 use crate::trace::{BudgetBound, TraceEvent};
-use crate::waypoint::{RetrySkip, WaypointStore};
+use crate::waypoint::RetrySkip;
 
 /// What follows a failed attempt.
 pub(super) enum AfterFailure {
@@ -39,7 +39,7 @@ pub(super) enum AfterFailure {
     },
 }
 
-impl<S: WaypointStore> WarEngine<S> {
+impl Kit {
     /// Decides on a retry after `attempt` failed with `error` and, if there
     /// is one that fits the budget, waits out its backoff.
     pub(super) async fn next_attempt(
@@ -248,7 +248,7 @@ fn spend_skip(act: &ActivationCtx<'_>, rec: &Recorder, next: u32) -> Option<crat
     })
 }
 
-/// A retry [`WarEngine::budget_skip`] refused: the time left and to what.
+/// A retry [`Kit::budget_skip`] refused: the time left and to what.
 struct Skip {
     remaining: Duration,
     bound: BudgetBound,

@@ -15,14 +15,14 @@ pub(super) mod tap;
 
 pub use events::{DEFAULT_STREAM_CAPACITY, NodeUpdate, StreamEvent, StreamMode, StreamOptions};
 pub use run_stream::RunStream;
-pub(crate) use tap::{AttemptTap, StreamTap};
+pub(crate) use tap::StreamTap;
 
 use std::sync::Arc;
 
 use super::WarEngine;
 use super::cursor::Cursor;
 use super::finished::Finished;
-use crate::graph::{MusterTask, NextStep, ParleyRequest, ParleyResponse, WarGraph};
+use crate::graph::{NextStep, ParleyRequest, ParleyResponse, WarGraph};
 use crate::id::NodeId;
 use crate::state::Battlefield;
 use crate::trace::TraceEvent;
@@ -52,7 +52,8 @@ impl<S: WaypointStore> WarEngine<S> {
         options: StreamOptions,
     ) -> RunStream {
         let (engine, tap) = self.streaming(options);
-        let halt = tokio_util::sync::CancellationToken::clone(&engine.cancellation).drop_guard();
+        let halt =
+            tokio_util::sync::CancellationToken::clone(&engine.kit.cancellation).drop_guard();
         let (graph, id) = (graph.clone(), thread_id.to_string());
         let run = tokio::spawn(async move { engine.start(&graph, &id, input).await });
         RunStream::new(thread_id, tap, run, halt)
@@ -77,7 +78,8 @@ impl<S: WaypointStore> WarEngine<S> {
         options: StreamOptions,
     ) -> RunStream {
         let (engine, tap) = self.streaming(options);
-        let halt = tokio_util::sync::CancellationToken::clone(&engine.cancellation).drop_guard();
+        let halt =
+            tokio_util::sync::CancellationToken::clone(&engine.kit.cancellation).drop_guard();
         let (graph, id) = (graph.clone(), thread_id.to_string());
         let run = tokio::spawn(async move { engine.resume(&graph, &id, response).await });
         RunStream::new(thread_id, tap, run, halt)
@@ -93,14 +95,14 @@ impl<S: WaypointStore> WarEngine<S> {
         requests: &[(NodeId, ParleyRequest)],
     ) {
         for (node_id, request) in requests {
-            self.emit(TraceEvent::ParleyRaised {
+            self.kit.emit(TraceEvent::ParleyRaised {
                 thread_id: cur.thread_id.to_string(),
                 superstep: cur.superstep,
                 node_id: node_id.clone(),
                 prompt: request.prompt.clone(),
             });
         }
-        let Some(tap) = &self.stream else {
+        let Some(tap) = &self.kit.stream else {
             return;
         };
         tap.push_with(StreamMode::Updates, || StreamEvent::Updates {
@@ -123,29 +125,12 @@ impl<S: WaypointStore> WarEngine<S> {
         });
     }
 
-    /// The stream emitter of one attempt, when a stream wants tokens or
-    /// custom events.
-    pub(crate) fn attempt_tap(
-        &self,
-        thread_id: &Arc<str>,
-        node_id: &NodeId,
-        task: Option<&MusterTask>,
-        attempt: u32,
-    ) -> Option<Arc<AttemptTap>> {
-        let task_key = task.map(|t| t.task_key.as_str());
-        self.stream
-            .as_ref()?
-            .attempt(thread_id, node_id, task_key, attempt)
-    }
-
     /// This engine with a stream attached and a child cancellation token
     /// (cancelled when the stream is dropped).
     fn streaming(&self, options: StreamOptions) -> (WarEngine<S>, Arc<StreamTap>) {
         let tap = StreamTap::new(options);
-        let engine = WarEngine {
-            stream: Some(tap.clone()),
-            ..self.derived()
-        };
+        let mut engine = self.derived();
+        engine.kit.stream = Some(tap.clone());
         (engine, tap)
     }
 }
