@@ -191,7 +191,7 @@ fn finished_of<'a>(
             record,
             handled,
         } => Some(Finished {
-            activation: cur.vanguard.get(*i)?, // indexes come from this vanguard
+            activation: cur.step.vanguard.get(*i)?, // indexes come from this vanguard
             directive,
             handled: handled.as_deref(),
             from_handler: record.status == NodeStatus::Failed,
@@ -238,7 +238,7 @@ fn merge_writes(
         .collect();
     Ok(merge_with(
         &index.graph.schema,
-        &cur.state,
+        &cur.step.state,
         writes.as_slice(),
     )?)
 }
@@ -257,11 +257,11 @@ fn advance(
         requests,
         handled,
     } = merged;
-    cur.state = state;
+    cur.step.state = state;
     cur.handled.extend(handled);
     cur.completed.clear();
     cur.begun = false;
-    cur.parley = None;
+    cur.step.parley = None;
     if !requests.is_empty() {
         // The re-run after the answer continues the same visit (a
         // Battalion finds its child thread by it).
@@ -270,14 +270,14 @@ fn advance(
         }
         let mut next = next.into_few();
         next.extend(requests.iter().map(|(n, _)| Activation::node(n.clone())));
-        cur.vanguard = NextVanguard::Gathered(next).into_vanguard();
+        cur.step.vanguard = NextVanguard::Gathered(next).into_vanguard();
         let status = WaypointStatus::AwaitingInput {
             requests: requests.clone(),
         };
         return (status, Some(Ending::AwaitingInput(requests)));
     }
-    cur.vanguard = next.into_vanguard();
-    let status = if cur.vanguard.is_empty() {
+    cur.step.vanguard = next.into_vanguard();
+    let status = if cur.step.vanguard.is_empty() {
         WaypointStatus::Completed
     } else {
         WaypointStatus::Running
@@ -305,7 +305,7 @@ impl<S: WaypointStore> WarEngine<S> {
             .iter()
             .all(|(_, r)| matches!(r, ActivationResult::Done { .. }));
         if !all_done {
-            let vanguard = cur.vanguard.clone();
+            let vanguard = cur.step.vanguard.clone();
             return Ok(Some(interrupted(cur, &vanguard, results, run_budget)));
         }
         // Merge in vanguard order, then find the next vanguard. The two
@@ -354,9 +354,14 @@ impl<S: WaypointStore> WarEngine<S> {
         }
         self.kit
             .emit_with(tracing::Level::DEBUG, || TraceEvent::SuperstepFinished {
-                thread_id: cur.thread_id.to_string(),
+                thread_id: cur.step.thread_id.to_string(),
                 superstep: cur.superstep,
-                next: cur.vanguard.iter().map(|a| a.node_id.clone()).collect(),
+                next: cur
+                    .step
+                    .vanguard
+                    .iter()
+                    .map(|a| a.node_id.clone())
+                    .collect(),
             });
         Ok(None)
     }

@@ -15,20 +15,29 @@ use crate::waypoint::{
     PreviousGraph, Waypoint, WaypointStatus,
 };
 
-/// Where a thread stands between two waypoint writes.
-pub(crate) struct Cursor {
+/// The part of the cursor every activation of a superstep reads: lent in
+/// place when one activation runs (the cursor is left alone until it
+/// ends), cloned (reference counts) when the run loop updates the cursor
+/// (progress waypoints) while activations run.
+#[derive(Clone)]
+pub(crate) struct Step {
     pub(crate) thread_id: Arc<str>,
     pub(crate) fingerprint: Arc<str>,
+    pub(crate) state: Battlefield,
+    pub(crate) vanguard: Arc<[Activation]>,
+    pub(crate) parley: Option<Arc<ParleyDelivery>>,
+}
+
+/// Where a thread stands between two waypoint writes.
+pub(crate) struct Cursor {
+    pub(crate) step: Step,
     /// The sequence number of the last waypoint written.
     pub(crate) seq: u64,
     pub(crate) superstep: u32,
-    pub(crate) state: Battlefield,
-    pub(crate) vanguard: Arc<[Activation]>,
     /// Whether `vanguard` is the superstep `superstep` itself, already begun
     /// (its visits counted), rather than the next one.
     pub(crate) begun: bool,
     pub(crate) completed: Vector<Arc<CompletedActivation>>,
-    pub(crate) parley: Option<Arc<ParleyDelivery>>,
     pub(crate) visits: VisitTally,
     pub(crate) manifest: Option<Arc<GraphManifest>>,
     pub(crate) previous_graph: Option<Arc<PreviousGraph>>,
@@ -39,15 +48,17 @@ pub(crate) struct Cursor {
 impl Cursor {
     pub(crate) fn from_waypoint(w: Waypoint, index: &GraphIndex<'_>) -> Self {
         Cursor {
-            thread_id: w.thread_id.into(),
-            fingerprint: w.fingerprint.into(),
+            step: Step {
+                thread_id: w.thread_id.into(),
+                fingerprint: w.fingerprint.into(),
+                state: w.state,
+                vanguard: w.vanguard,
+                parley: w.parley,
+            },
             seq: w.seq,
             superstep: w.superstep,
-            state: w.state,
-            vanguard: w.vanguard,
             begun: w.interrupted,
             completed: w.completed.into_vector(),
-            parley: w.parley,
             visits: VisitTally::from_visits(w.visits, index),
             manifest: w.manifest,
             previous_graph: w.previous_graph,
@@ -63,78 +74,22 @@ impl Cursor {
         records: Few<NodeExecutionRecord>,
     ) -> Draft<'_> {
         Draft {
-            thread_id: &self.thread_id,
+            thread_id: &self.step.thread_id,
             seq,
             superstep: self.superstep,
             status,
-            state: &self.state,
-            vanguard: &self.vanguard,
+            state: &self.step.state,
+            vanguard: &self.step.vanguard,
             interrupted: self.begun,
             completed: self.completed.clone().into(),
             records,
-            parley: self.parley.as_ref(),
+            parley: self.step.parley.as_ref(),
             visits: self.visits.snapshot(),
-            fingerprint: &self.fingerprint,
+            fingerprint: &self.step.fingerprint,
             manifest: self.manifest.as_ref(),
             previous_graph: self.previous_graph.as_ref(),
             handled: &self.handled,
             created_at: SystemTime::now(),
-        }
-    }
-}
-
-/// The cursor's part every activation of a superstep reads. Borrowed:
-/// from the cursor itself when one activation runs (the cursor is left
-/// alone until it ends), or from a [`StepCopy`] when the run loop updates
-/// the cursor (progress waypoints) while activations run.
-#[derive(Clone, Copy)]
-pub(super) struct StepParts<'c> {
-    pub(super) thread_id: &'c Arc<str>,
-    pub(super) vanguard: &'c Arc<[Activation]>,
-    pub(super) state: &'c Battlefield,
-    pub(super) parley: Option<&'c ParleyDelivery>,
-    pub(super) fingerprint: &'c Arc<str>,
-}
-
-impl Cursor {
-    pub(super) fn step_parts(&self) -> StepParts<'_> {
-        StepParts {
-            thread_id: &self.thread_id,
-            vanguard: &self.vanguard,
-            state: &self.state,
-            parley: self.parley.as_deref(),
-            fingerprint: &self.fingerprint,
-        }
-    }
-}
-
-/// [`StepParts`] copied (reference counts) out of the cursor.
-pub(super) struct StepCopy {
-    thread_id: Arc<str>,
-    vanguard: Arc<[Activation]>,
-    state: Battlefield,
-    parley: Option<Arc<ParleyDelivery>>,
-    fingerprint: Arc<str>,
-}
-
-impl StepCopy {
-    pub(super) fn of(cur: &Cursor) -> Self {
-        StepCopy {
-            thread_id: cur.thread_id.clone(),
-            vanguard: cur.vanguard.clone(),
-            state: cur.state.clone(),
-            parley: cur.parley.clone(),
-            fingerprint: cur.fingerprint.clone(),
-        }
-    }
-
-    pub(super) fn step_parts(&self) -> StepParts<'_> {
-        StepParts {
-            thread_id: &self.thread_id,
-            vanguard: &self.vanguard,
-            state: &self.state,
-            parley: self.parley.as_deref(),
-            fingerprint: &self.fingerprint,
         }
     }
 }

@@ -487,21 +487,23 @@ impl<S: WaypointStore> WarEngine<S> {
         let vanguard = index.entry_activations();
         let run_budget = RunBudget::new(graph.limits.run_timeout).with_spend(self.ledger(graph));
         let cursor = Cursor {
-            thread_id: Arc::from(thread_id),
-            fingerprint: graph.shared_fingerprint(),
+            step: cursor::Step {
+                thread_id: Arc::from(thread_id),
+                fingerprint: graph.shared_fingerprint(),
+                state,
+                vanguard: vanguard.into(),
+                parley: None,
+            },
             seq: 0,
             superstep: 0,
-            state,
-            vanguard: vanguard.into(),
             begun: false,
             completed: Default::default(),
-            parley: None,
             visits: tally::VisitTally::from_visits(Default::default(), &index),
             manifest: Some(graph.shared_manifest()),
             previous_graph: None,
             handled: Vec::new(),
         };
-        let status = if cursor.vanguard.is_empty() {
+        let status = if cursor.step.vanguard.is_empty() {
             WaypointStatus::Completed
         } else {
             WaypointStatus::Running
@@ -594,7 +596,7 @@ impl<S: WaypointStore> WarEngine<S> {
                         }
                     }
                 }
-                cursor.parley = Some(Arc::new(ParleyDelivery {
+                cursor.step.parley = Some(Arc::new(ParleyDelivery {
                     nodes: requests.into_iter().map(|(n, _)| n).collect(),
                     response,
                 }));
@@ -610,7 +612,7 @@ impl<S: WaypointStore> WarEngine<S> {
         run_budget: RunBudget,
         resumed: bool,
     ) -> Result<RunOutcome, EngineError> {
-        let thread_id = cursor.thread_id.to_string();
+        let thread_id = cursor.step.thread_id.to_string();
         let span = tracing::info_span!(
             "aegis.run",
             otel.status_code = tracing::field::Empty,

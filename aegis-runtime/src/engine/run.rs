@@ -13,7 +13,7 @@ use tracing::Instrument;
 use super::WarEngine;
 use super::attempt::activation::{ActivationCtx, ActivationResult, NO_POLICIES};
 use super::attempt::{node_span, node_span_ended};
-use super::cursor::{Cursor, StepCopy, StepParts, sort_completed};
+use super::cursor::{Cursor, Step, sort_completed};
 use super::ending::Ending;
 use super::index::{GraphIndex, NodeEntry};
 use super::outcome::RunOutcome;
@@ -28,7 +28,7 @@ use crate::waypoint::{Activation, CompletedActivation, Draft, WaypointStatus, Wa
 
 /// What every activation of one superstep shares.
 struct StepEnv<'c> {
-    parts: StepParts<'c>,
+    step: &'c Step,
     /// The vanguard as its tasks' contexts read it; `None` without tasks.
     tasks: Option<Arc<dyn TaskSource>>,
     superstep: u32,
@@ -42,24 +42,84 @@ struct StepEnv<'c> {
 
 impl<'c> StepEnv<'c> {
     fn new(
-        parts: StepParts<'c>,
+        step: &'c Step,
         superstep: u32,
         index: &GraphIndex<'_>,
         run_budget: &'c RunBudget,
         shutdown_grace: std::time::Duration,
     ) -> Self {
-        let vanguard = parts.vanguard;
+        let vanguard = &step.vanguard;
         StepEnv {
-            parts,
+            step,
             tasks: vanguard
                 .iter()
                 .any(|a| a.task.is_some())
                 .then(|| Arc::new(VanguardTasks(vanguard.clone())) as Arc<dyn TaskSource>),
             superstep,
-            seeds_fit: *index.graph.shared_fingerprint() == **parts.fingerprint,
+            seeds_fit: *index.graph.shared_fingerprint() == *step.fingerprint,
             run_budget,
             shutdown_grace,
         }
+    }
+}
+
+/// A superstep with tasks keeps what finished in the cursor, and writes a
+/// progress waypoint every sixteenth of its tasks, so a crash mid-muster
+/// re-runs only the tasks that had not finished.
+struct Progress {
+    tasks: usize,
+    every: usize,
+    since: usize,
+    /// Whether `cur.completed` is in vanguard order: tasks mostly finish
+    /// in the order they started, so a progress waypoint rarely needs a
+    /// sort, and never a sort of the persistent vector in place.
+    in_order: bool,
+}
+
+impl Progress {
+    fn new(env: &StepEnv<'_>, todo: &Few<(usize, u32)>, cur: &Cursor) -> Self {
+        let is_task = |i: usize| env.step.vanguard.get(i).is_some_and(|a| a.task.is_some());
+        let tasks = todo.iter().filter(|(i, _)| is_task(*i)).count();
+        Progress {
+            tasks,
+            every: if tasks > 0 {
+                tasks.div_ceil(16).max(1)
+            } else {
+                usize::MAX
+            },
+            since: 0,
+            in_order: cur
+                .completed
+                .iter()
+                .zip(cur.completed.iter().skip(1))
+                .all(|(a, b)| a.activation <= b.activation),
+        }
+    }
+
+    /// The activation `i` is, when this superstep keeps what finishes (it
+    /// has tasks); any other's result goes back to the barrier.
+    fn kept<'e>(&self, env: &StepEnv<'e>, i: usize) -> Option<&'e Activation> {
+        env.step.vanguard.get(i).filter(|_| self.tasks > 0)
+    }
+
+    /// Keeps `done` in the cursor; true when a progress waypoint is due
+    /// (the cursor's finished activations are then in vanguard order).
+    fn keep(&mut self, cur: &mut Cursor, done: CompletedActivation) -> bool {
+        self.in_order &= cur
+            .completed
+            .last()
+            .is_none_or(|last| last.activation <= done.activation);
+        self.since += usize::from(done.activation.task.is_some());
+        cur.completed.push_back(Arc::new(done));
+        if self.since < self.every {
+            return false;
+        }
+        self.since = 0;
+        if !self.in_order {
+            sort_completed(&mut cur.completed);
+            self.in_order = true;
+        }
+        true
     }
 }
 
@@ -78,10 +138,17 @@ impl TaskSource for VanguardTasks {
 fn todo(index: &GraphIndex<'_>, cur: &Cursor) -> Few<(usize, u32)> {
     let with_visit = |(i, a): (usize, &Activation)| (i, cur.visits.get(index, &a.node_id).max(1));
     if cur.completed.is_empty() {
-        return cur.vanguard.iter().enumerate().map(with_visit).collect();
+        return cur
+            .step
+            .vanguard
+            .iter()
+            .enumerate()
+            .map(with_visit)
+            .collect();
     }
     let done: BTreeSet<&Activation> = cur.completed.iter().map(|c| &c.activation).collect();
-    cur.vanguard
+    cur.step
+        .vanguard
         .iter()
         .enumerate()
         .filter(|(_, a)| !done.contains(a))
@@ -133,8 +200,8 @@ impl<S: WaypointStore> WarEngine<S> {
         };
         self.write(&mut cur, status, records.into()).await?;
         Ok(RunOutcome::Failed {
-            thread_id: cur.thread_id.to_string(),
-            state: cur.state,
+            thread_id: cur.step.thread_id.to_string(),
+            state: cur.step.state,
             error,
         })
     }
@@ -150,8 +217,8 @@ impl<S: WaypointStore> WarEngine<S> {
         };
         self.write(&mut cur, status, records.into()).await?;
         Ok(RunOutcome::Halted {
-            thread_id: cur.thread_id.to_string(),
-            state: cur.state,
+            thread_id: cur.step.thread_id.to_string(),
+            state: cur.step.state,
             vanguard: pending,
         })
     }
@@ -174,7 +241,7 @@ impl<S: WaypointStore> WarEngine<S> {
             // other vanguard; plan, run_vanguard and the barrier rely on it.
             // A chain's next node is its previous one's sole successor,
             // found by position.
-            let solo = index.solo_after(previous, &cur.vanguard);
+            let solo = index.solo_after(previous, &cur.step.vanguard);
             previous = solo;
             let todo = match self.plan(index, &mut cur, &run_budget, solo) {
                 Planned::Run(todo) => todo,
@@ -182,15 +249,20 @@ impl<S: WaypointStore> WarEngine<S> {
             };
             self.kit
                 .emit_with(tracing::Level::DEBUG, || TraceEvent::SuperstepStarted {
-                    thread_id: cur.thread_id.to_string(),
+                    thread_id: cur.step.thread_id.to_string(),
                     superstep: cur.superstep,
-                    vanguard: cur.vanguard.iter().map(|a| a.node_id.clone()).collect(),
+                    vanguard: cur
+                        .step
+                        .vanguard
+                        .iter()
+                        .map(|a| a.node_id.clone())
+                        .collect(),
                 });
             let span = tracing::debug_span!(
                 "aegis.superstep",
-                thread_id = %cur.thread_id,
+                thread_id = %cur.step.thread_id,
                 superstep = cur.superstep,
-                activations = cur.vanguard.len(),
+                activations = cur.step.vanguard.len(),
             );
             // Pinned in place: the span wraps a pointer, not a move of the
             // whole superstep's future.
@@ -212,13 +284,13 @@ impl<S: WaypointStore> WarEngine<S> {
     async fn end(&self, cur: Cursor, ending: Ending) -> Result<RunOutcome, EngineError> {
         match ending {
             Ending::Completed => Ok(RunOutcome::Completed {
-                thread_id: cur.thread_id.to_string(),
-                state: cur.state,
+                thread_id: cur.step.thread_id.to_string(),
+                state: cur.step.state,
                 handled: cur.handled,
             }),
             Ending::AwaitingInput(requests) => Ok(RunOutcome::AwaitingInput {
-                thread_id: cur.thread_id.to_string(),
-                state: cur.state,
+                thread_id: cur.step.thread_id.to_string(),
+                state: cur.step.state,
                 requests,
             }),
             Ending::Halted { pending, records } => self.halt(cur, pending, records).await,
@@ -245,11 +317,16 @@ impl<S: WaypointStore> WarEngine<S> {
             return Planned::Run(todo(index, cur));
         }
         let limits = &index.graph.limits;
-        if cur.vanguard.is_empty() {
+        if cur.step.vanguard.is_empty() {
             return Planned::End(Ending::Completed);
         }
         if self.kit.cancellation.is_cancelled() {
-            let pending = cur.vanguard.iter().map(|a| a.node_id.clone()).collect();
+            let pending = cur
+                .step
+                .vanguard
+                .iter()
+                .map(|a| a.node_id.clone())
+                .collect();
             return Planned::End(Ending::Halted {
                 pending,
                 records: Vec::new(),
@@ -282,7 +359,7 @@ impl<S: WaypointStore> WarEngine<S> {
         // The vanguard is sorted, so a node's tasks are adjacent; one
         // activation (every superstep of a chain) needs no set, and its
         // visit is the count just made, not a second lookup.
-        let single = match &cur.vanguard[..] {
+        let single = match &cur.step.vanguard[..] {
             // `solo` is `None` here only for a node the graph lacks, which
             // a lookup would not find either.
             [one] => Some(count(solo.map(|e| e.position), &one.node_id)),
@@ -334,42 +411,28 @@ impl<S: WaypointStore> WarEngine<S> {
         // One activation (every superstep of a chain) needs no stream, and
         // reads the cursor in place.
         if let Few::One(only) = todo {
-            let env = StepEnv::new(
-                cur.step_parts(),
-                cur.superstep,
-                index,
-                run_budget,
-                shutdown_grace,
-            );
+            let env = StepEnv::new(&cur.step, cur.superstep, index, run_budget, shutdown_grace);
             return Ok(Few::One(self.activate(index, &env, only, solo).await));
         }
-        let copy = StepCopy::of(cur);
-        let env = StepEnv::new(
-            copy.step_parts(),
-            cur.superstep,
-            index,
-            run_budget,
-            shutdown_grace,
-        );
-        let env = &env;
-        let is_task = |i: usize| env.parts.vanguard.get(i).is_some_and(|a| a.task.is_some());
-        let tasks = todo.iter().filter(|(i, _)| is_task(*i)).count();
-        let progress_every = if tasks > 0 {
-            tasks.div_ceil(16).max(1)
-        } else {
-            usize::MAX
-        };
-        let mut since_progress = 0;
-        let mut unfinished = Few::default();
-        // Whether `cur.completed` is in vanguard order: tasks mostly finish
-        // in the order they started, so a progress waypoint rarely needs a
-        // sort, and never a sort of the persistent vector in place.
-        let mut in_order = cur
-            .completed
-            .iter()
-            .zip(cur.completed.iter().skip(1))
-            .all(|(a, b)| a.activation <= b.activation);
-        let limit = limits.max_concurrency.max(1);
+        // Several read a copy: the cursor takes progress waypoints meanwhile.
+        let copy = cur.step.clone();
+        let env = StepEnv::new(&copy, cur.superstep, index, run_budget, shutdown_grace);
+        self.run_many(index, cur, &env, todo).await
+    }
+
+    /// Runs several activations, at most the graph's `max_concurrency` at
+    /// once; returns what the barrier merges (a superstep with tasks keeps
+    /// its finished activations in the cursor instead, see [`Progress`]).
+    async fn run_many(
+        &self,
+        index: &GraphIndex<'_>,
+        cur: &mut Cursor,
+        env: &StepEnv<'_>,
+        todo: Few<(usize, u32)>,
+    ) -> Result<Few<(usize, ActivationResult)>, EngineError> {
+        let mut progress = Progress::new(env, &todo, cur);
+        let mut results = Few::default();
+        let limit = index.graph.limits.max_concurrency.max(1);
         let mut running = FuturesUnordered::new();
         let mut todo = todo.into_iter();
         // The box of the last activation that finished inline, reused for
@@ -410,10 +473,7 @@ impl<S: WaypointStore> WarEngine<S> {
                     None => break,
                 }
             };
-            // A superstep with tasks keeps what finished in the cursor, for
-            // its progress waypoints; any other returns it to the barrier.
-            let kept = env.parts.vanguard.get(i).filter(|_| tasks > 0);
-            match (result, kept) {
+            match (result, progress.kept(env, i)) {
                 (
                     ActivationResult::Done {
                         directive,
@@ -422,30 +482,20 @@ impl<S: WaypointStore> WarEngine<S> {
                     },
                     Some(activation),
                 ) => {
-                    in_order &= cur
-                        .completed
-                        .last()
-                        .is_none_or(|last| last.activation <= *activation);
-                    cur.completed.push_back(Arc::new(CompletedActivation {
+                    let done = CompletedActivation {
                         activation: activation.clone(),
                         directive,
                         record,
                         handled,
-                    }));
-                    since_progress += usize::from(activation.task.is_some());
-                    if since_progress >= progress_every {
-                        since_progress = 0;
-                        if !in_order {
-                            sort_completed(&mut cur.completed);
-                            in_order = true;
-                        }
+                    };
+                    if progress.keep(cur, done) {
                         self.write(cur, WaypointStatus::Running, Few::Zero).await?;
                     }
                 }
-                (other, _) => unfinished.push((i, other)),
+                (other, _) => results.push((i, other)),
             }
         }
-        Ok(unfinished)
+        Ok(results)
     }
 
     /// Runs the vanguard's activation `i` (at its node's visit `visit`);
@@ -458,7 +508,7 @@ impl<S: WaypointStore> WarEngine<S> {
         entry: Option<NodeEntry<'_>>,
     ) -> (usize, ActivationResult) {
         // `todo` indexes this very vanguard.
-        let Some(activation) = env.parts.vanguard.get(i) else {
+        let Some(activation) = env.step.vanguard.get(i) else {
             return (i, ActivationResult::undeclared(&NodeId::new("?")));
         };
         let Some(entry) = entry.or_else(|| index.node(activation.node_id.as_str())) else {
@@ -467,17 +517,18 @@ impl<S: WaypointStore> WarEngine<S> {
             return (i, ActivationResult::undeclared(&activation.node_id));
         };
         let parley_response = env
-            .parts
+            .step
             .parley
+            .as_deref()
             .filter(|p| p.nodes.contains(&activation.node_id))
             .map(|p| &p.response);
         let act = ActivationCtx {
-            thread_id: env.parts.thread_id,
+            thread_id: &env.step.thread_id,
             superstep: env.superstep,
             run_budget: env.run_budget,
             spec: entry.spec,
             aegis: entry.aegis.unwrap_or(&NO_POLICIES),
-            fingerprint: env.parts.fingerprint,
+            fingerprint: &env.step.fingerprint,
             // A node-scoped seed holds no fingerprint: it always fits.
             cache_seed: entry
                 .cache_seed
@@ -501,12 +552,12 @@ impl<S: WaypointStore> WarEngine<S> {
             return (
                 i,
                 self.kit
-                    .run_activation(&act, env.parts.state, activation)
+                    .run_activation(&act, &env.step.state, activation)
                     .await,
             );
         }
         let result = {
-            let run = std::pin::pin!(self.kit.run_activation(&act, env.parts.state, activation));
+            let run = std::pin::pin!(self.kit.run_activation(&act, &env.step.state, activation));
             run.instrument(span.clone()).await
         };
         node_span_ended(&span, &result);

@@ -96,7 +96,7 @@ impl<S: WaypointStore> WarEngine<S> {
     ) {
         for (node_id, request) in requests {
             self.kit.emit(TraceEvent::ParleyRaised {
-                thread_id: cur.thread_id.to_string(),
+                thread_id: cur.step.thread_id.to_string(),
                 superstep: cur.superstep,
                 node_id: node_id.clone(),
                 prompt: request.prompt.clone(),
@@ -106,7 +106,7 @@ impl<S: WaypointStore> WarEngine<S> {
             return;
         };
         tap.push_with(StreamMode::Updates, || StreamEvent::Updates {
-            thread_id: cur.thread_id.to_string(),
+            thread_id: cur.step.thread_id.to_string(),
             superstep: cur.superstep,
             writes: finished
                 .iter()
@@ -119,7 +119,7 @@ impl<S: WaypointStore> WarEngine<S> {
                 .collect(),
         });
         tap.push_with(StreamMode::Values, || StreamEvent::Values {
-            thread_id: cur.thread_id.to_string(),
+            thread_id: cur.step.thread_id.to_string(),
             superstep: cur.superstep,
             state: state.clone(),
         });
