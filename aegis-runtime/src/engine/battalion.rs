@@ -77,8 +77,7 @@ impl<S: WaypointStore> WarEngine<S> {
         let engine = self.child_engine(ctx.heartbeat.clone(), grace, enclosing);
         // A timed-out parent attempt drops this future; the guard then
         // cancels the child's token too.
-        let _guard =
-            tokio_util::sync::CancellationToken::clone(&engine.kit.cancellation).drop_guard();
+        let _guard = engine.kit.cancellation().clone().drop_guard();
         let latest = engine
             .store
             .latest(&thread)

@@ -13,7 +13,7 @@ use super::hooks::{
 use super::stream::events::{StreamEvent, StreamMode};
 use super::stream::tap::{AttemptTap, StreamTap};
 use crate::cache::NodeCacheHandle;
-use crate::graph::{EffectScope, HeartbeatHandle, MusterTask};
+use crate::graph::{AttemptShared, EffectScope, HeartbeatHandle, MusterTask};
 use crate::id::NodeId;
 use crate::paladin::{PaladinPort, UnconfiguredPaladinPort};
 use crate::policy::{PriceTable, SpendBudget};
@@ -24,17 +24,14 @@ use crate::trace::{TraceEvent, TraceSink, log_event};
 /// inherits. The engine adds only its store.
 pub(crate) struct Kit {
     pub(crate) paladin_port: Arc<dyn PaladinPort>,
-    /// The store's effect ledger, asked for once, as every attempt's
-    /// `NodeContext` reaches it.
-    pub(crate) effects: Option<Arc<EffectScope>>,
+    /// The cancellation token and the store's effect ledger (asked for
+    /// once), as every attempt's `NodeContext` shares them.
+    pub(crate) shared: Arc<AttemptShared>,
     pub(crate) retry_predicates: HashMap<String, Arc<dyn RetryPredicateEvaluator>>,
     pub(crate) edge_evaluators: HashMap<String, Arc<dyn EdgeConditionEvaluator>>,
     pub(crate) error_handlers: HashMap<String, Arc<dyn ErrorHandler>>,
     pub(crate) trace_sinks: Vec<Arc<dyn TraceSink>>,
     pub(crate) interceptors: Vec<Arc<dyn NodeInterceptor>>,
-    /// Shared with every attempt's `NodeContext`, so handing it over is
-    /// a reference count, not a clone of the token (which locks its tree).
-    pub(crate) cancellation: Arc<CancellationToken>,
     pub(crate) node_cache: Option<NodeCacheHandle>,
     /// Enters every node cache key when set (see `with_cache_namespace`).
     pub(crate) cache_namespace: Option<Arc<str>>,
@@ -67,17 +64,28 @@ pub(crate) struct Kit {
 }
 
 impl Kit {
+    /// The engine's cancellation token.
+    #[inline]
+    pub(crate) fn cancellation(&self) -> &CancellationToken {
+        &self.shared.cancellation
+    }
+
+    /// The store's effect ledger, if it keeps one.
+    #[inline]
+    pub(crate) fn effects(&self) -> Option<&Arc<EffectScope>> {
+        self.shared.effects.as_ref()
+    }
+
     /// A kit with nothing registered, over the effect ledger `effects`.
     pub(crate) fn new(effects: Option<Arc<EffectScope>>) -> Self {
         Kit {
             paladin_port: Arc::new(UnconfiguredPaladinPort),
-            effects,
+            shared: AttemptShared::new(CancellationToken::new(), effects),
             retry_predicates: HashMap::new(),
             edge_evaluators: HashMap::new(),
             error_handlers: HashMap::new(),
             trace_sinks: Vec::new(),
             interceptors: Vec::new(),
-            cancellation: Arc::new(CancellationToken::new()),
             node_cache: None,
             cache_namespace: None,
             superstep_beat: None,
@@ -97,13 +105,15 @@ impl Kit {
     pub(crate) fn derived(&self) -> Kit {
         Kit {
             paladin_port: self.paladin_port.clone(),
-            effects: self.effects.clone(),
+            shared: AttemptShared::new(
+                self.shared.cancellation.child_token(),
+                self.shared.effects.clone(),
+            ),
             retry_predicates: self.retry_predicates.clone(),
             edge_evaluators: self.edge_evaluators.clone(),
             error_handlers: self.error_handlers.clone(),
             trace_sinks: self.trace_sinks.clone(),
             interceptors: self.interceptors.clone(),
-            cancellation: Arc::new(self.cancellation.child_token()),
             node_cache: self.node_cache.clone(),
             cache_namespace: self.cache_namespace.clone(),
             superstep_beat: self.superstep_beat.clone(),

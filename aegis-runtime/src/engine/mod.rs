@@ -41,7 +41,9 @@ use tracing::Instrument;
 use crate::cache::{NodeCache, NodeCacheHandle};
 use crate::error::{EngineError, PolicyOffender};
 use crate::few::Few;
-use crate::graph::{EffectScope, NodeSpec, ParleyExpiry, ParleyResponse, RunLedger, WarGraph};
+use crate::graph::{
+    AttemptShared, EffectScope, NodeSpec, ParleyExpiry, ParleyResponse, RunLedger, WarGraph,
+};
 use crate::id::NodeId;
 use crate::id::validate_root_thread_id;
 use crate::policy::{Aegis, ErrorHandlerSpec, PriceTable, RetryPredicate, SpendBudget};
@@ -126,7 +128,7 @@ impl<S> fmt::Debug for WarEngine<S> {
             })
             .field("trace_sinks", &self.kit.trace_sinks.len())
             .field("interceptors", &self.kit.interceptors.len())
-            .field("cancelled", &self.kit.cancellation.is_cancelled())
+            .field("cancelled", &self.kit.cancellation().is_cancelled())
             .field(
                 "node_cache",
                 &self
@@ -340,13 +342,13 @@ impl<S: WaypointStore> WarEngine<S> {
     /// `EngineLimits::shutdown_grace`, backoff waits end at once, and the run
     /// halts; resume it with an engine holding an uncancelled token.
     pub fn with_cancellation(mut self, token: CancellationToken) -> Self {
-        self.kit.cancellation = Arc::new(token);
+        self.kit.shared = AttemptShared::new(token, self.kit.shared.effects.clone());
         self
     }
 
     /// The engine's cancellation token.
     pub fn cancellation(&self) -> &CancellationToken {
-        &self.kit.cancellation
+        &self.kit.cancellation()
     }
 
     /// The waypoint store.

@@ -320,7 +320,7 @@ impl<S: WaypointStore> WarEngine<S> {
         if cur.step.vanguard.is_empty() {
             return Planned::End(Ending::Completed);
         }
-        if self.kit.cancellation.is_cancelled() {
+        if self.kit.cancellation().is_cancelled() {
             let pending = cur
                 .step
                 .vanguard

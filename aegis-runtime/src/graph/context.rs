@@ -188,7 +188,9 @@ pub struct NodeContext {
     pub(crate) superstep: u32,
     pub(crate) attempt: u32,
     pub(crate) heartbeat: HeartbeatHandle,
-    pub(crate) cancellation: Arc<CancellationToken>,
+    /// The engine's cancellation token and effect scope, shared by every
+    /// attempt behind one reference count.
+    pub(crate) shared: Arc<AttemptShared>,
     pub(crate) parley_response: Option<ParleyResponse>,
     pub(crate) task: Option<TaskRef>,
     /// Where [`NodeContext::emit`] and [`NodeContext::emit_token`] send.
@@ -197,10 +199,28 @@ pub struct NodeContext {
     pub(crate) served: ServedSlot,
     /// Where a Paladin attempt charges what its completions spend.
     pub(crate) meter: super::SpendMeter,
-    /// The store's effect ledger ([`NodeContext::effect`]); shared by every
-    /// attempt of an engine, so a node without effects pays a reference
-    /// count.
+}
+
+/// What every attempt of one engine shares: its cancellation token and the
+/// store's effect ledger ([`NodeContext::effect`]), behind one reference
+/// count, so handing them to an attempt costs one count, not a clone of
+/// the token (which locks its tree) and a second count.
+#[derive(Debug)]
+pub(crate) struct AttemptShared {
+    pub(crate) cancellation: CancellationToken,
     pub(crate) effects: Option<Arc<EffectScope>>,
+}
+
+impl AttemptShared {
+    pub(crate) fn new(
+        cancellation: CancellationToken,
+        effects: Option<Arc<EffectScope>>,
+    ) -> Arc<Self> {
+        Arc::new(AttemptShared {
+            cancellation,
+            effects,
+        })
+    }
 }
 
 /// A superstep's mustered tasks, as the attempts running them read them.
@@ -287,13 +307,12 @@ impl NodeContext {
             superstep: 1,
             attempt: 1,
             heartbeat: HeartbeatHandle::noop(),
-            cancellation: Arc::new(CancellationToken::new()),
+            shared: AttemptShared::new(CancellationToken::new(), None),
             parley_response: None,
             task: None,
             served: ServedSlot::default(),
             emitter: NodeEmitter::default(),
             meter: super::SpendMeter::default(),
-            effects: None,
         }
     }
 
@@ -303,7 +322,8 @@ impl NodeContext {
     /// [`EffectError::NoLedger`](super::EffectError::NoLedger)).
     #[must_use]
     pub fn with_effect_ledger(mut self, ledger: Arc<dyn EffectLedger>) -> Self {
-        self.effects = Some(Arc::new(EffectScope::new(ledger)));
+        let scope = Some(Arc::new(EffectScope::new(ledger)));
+        self.shared = AttemptShared::new(self.shared.cancellation.clone(), scope);
         self
     }
 
@@ -339,7 +359,7 @@ impl NodeContext {
 
     /// Cancelled when the engine shuts down; long work may watch it.
     pub fn cancellation(&self) -> &CancellationToken {
-        &self.cancellation
+        &self.shared.cancellation
     }
 
     /// The human's answer, on the re-run after a parley.

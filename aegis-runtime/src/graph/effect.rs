@@ -556,7 +556,7 @@ impl<'a> Effect<'a> {
         Fut: Future<Output = Result<T, E>>,
     {
         let key = self.key();
-        let Some(scope) = self.ctx.effects.clone() else {
+        let Some(scope) = self.ctx.shared.effects.clone() else {
             return Err(EffectError::NoLedger { effect: self.name });
         };
         // A reconcile policy without its function is refused before the
@@ -760,6 +760,7 @@ impl<'a> Effect<'a> {
 
     fn ledger(&self) -> Result<&Arc<dyn EffectLedger>, EffectError> {
         self.ctx
+            .shared
             .effects
             .as_ref()
             .map(|s| &s.ledger)
@@ -802,7 +803,7 @@ impl<'a> Effect<'a> {
     /// the run's stream (a custom event: `{"effect": name, "effect_key":
     /// key, "state": outcome, ...}`) when someone listens.
     fn note(&self, key: &EffectKey, outcome: EffectOutcome, starts: u32) {
-        if let Some(scope) = &self.ctx.effects {
+        if let Some(scope) = &self.ctx.shared.effects {
             scope.note(
                 (
                     self.ctx.thread_id().to_string(),

@@ -24,8 +24,8 @@ mod war_graph;
 
 pub use aegis_node::{AegisDepsFn, AegisDepsNode, AegisFnNode, AegisNode, AegisNodeFn};
 pub(crate) use cache_rules::{cached_nodes, missing_backend_error};
+pub(crate) use context::{AttemptShared, Served, ServedSlot, TaskRef, TaskSource};
 pub use context::{HeartbeatHandle, IdleHold, NodeContext};
-pub(crate) use context::{Served, ServedSlot, TaskRef, TaskSource};
 pub(crate) use effect::EffectScope;
 pub use effect::{
     DEFAULT_MAX_EFFECT_RESULT_BYTES, Effect, EffectAnswer, EffectError, EffectKey, EffectNote,

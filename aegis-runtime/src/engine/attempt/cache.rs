@@ -52,7 +52,7 @@ impl Kit {
         &self,
         act: &ActivationCtx<'_>,
         key: &CacheKey,
-        rec: &Recorder,
+        rec: &Recorder<'_>,
     ) -> Option<CacheLookup> {
         match &self.node_cache {
             Some(cache) => cache.lookup_now(act.schema, key, rec.started()),
@@ -65,7 +65,7 @@ impl Kit {
         &self,
         act: &ActivationCtx<'_>,
         key: &CacheKey,
-        rec: &Recorder,
+        rec: &Recorder<'_>,
     ) -> CacheLookup {
         match &self.node_cache {
             Some(cache) => cache.lookup_at(act.schema, key, rec.started()).await,
@@ -80,7 +80,7 @@ impl Kit {
         act: &ActivationCtx<'_>,
         entry: Arc<CacheEntry>,
         node_id: &NodeId,
-        rec: &mut Recorder,
+        rec: &mut Recorder<'_>,
     ) -> ActivationResult {
         // A backend holding decoded entries shares its copy: take only the
         // delta and the origin from it; an entry of our own is moved.

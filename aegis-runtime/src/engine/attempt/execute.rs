@@ -195,7 +195,7 @@ async fn run_function(
         Ok(d) => {
             // A node that handled its effect's `NeedsHuman` itself leaves
             // no parley pending (free when none is).
-            if let Some(scope) = &ctx.effects {
+            if let Some(scope) = &ctx.shared.effects {
                 scope.take_ask(ctx);
             }
             Ok(d)
@@ -203,7 +203,7 @@ async fn run_function(
         // An effect that asked a human about its unknown outcome failed the
         // attempt with `EffectError::NeedsHuman`: the attempt raises its
         // parley instead (only then is the engine's effect scope read).
-        Err(e) => match ctx.effects.as_ref().and_then(|s| s.take_ask(ctx)) {
+        Err(e) => match ctx.shared.effects.as_ref().and_then(|s| s.take_ask(ctx)) {
             Some(request) => Ok(Directive::parley(request)),
             None => Err(node_error(
                 ctx,

@@ -20,7 +20,7 @@ impl Kit {
         node_id: &NodeId,
         state: &Battlefield,
         attempt: u32,
-        rec: &mut Recorder,
+        rec: &mut Recorder<'_>,
     ) -> Option<ActivationResult> {
         for i in &self.interceptors {
             match i.before(node_id, state).await {
@@ -37,7 +37,7 @@ impl Kit {
         node_id: &NodeId,
         directive: Directive,
         attempt: u32,
-        rec: &mut Recorder,
+        rec: &mut Recorder<'_>,
     ) -> ActivationResult {
         if !self.interceptors.is_empty() {
             rec.touch();
@@ -54,10 +54,11 @@ impl Kit {
 
 /// The activation's end when `attempt` succeeded and no `after` hook
 /// objected (an engine without interceptors comes here directly).
+#[inline]
 pub(super) fn succeeded(
     directive: Directive,
     attempt: u32,
-    rec: &mut Recorder,
+    rec: &mut Recorder<'_>,
 ) -> ActivationResult {
     ActivationResult::Done {
         directive,
@@ -71,7 +72,7 @@ fn stopped(
     decision: InterceptorDecision,
     node_id: &NodeId,
     attempt: u32,
-    rec: &mut Recorder,
+    rec: &mut Recorder<'_>,
 ) -> ActivationResult {
     let result = match decision {
         InterceptorDecision::Fail(message) => rec.failed(

@@ -112,7 +112,7 @@ impl Kit {
         // An activation dropped mid-way (a Battalion's child cut by its
         // parent's timeout) leaves no effect notes behind in the scope.
         let mut notes_guard = NotesGuard {
-            scope: self.effects.as_deref(),
+            scope: self.effects().map(|scope| &**scope),
             thread_id: act.thread_id,
             node_id,
             task_key: act.task.map(|t| t.task_key.as_str()),
@@ -140,7 +140,7 @@ impl Kit {
         // counter for a node that made none).
         // Finished: the notes are taken here, the guard has none to drop.
         notes_guard.scope = None;
-        if let Some(scope) = &self.effects {
+        if let Some(scope) = &self.effects() {
             let notes = scope.take_notes(
                 act.thread_id,
                 node_id.as_str(),
@@ -218,11 +218,11 @@ impl Kit {
         act: &ActivationCtx<'_>,
         state: &Battlefield,
         node_id: &NodeId,
-        rec: &mut Recorder,
+        rec: &mut Recorder<'_>,
     ) -> ActivationResult {
         let mut attempt = 1;
         loop {
-            if self.cancellation.is_cancelled() {
+            if self.cancellation().is_cancelled() {
                 return rec.shutdown(attempt);
             }
             if !self.interceptors.is_empty() {
@@ -327,8 +327,7 @@ mod tests {
         assert!(cut.await.is_err(), "the run never finishes by itself");
         let scope = engine
             .kit
-            .effects
-            .as_ref()
+            .effects()
             .expect("the in-memory store keeps a ledger");
         assert_eq!(scope.noted(), 0);
     }

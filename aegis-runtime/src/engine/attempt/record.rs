@@ -21,8 +21,9 @@ use crate::trace::{AttemptStatus, CacheOrigin, TraceEvent};
 use crate::waypoint::{AttemptRecord, NodeExecutionRecord, NodeStatus, RetrySkip};
 
 /// Builds the [`NodeExecutionRecord`] of one activation as it runs.
-pub(super) struct Recorder {
-    node_id: NodeId,
+pub(super) struct Recorder<'n> {
+    /// Borrowed from the activation: the record takes its own copy.
+    node_id: &'n NodeId,
     task_key: Option<String>,
     started_at: SystemTime,
     started: Instant,
@@ -58,8 +59,8 @@ struct Metering {
     hops: Vec<HopNote>,
 }
 
-impl Recorder {
-    pub(super) fn new(node_id: &NodeId, task: Option<&MusterTask>) -> Self {
+impl<'n> Recorder<'n> {
+    pub(super) fn new(node_id: &'n NodeId, task: Option<&MusterTask>) -> Self {
         Self::starting_at(node_id, task, SystemTime::now(), Instant::now())
     }
 
@@ -70,7 +71,7 @@ impl Recorder {
     /// other kind reports either, so no other pays for them.
     #[inline]
     pub(super) fn of_run(
-        node_id: &NodeId,
+        node_id: &'n NodeId,
         task: Option<&MusterTask>,
         run: &RunBudget,
         paladin: bool,
@@ -84,14 +85,15 @@ impl Recorder {
         rec
     }
 
+    #[inline]
     fn starting_at(
-        node_id: &NodeId,
+        node_id: &'n NodeId,
         task: Option<&MusterTask>,
         started_at: SystemTime,
         started: Instant,
     ) -> Self {
         Recorder {
-            node_id: node_id.clone(),
+            node_id,
             task_key: task.map(|t| t.task_key.clone()),
             started_at,
             started,
@@ -295,7 +297,7 @@ impl Kit {
         state: &Battlefield,
         node_id: &NodeId,
         attempt: u32,
-        rec: &mut Recorder,
+        rec: &mut Recorder<'_>,
     ) -> AttemptEnd {
         let task_key = || act.task.map(|t| t.task_key.clone());
         self.emit_with(Level::DEBUG, || TraceEvent::NodeStarted {
@@ -386,7 +388,7 @@ impl Kit {
         node_id: &NodeId,
         attempt: u32,
         meter: &SpendMeter,
-        rec: &mut Recorder,
+        rec: &mut Recorder<'_>,
     ) -> Spend {
         let spent = meter.spent();
         let metering = rec.metering.get_or_insert_default();
@@ -429,7 +431,7 @@ pub(super) fn millis(d: Duration) -> u64 {
 }
 
 /// Records how an attempt ended on its `aegis.attempt` span.
-pub(super) fn attempt_span(span: &tracing::Span, end: &AttemptEnd, rec: &Recorder) {
+pub(super) fn attempt_span(span: &tracing::Span, end: &AttemptEnd, rec: &Recorder<'_>) {
     use crate::error::NodeErrorSource;
     match end {
         AttemptEnd::Done(_) => {

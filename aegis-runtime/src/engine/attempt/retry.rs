@@ -48,7 +48,7 @@ impl Kit {
         node_id: &NodeId,
         error: &NodeError,
         attempt: u32,
-        rec: &mut Recorder,
+        rec: &mut Recorder<'_>,
         span: &tracing::Span,
     ) -> AfterFailure {
         // A run-deadline cut is never retried; a run with nothing left to
@@ -198,7 +198,7 @@ impl Kit {
     /// wait for the next timer tick).
     async fn backoff(&self, delay: Duration, run_budget: &RunBudget) -> AfterFailure {
         if delay.is_zero() {
-            return if self.cancellation.is_cancelled() {
+            return if self.cancellation().is_cancelled() {
                 AfterFailure::Shutdown
             } else {
                 AfterFailure::Retry
@@ -214,7 +214,7 @@ impl Kit {
         };
         tokio::select! {
             biased;
-            _ = self.cancellation.cancelled() => AfterFailure::Shutdown,
+            _ = self.cancellation().cancelled() => AfterFailure::Shutdown,
             _ = sleep_opt(until) => {
                 if deadline_first {
                     AfterFailure::GiveUp { budget_exhausted: true }
@@ -231,7 +231,11 @@ impl Kit {
 /// was expected to) would pass what is left of the run's budget or the
 /// node's cap. A retry expected to spend nothing fits while anything is
 /// left.
-fn spend_skip(act: &ActivationCtx<'_>, rec: &Recorder, next: u32) -> Option<crate::policy::Skip> {
+fn spend_skip(
+    act: &ActivationCtx<'_>,
+    rec: &Recorder<'_>,
+    next: u32,
+) -> Option<crate::policy::Skip> {
     let remaining = act
         .run_budget
         .spend()

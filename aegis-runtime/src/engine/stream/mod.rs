@@ -52,8 +52,7 @@ impl<S: WaypointStore> WarEngine<S> {
         options: StreamOptions,
     ) -> RunStream {
         let (engine, tap) = self.streaming(options);
-        let halt =
-            tokio_util::sync::CancellationToken::clone(&engine.kit.cancellation).drop_guard();
+        let halt = engine.kit.cancellation().clone().drop_guard();
         let (graph, id) = (graph.clone(), thread_id.to_string());
         let run = tokio::spawn(async move { engine.start(&graph, &id, input).await });
         RunStream::new(thread_id, tap, run, halt)
@@ -78,8 +77,7 @@ impl<S: WaypointStore> WarEngine<S> {
         options: StreamOptions,
     ) -> RunStream {
         let (engine, tap) = self.streaming(options);
-        let halt =
-            tokio_util::sync::CancellationToken::clone(&engine.kit.cancellation).drop_guard();
+        let halt = engine.kit.cancellation().clone().drop_guard();
         let (graph, id) = (graph.clone(), thread_id.to_string());
         let run = tokio::spawn(async move { engine.resume(&graph, &id, response).await });
         RunStream::new(thread_id, tap, run, halt)
