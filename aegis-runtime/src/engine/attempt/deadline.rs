@@ -167,7 +167,7 @@ impl Kit {
         if let Poll::Ready(r) = std::future::poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx))).await
         {
             let now = Instant::now();
-            return (bounds.settle(r, None, now, &self.cancellation()), now);
+            return (bounds.settle(r, None, now, self.cancellation()), now);
         }
         // Boxed: only an attempt that waits (on I/O, a timer) gets here,
         // and inline its timers would enlarge every attempt's future.
@@ -214,7 +214,7 @@ impl Kit {
             biased;
             r = &mut fut => {
                 let now = Instant::now();
-                return (bounds.settle(r, None, now, &self.cancellation()), now);
+                return (bounds.settle(r, None, now, self.cancellation()), now);
             }
             _ = sleep_opt(hard.map(|h| h.0)) => {
                 let kind = hard.map_or(TimeoutKind::Run, |h| h.1);
@@ -257,7 +257,7 @@ impl Kit {
         };
         tokio::select! {
             biased;
-            r = &mut fut => bounds.settle(r, grace_end, Instant::now(), &self.cancellation()),
+            r = &mut fut => bounds.settle(r, grace_end, Instant::now(), self.cancellation()),
             _ = sleep_opt(until) => match kind {
                 Some(k) => bounds.timed_out(k),
                 None => AttemptEnd::Shutdown,
