@@ -348,7 +348,7 @@ impl<S: WaypointStore> WarEngine<S> {
 
     /// The engine's cancellation token.
     pub fn cancellation(&self) -> &CancellationToken {
-        &self.kit.cancellation()
+        self.kit.cancellation()
     }
 
     /// The waypoint store.
