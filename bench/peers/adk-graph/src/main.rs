@@ -215,7 +215,10 @@ fn main() -> Result<(), BenchError> {
 
         let policies = NodeDefaults::new()
             .with_retry(RetryPolicy::new(3))
-            .with_timeout(TimeoutPolicy::run(Duration::from_secs(30)));
+            .with_timeout(TimeoutPolicy {
+                run_timeout: Some(Duration::from_secs(30)),
+                ..TimeoutPolicy::default()
+            });
         let g = finish(chain(1_000).compile()?, 1_000, memory).with_node_defaults(policies);
         r.measure("c_policies_1000", mode, &g, 1_000, &nothing, &zero)?;
 
