@@ -458,6 +458,7 @@ const ENGINE_ORDER: &[(&str, u32)] = &[
     ("attempt/cache.rs", 6),
     ("attempt/intercept.rs", 6),
     ("attempt/retry.rs", 6),
+    ("attempt/traced.rs", 6),
     ("attempt/mod.rs", 7),
     ("stream/mod.rs", 8),
     ("battalion.rs", 8),

@@ -12,6 +12,7 @@
 //! | retry decision and backoff wait | [`retry`] |
 //! | `on_error` handlers | [`handler`] |
 //! | the activation's record | [`record`] |
+//! | one attempt between its trace events, its spend, its span | [`traced`] |
 //! | a Paladin's fallback hops to the listeners | [`relay`] |
 //!
 //! Each rule extends the engine's [`Kit`], never the engine: the store is
@@ -27,6 +28,7 @@ mod intercept;
 mod record;
 mod relay;
 mod retry;
+mod traced;
 
 use tracing::Instrument;
 
@@ -257,7 +259,7 @@ impl Kit {
                         std::pin::pin!(self.traced_attempt(act, state, node_id, attempt, rec));
                     traced.instrument(span.clone()).await
                 };
-                record::attempt_span(&span, &end, rec);
+                traced::attempt_span(&span, &end, rec);
                 end
             };
             let error = match end {

@@ -1,23 +1,19 @@
-//! The activation's record: when it started, each failed attempt, how it
-//! ended; and the trace events around each attempt.
+//! The activation's record: when it started, each failed attempt, what
+//! the attempts spent and skipped, how it ended.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
-use tracing::Level;
 
-use super::activation::{ActivationCtx, ActivationResult, AttemptEnd};
-use super::deadline::AttemptStart;
-use crate::engine::kit::Kit;
+use super::activation::ActivationResult;
 use crate::engine::run_budget::RunBudget;
-use crate::engine::stream::tap::{AttemptTap, emitter};
+use crate::engine::stream::tap::AttemptTap;
 use crate::error::{NodeError, NodeErrorSource, Transience};
-use crate::graph::{MusterTask, ServedSlot, SpendMeter};
+use crate::graph::{MusterTask, ServedSlot};
 use crate::id::NodeId;
 use crate::policy::hop::HopNote;
 use crate::policy::{CacheScope, Skip, Spend};
-use crate::state::Battlefield;
-use crate::trace::{AttemptStatus, CacheOrigin, TraceEvent};
+use crate::trace::{AttemptStatus, CacheOrigin};
 use crate::waypoint::{AttemptRecord, NodeExecutionRecord, NodeStatus, RetrySkip};
 
 /// Builds the [`NodeExecutionRecord`] of one activation as it runs.
@@ -117,7 +113,7 @@ impl<'n> Recorder<'n> {
     /// When an attempt starting now starts, by both clocks. The wall time
     /// is the activation's plus the monotonic time since, so only one
     /// clock is read.
-    fn attempt_start(&mut self) -> (SystemTime, Instant) {
+    pub(super) fn attempt_start(&mut self) -> (SystemTime, Instant) {
         if std::mem::take(&mut self.untouched) {
             return (self.started_at, self.started);
         }
@@ -130,7 +126,7 @@ impl<'n> Recorder<'n> {
     }
 
     /// Whether the attempts are metered (a Paladin node's).
-    fn metered(&self) -> bool {
+    pub(super) fn metered(&self) -> bool {
         self.metering.is_some()
     }
 
@@ -227,6 +223,52 @@ impl<'n> Recorder<'n> {
         record
     }
 
+    /// Where the attempt starting now reports who served its answer (a
+    /// failed attempt's report never describes a later success, so an
+    /// earlier one is dropped).
+    pub(super) fn served_for_attempt(&self) -> ServedSlot {
+        self.served.take();
+        self.served.clone()
+    }
+
+    /// Who served the latest attempt's answer, left in place.
+    pub(super) fn served_now(&self) -> Option<crate::graph::Served> {
+        self.served.peek()
+    }
+
+    /// The latest attempt ended at `at`.
+    pub(super) fn attempt_ended(&mut self, at: Instant) {
+        self.ended = Some(at);
+    }
+
+    /// The stream tap of the attempt that succeeded (see `discard_streamed`).
+    pub(super) fn keep_streamed(&mut self, tap: Option<Arc<AttemptTap>>) {
+        self.streamed = tap;
+    }
+
+    /// Puts what attempt `attempt` spent (`spent`; `expected`, what its first
+    /// request was expected to, when it spent nothing) and the fallback
+    /// hops it made on the record.
+    pub(super) fn charge(
+        &mut self,
+        attempt: u32,
+        spent: Spend,
+        expected: Option<Spend>,
+        hops: Vec<HopNote>,
+    ) {
+        let metering = self.metering.get_or_insert_default();
+        metering.last_spend = if spent.is_zero() {
+            expected.unwrap_or_default()
+        } else {
+            spent
+        };
+        metering.spend = Some(metering.spend.unwrap_or_default().plus(&spent));
+        metering.hops.extend(hops.into_iter().map(|mut hop| {
+            hop.attempt = attempt;
+            hop
+        }));
+    }
+
     /// A retry not scheduled for want of time, for the record.
     pub(super) fn retry_skipped(&mut self, skip: RetrySkip) {
         self.retry_skipped = Some(skip);
@@ -253,7 +295,7 @@ impl<'n> Recorder<'n> {
         }
     }
 
-    fn push(
+    pub(super) fn push(
         &mut self,
         attempt: u32,
         started_at: SystemTime,
@@ -288,177 +330,6 @@ impl ActivationResult {
     }
 }
 
-impl Kit {
-    /// One attempt under its bounds, between its trace events; a failure
-    /// goes on the record.
-    pub(super) async fn traced_attempt(
-        &self,
-        act: &ActivationCtx<'_>,
-        state: &Battlefield,
-        node_id: &NodeId,
-        attempt: u32,
-        rec: &mut Recorder<'_>,
-    ) -> AttemptEnd {
-        let task_key = || act.task.map(|t| t.task_key.clone());
-        self.emit_with(Level::DEBUG, || TraceEvent::NodeStarted {
-            thread_id: act.thread_id.to_string(),
-            superstep: act.superstep,
-            node_id: node_id.clone(),
-            task_key: task_key(),
-            attempt,
-        });
-        let (started_at, started) = rec.attempt_start();
-        // A failed attempt's report never describes a later success.
-        rec.served.take();
-        let tap = self.attempt_tap(act.thread_id, node_id, act.task, attempt);
-        let emitter = emitter(tap.as_ref());
-        let meter = if rec.metered() {
-            SpendMeter::for_attempt(
-                act.run_budget.spend().clone(),
-                act.aegis.spend_cap,
-                rec.spent(),
-            )
-        } else {
-            SpendMeter::default()
-        };
-        let (end, ended) = self
-            .bounded_attempt(
-                act,
-                state,
-                node_id,
-                attempt,
-                AttemptStart {
-                    at: started,
-                    served: rec.served.clone(),
-                    emitter,
-                    meter: meter.clone(),
-                },
-            )
-            .await;
-        rec.ended = Some(ended);
-        // The attempt's future is gone: an abandoned stream has charged
-        // what it delivered.
-        let spent = rec
-            .metered()
-            .then(|| self.metered(act, node_id, attempt, &meter, rec));
-        let duration = ended.saturating_duration_since(started);
-        let status = match &end {
-            AttemptEnd::Done(_) => AttemptStatus::Succeeded,
-            AttemptEnd::Error(e) => {
-                rec.push(attempt, started_at, duration, e, spent);
-                AttemptStatus::Failed(e.clone())
-            }
-            AttemptEnd::Shutdown => AttemptStatus::Skipped {
-                reason: "shutdown".to_string(),
-            },
-        };
-        if let Some(tap) = tap {
-            // An attempt that ended without a directive is never merged.
-            let done = matches!(end, AttemptEnd::Done(_));
-            tap.close((!done).then(|| status.clone()));
-            rec.streamed = done.then_some(tap);
-        }
-        // A failed attempt is logged as a warning (see `log_event`).
-        let level = match status {
-            AttemptStatus::Failed(_) => Level::WARN,
-            _ => Level::DEBUG,
-        };
-        self.emit_with(level, || TraceEvent::NodeFinished {
-            thread_id: act.thread_id.to_string(),
-            superstep: act.superstep,
-            node_id: node_id.clone(),
-            task_key: task_key(),
-            attempt,
-            status,
-            cache_hit: false,
-            cache_origin: None,
-            duration,
-        });
-        end
-    }
-}
-
-impl Kit {
-    /// Puts what attempt `attempt` spent, and the hops it skipped, on the
-    /// record and the trace, and the hops it made on the record (the relay
-    /// traced them as they happened); returns its spend.
-    fn metered(
-        &self,
-        act: &ActivationCtx<'_>,
-        node_id: &NodeId,
-        attempt: u32,
-        meter: &SpendMeter,
-        rec: &mut Recorder<'_>,
-    ) -> Spend {
-        let spent = meter.spent();
-        let metering = rec.metering.get_or_insert_default();
-        metering.last_spend = if spent.is_zero() {
-            meter.expected().unwrap_or_default()
-        } else {
-            spent
-        };
-        metering.spend = Some(metering.spend.unwrap_or_default().plus(&spent));
-        metering
-            .hops
-            .extend(meter.take_hops().into_iter().map(|mut hop| {
-                hop.attempt = attempt;
-                hop
-            }));
-        for skip in meter.take_skips() {
-            self.emit(TraceEvent::StepSkipped {
-                thread_id: Some(act.thread_id.to_string()),
-                superstep: Some(act.superstep),
-                node_id: Some(node_id.clone()),
-                task_key: act.task.map(|t| t.task_key.clone()),
-                skip: skip.clone(),
-            });
-            rec.skipped(skip);
-        }
-        self.emit_with(Level::DEBUG, || TraceEvent::AttemptSpend {
-            thread_id: act.thread_id.to_string(),
-            superstep: act.superstep,
-            node_id: node_id.clone(),
-            task_key: act.task.map(|t| t.task_key.clone()),
-            attempt,
-            spend: spent,
-        });
-        spent
-    }
-}
-
 pub(super) fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
-
-/// Records how an attempt ended on its `aegis.attempt` span.
-pub(super) fn attempt_span(span: &tracing::Span, end: &AttemptEnd, rec: &Recorder<'_>) {
-    use crate::error::NodeErrorSource;
-    match end {
-        AttemptEnd::Done(_) => {
-            span.record("outcome", "succeeded");
-            if let Some(served) = rec.served.peek() {
-                if let Some(by) = &served.served_by {
-                    span.record("served_by", by.as_str());
-                }
-                if let Some(position) = served.chain_position {
-                    span.record("chain_position", position);
-                }
-                if let Some(model) = &served.model {
-                    span.record("model", model.as_str());
-                }
-            }
-        }
-        AttemptEnd::Error(e) => {
-            span.record("outcome", "failed");
-            span.record("otel.status_code", "ERROR");
-            span.record("transience", tracing::field::display(e.transience));
-            span.record("error", tracing::field::display(&e.source));
-            if let NodeErrorSource::Timeout(kind) = &e.source {
-                span.record("timeout", tracing::field::display(kind));
-            }
-        }
-        AttemptEnd::Shutdown => {
-            span.record("outcome", "shutdown");
-        }
-    }
 }
