@@ -25,7 +25,7 @@ use aegis::policy::{
 use aegis::prelude::*;
 use aegis::trace::{CollectingTraceSink, TraceEvent};
 use aegis::waypoint::NodeExecutionRecord;
-use serde_json::{Value, json};
+use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
 use support::fixtures::*;
@@ -77,21 +77,11 @@ fn retry(max_attempts: u32) -> RetryPolicy {
 }
 
 async fn writer_record(engine: &WarEngine, thread: &str) -> NodeExecutionRecord {
-    let history = engine.store().history(thread).await.unwrap();
-    history
-        .iter()
-        .flat_map(|w| w.records.iter())
+    records(engine, thread)
+        .await
+        .into_iter()
         .find(|r| r.node_id.as_str() == "writer")
-        .cloned()
         .expect("a writer record")
-}
-
-fn answer(outcome: &RunOutcome) -> Value {
-    outcome
-        .state()
-        .get("answer")
-        .cloned()
-        .unwrap_or(Value::Null)
 }
 
 // ---- usage and cost per attempt -----------------------------------------

@@ -18,7 +18,7 @@ use aegis::policy::{
 };
 use aegis::prelude::*;
 use aegis::waypoint::NodeExecutionRecord;
-use serde_json::{Value, json};
+use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
 use support::fixtures::*;
@@ -88,21 +88,11 @@ fn engine_over(llm: impl LlmPort, streaming: bool) -> WarEngine {
 }
 
 async fn record(engine: &WarEngine) -> NodeExecutionRecord {
-    let history = engine.store().history("t").await.unwrap();
-    history
-        .iter()
-        .flat_map(|w| w.records.iter())
+    records(engine, "t")
+        .await
+        .into_iter()
         .find(|r| r.node_id.as_str() == "writer")
-        .cloned()
         .expect("a writer record")
-}
-
-fn answer(outcome: &RunOutcome) -> Value {
-    outcome
-        .state()
-        .get("answer")
-        .cloned()
-        .unwrap_or(Value::Null)
 }
 
 fn handled() -> ErrorHandlerSpec {

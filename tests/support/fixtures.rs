@@ -191,6 +191,15 @@ pub async fn records(
         .collect()
 }
 
+/// The `answer` field of a run's final state (`null` when unset).
+pub fn answer(outcome: &RunOutcome) -> Value {
+    outcome
+        .state()
+        .get("answer")
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
 pub struct Evaluator<F>(pub F);
 
 #[async_trait]
