@@ -183,16 +183,16 @@ impl OpenAiEvents {
             }
             finish = choice.finish_reason.as_deref().map(finish_reason);
         }
-        // The first chunk delivered names the model.
-        chunk.model = self.model.take();
+        // The first chunk delivered names the model; a chunk that is not
+        // delivered (no progress) leaves it for the next.
         if let Some(reason) = finish {
             self.finished = true;
+            chunk.model = self.model.take();
             return self.flush_tools(Some((chunk, reason)), out);
         }
         if progress {
+            chunk.model = self.model.take();
             out.push(chunk);
-        } else {
-            self.model = chunk.model;
         }
         Ok(())
     }
